@@ -1,1 +1,139 @@
-//! Work in progress.
+//! Packet buffers, fixed-capacity batches and the [`Port`] trait every zlrouter I/O backend
+//! implements (pcap, the traffic generator, the in-memory port, AF_XDP, DPDK).
+//!
+//! Contract:
+//! - Packets live in [`PacketBuf`]s taken from a [`BufPool`] that is allocated once, up front.
+//!   Nothing on the per-packet path allocates: a port copies a received frame into a pool
+//!   buffer (or lends one of its own), the data plane moves the buffer through its queues, and
+//!   the transmitting port copies it out and gives it back to the pool. The pool's size is the
+//!   hard bound on the memory the data plane holds in packets.
+//! - Ports move packets in [`Batch`]es of at most [`BATCH_CAPACITY`] packets (as BESS's
+//!   `PacketBatch` and DPDK's bursts of 32).
+//! - [`Port::recv`] fills a batch with what has arrived by `now`; [`Port::send`] takes every
+//!   packet out of a batch: it transmits it or counts it as a transmit drop (ring full,
+//!   ENOBUFS), and in both cases the buffer goes back to the pool. Nothing is silently lost:
+//!   [`PortCounters`] names each cause.
+//! - A port whose interface disappears reports [`PortError::InterfaceGone`] from `recv` or
+//!   `send` instead of spinning.
+//! - [`Port::readiness`] tells the poll loop how to drive the port: a live port is polled
+//!   continuously on the monotonic clock; a virtual-time port (pcap replay, generator) names
+//!   the timestamp of its next packet so the loop can advance virtual time to it.
+//!
+//! This crate sits just above `zl-core` and below every backend and the data plane.
+
+#![forbid(unsafe_code)]
+
+mod batch;
+mod buf;
+mod memory;
+
+pub use batch::{Batch, BATCH_CAPACITY};
+pub use buf::{BufPool, PacketBuf, DEFAULT_BUF_SIZE};
+pub use memory::MemoryPort;
+pub use zl_core::Nanos;
+
+/// Per-port counters, one field per cause (never one "drops").
+///
+/// Ports keep these as plain integers on the forwarding thread; the data plane copies a
+/// snapshot to its metrics at a low rate.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PortCounters {
+    /// Frames handed to the data plane.
+    pub rx_packets: u64,
+    /// Bytes of those frames (frame length without FCS).
+    pub rx_bytes: u64,
+    /// Frames the port saw but could not hand over because the pool had no free buffer.
+    pub rx_no_buffer: u64,
+    /// Frames lost because a receive ring overflowed (reported by the NIC or kernel).
+    pub rx_ring_full: u64,
+    /// Frames longer than a pool buffer, dropped at receive.
+    pub rx_too_long: u64,
+    /// Frames transmitted.
+    pub tx_packets: u64,
+    /// Bytes transmitted.
+    pub tx_bytes: u64,
+    /// Frames dropped at transmit because the transmit ring was full.
+    pub tx_ring_full: u64,
+    /// Frames dropped at transmit because the kernel answered ENOBUFS / EAGAIN on the wakeup.
+    pub tx_no_buffer: u64,
+    /// Frames dropped at transmit for any other I/O error.
+    pub tx_errors: u64,
+}
+
+impl PortCounters {
+    /// All frames dropped at receive, whatever the cause.
+    pub fn rx_dropped(&self) -> u64 {
+        self.rx_no_buffer + self.rx_ring_full + self.rx_too_long
+    }
+    /// All frames dropped at transmit, whatever the cause.
+    pub fn tx_dropped(&self) -> u64 {
+        self.tx_ring_full + self.tx_no_buffer + self.tx_errors
+    }
+}
+
+/// How the poll loop should drive a port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Readiness {
+    /// A live port: poll it continuously; timestamps come from the monotonic clock.
+    Live,
+    /// A virtual-time port whose next packet arrives at this time.
+    NextPacketAt(Nanos),
+    /// A virtual-time port with nothing more to receive, ever (end of file or of the run).
+    Exhausted,
+}
+
+/// A port failed; the data plane stops cleanly on any of these.
+#[derive(Debug, thiserror::Error)]
+pub enum PortError {
+    /// The interface went away (unplugged, deleted namespace, driver unbound).
+    #[error("port `{port}`: interface is gone ({detail})")]
+    InterfaceGone { port: String, detail: String },
+    /// Any other I/O failure.
+    #[error("port `{port}`: {context}: {source}")]
+    Io {
+        port: String,
+        context: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The port's input is malformed (e.g. a pcap file that is not one).
+    #[error("port `{port}`: {detail}")]
+    BadInput { port: String, detail: String },
+}
+
+/// A packet I/O endpoint driven by the poll loop on one thread.
+pub trait Port {
+    /// The port's name as configured (used in counters and errors).
+    fn name(&self) -> &str;
+
+    /// Receives into `batch` (up to its free room) what has arrived by `now`, taking buffers
+    /// from `pool`. Each received buffer carries its receive time and this port's index.
+    /// Returns the number of packets added. A virtual-time port adds only packets whose
+    /// timestamp is `<= now`.
+    fn recv(
+        &mut self,
+        now: Nanos,
+        pool: &mut BufPool,
+        batch: &mut Batch,
+    ) -> Result<usize, PortError>;
+
+    /// Empties `batch`: transmits each packet or counts it as a transmit drop, and gives every
+    /// buffer back to `pool`. Returns the number transmitted.
+    fn send(
+        &mut self,
+        now: Nanos,
+        batch: &mut Batch,
+        pool: &mut BufPool,
+    ) -> Result<usize, PortError>;
+
+    /// How the poll loop should drive this port.
+    fn readiness(&self) -> Readiness;
+
+    /// Finishes pending output (e.g. flushes a file). Called once when the loop stops.
+    fn flush(&mut self) -> Result<(), PortError> {
+        Ok(())
+    }
+
+    /// A snapshot of the port's counters.
+    fn counters(&self) -> PortCounters;
+}
