@@ -1,1 +1,45 @@
-//! Work in progress.
+//! Zero-copy packet views for the zlrouter data plane: Ethernet with 802.1Q / 802.1ad (QinQ)
+//! tags, IPv4 with options, IPv6 with its extension-header chain (including the
+//! congestion-control extension header of spec/02), TCP and UDP ports; flow keys hashed to
+//! [`FlowId`]; and the in-place rewrites a router applies (ECN CE marking, DSCP, TTL, MACs).
+//!
+//! # Where it sits
+//!
+//! Bottom of the stack, beside `zl-core`: the data plane (an I/O backend hands it a frame)
+//! calls [`parse`] once per packet, builds the AQM's `PacketMeta` from the [`PacketInfo`]
+//! (flow, ECN, DSCP, extension-header weight), and after the AQM's verdict applies
+//! [`mark`] / [`set_ce`] / [`set_dscp`] / [`decrement_ttl`] / [`set_macs`] to the same bytes.
+//!
+//! # Contract
+//!
+//! - [`parse`] never panics, on any bytes: a malformed frame (truncated, bad IHL, a length
+//!   beyond the frame, an extension-header chain that runs past the packet or is longer than
+//!   [`ParseConfig::max_ext_headers`]) is a [`ParseError`].
+//! - Once [`parse`] succeeds, no accessor panics: every offset in the [`PacketInfo`], with the
+//!   length of the header it names, lies inside the frame, and the rewrites check the buffer
+//!   they are given against those offsets ([`MutateError::FrameMismatch`] otherwise).
+//! - No allocation, no clock, no randomness: the hash seed is configuration.
+//! - Fixed offsets on the per-packet path; `etherparse` serves only to build packets in tests.
+//!
+//! The IPv4 header checksum is updated incrementally (RFC 1624 eqn. 3) by every rewrite that
+//! touches the header; see [`checksum`].
+
+#![forbid(unsafe_code)]
+
+pub mod cc_ext;
+pub mod checksum;
+mod error;
+pub mod ethernet;
+mod flow;
+pub mod ipv4;
+pub mod ipv6;
+pub mod mutate;
+mod parse;
+
+pub use cc_ext::{CcExt, CcExtRepr};
+pub use error::{Header, MutateError, ParseError};
+pub use ethernet::{set_macs, EthernetInfo, MacAddr, VlanTag, MAX_VLAN_TAGS};
+pub use flow::{FlowKey, FlowKeyKind, Ports};
+pub use mutate::{decrement_ttl, mark, set_cc_ext_ecn, set_ce, set_dscp, MarkOutcome, TtlOutcome};
+pub use parse::{parse, Fragment, IpVersion, PacketInfo, ParseConfig, ParseConfigError};
+pub use zl_core::{Ecn, FlowId};

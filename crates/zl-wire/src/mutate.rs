@@ -1,0 +1,171 @@
+//! In-place rewrites of a parsed frame: ECN marking (RFC 3168 CE, or the ECN bit of the
+//! spec/02 extension header), DSCP rewrite (RFC 2474), TTL / hop-limit decrement (RFC 1812
+//! §5.3.1, RFC 8200 §3).
+//!
+//! Each takes the frame and the [`PacketInfo`] that [`parse`](crate::parse) returned for it,
+//! updates the bytes and the info together, and keeps the IPv4 header checksum valid with the
+//! incremental update of RFC 1624 eqn. 3 (see [`checksum::update_word`]): a rewrite touches one
+//! 16-bit word, so the update costs three additions instead of a pass over the header. IPv6 has
+//! no header checksum; the TCP/UDP checksums do not cover the fields rewritten here.
+//!
+//! A buffer shorter than the info's offsets require is refused with
+//! [`MutateError::FrameMismatch`] and left untouched: these functions do not panic.
+
+use zl_core::Ecn;
+
+use crate::cc_ext;
+use crate::checksum;
+use crate::error::{Header, MutateError};
+use crate::ipv4;
+use crate::ipv6;
+use crate::parse::{IpVersion, PacketInfo};
+
+/// The result of an ECN marking attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MarkOutcome {
+    /// CE set in the IPv4 TOS / IPv6 traffic class.
+    Ce,
+    /// The extension header's ECN bit set.
+    CcExtEcn,
+    /// The mark was already there; nothing changed.
+    AlreadyMarked,
+    /// Not-ECT and no extension header: RFC 3168 §5 forbids setting CE; the caller drops.
+    NotMarkable,
+}
+
+/// The result of a TTL / hop-limit decrement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TtlOutcome {
+    /// Decremented; the packet may be forwarded with this TTL.
+    Forwarded { ttl: u8 },
+    /// The TTL was 0 or 1: the packet must not be forwarded (RFC 1812 §5.3.1; the router
+    /// discards it and may send ICMP Time Exceeded). The frame is unchanged.
+    Expired,
+}
+
+/// The first `min_len` bytes of the IP header, or `FrameMismatch`.
+#[inline]
+fn ip_header_mut<'a>(frame: &'a mut [u8], info: &PacketInfo) -> Result<&'a mut [u8], MutateError> {
+    let (header, min_len) = match info.ip_version {
+        IpVersion::V4 => (Header::Ipv4, ipv4::MIN_HEADER_LEN),
+        IpVersion::V6 => (Header::Ipv6, ipv6::HEADER_LEN),
+    };
+    let len = frame.len();
+    info.l3_offset
+        .checked_add(min_len)
+        .and_then(|end| frame.get_mut(info.l3_offset..end))
+        .ok_or(MutateError::FrameMismatch {
+            header,
+            offset: info.l3_offset,
+            len,
+        })
+}
+
+/// Writes the whole TOS / traffic class octet.
+fn write_tos(frame: &mut [u8], info: &mut PacketInfo, tos: u8) -> Result<(), MutateError> {
+    let ip = ip_header_mut(frame, info)?;
+    match info.ip_version {
+        IpVersion::V4 => {
+            let old = u16::from_be_bytes([ip[0], ip[ipv4::TOS]]);
+            let new = u16::from_be_bytes([ip[0], tos]);
+            let hc = u16::from_be_bytes([ip[ipv4::CHECKSUM], ip[ipv4::CHECKSUM + 1]]);
+            let hc = checksum::update_word(hc, old, new);
+            ip[ipv4::TOS] = tos;
+            ip[ipv4::CHECKSUM..ipv4::CHECKSUM + 2].copy_from_slice(&hc.to_be_bytes());
+        }
+        IpVersion::V6 => {
+            // The traffic class straddles octets 0 and 1 behind the 4-bit version.
+            ip[0] = (ip[0] & 0xf0) | (tos >> 4);
+            ip[1] = (tos << 4) | (ip[1] & 0x0f);
+        }
+    }
+    info.tos = tos;
+    Ok(())
+}
+
+/// Sets CE (RFC 3168 §5) in the IPv4 TOS or IPv6 traffic class.
+///
+/// Returns [`MarkOutcome::Ce`], [`MarkOutcome::AlreadyMarked`] for a CE packet, or
+/// [`MarkOutcome::NotMarkable`] (frame unchanged) for a Not-ECT packet.
+pub fn set_ce(frame: &mut [u8], info: &mut PacketInfo) -> Result<MarkOutcome, MutateError> {
+    match info.ecn() {
+        Ecn::NotEct => Ok(MarkOutcome::NotMarkable),
+        Ecn::Ce => Ok(MarkOutcome::AlreadyMarked),
+        Ecn::Ect0 | Ecn::Ect1 => {
+            write_tos(frame, info, info.tos | Ecn::Ce.bits())?;
+            Ok(MarkOutcome::Ce)
+        }
+    }
+}
+
+/// Sets the ECN bit of the congestion-control extension header (spec/02, octet 2 bit 7).
+///
+/// Returns [`MarkOutcome::CcExtEcn`] or [`MarkOutcome::AlreadyMarked`];
+/// [`MutateError::NoCcExtension`] when the packet has no such header.
+pub fn set_cc_ext_ecn(frame: &mut [u8], info: &mut PacketInfo) -> Result<MarkOutcome, MutateError> {
+    let ext = info.cc_ext.as_mut().ok_or(MutateError::NoCcExtension)?;
+    if ext.ecn {
+        return Ok(MarkOutcome::AlreadyMarked);
+    }
+    let len = frame.len();
+    let flags = ext
+        .offset
+        .checked_add(cc_ext::FLAGS_OCTET)
+        .and_then(|at| frame.get_mut(at))
+        .ok_or(MutateError::FrameMismatch {
+            header: Header::CcExtension,
+            offset: ext.offset,
+            len,
+        })?;
+    *flags |= cc_ext::ECN_BIT;
+    ext.ecn = true;
+    Ok(MarkOutcome::CcExtEcn)
+}
+
+/// Signals congestion the way spec/02 decides: the extension header's ECN bit when the packet
+/// carries the header, otherwise CE for an ECN-capable packet, otherwise
+/// [`MarkOutcome::NotMarkable`] (the caller drops instead).
+pub fn mark(frame: &mut [u8], info: &mut PacketInfo) -> Result<MarkOutcome, MutateError> {
+    if info.cc_ext.is_some() {
+        set_cc_ext_ecn(frame, info)
+    } else {
+        set_ce(frame, info)
+    }
+}
+
+/// Rewrites the DSCP (RFC 2474), keeping the ECN bits.
+pub fn set_dscp(frame: &mut [u8], info: &mut PacketInfo, dscp: u8) -> Result<(), MutateError> {
+    if dscp > 63 {
+        return Err(MutateError::InvalidDscp(dscp));
+    }
+    if info.dscp() == dscp {
+        return Ok(());
+    }
+    write_tos(frame, info, (dscp << 2) | (info.tos & 0b11))
+}
+
+/// Decrements the IPv4 TTL (with the checksum update) or the IPv6 hop limit.
+///
+/// decided: a TTL of 0 or 1 on arrival is [`TtlOutcome::Expired`] and the frame is left as it
+/// came, so the caller can quote it in an ICMP Time Exceeded.
+pub fn decrement_ttl(frame: &mut [u8], info: &mut PacketInfo) -> Result<TtlOutcome, MutateError> {
+    if info.ttl <= 1 {
+        return Ok(TtlOutcome::Expired);
+    }
+    let ttl = info.ttl - 1;
+    let ip = ip_header_mut(frame, info)?;
+    match info.ip_version {
+        IpVersion::V4 => {
+            let protocol = ip[ipv4::PROTOCOL];
+            let old = u16::from_be_bytes([ip[ipv4::TTL], protocol]);
+            let new = u16::from_be_bytes([ttl, protocol]);
+            let hc = u16::from_be_bytes([ip[ipv4::CHECKSUM], ip[ipv4::CHECKSUM + 1]]);
+            let hc = checksum::update_word(hc, old, new);
+            ip[ipv4::TTL] = ttl;
+            ip[ipv4::CHECKSUM..ipv4::CHECKSUM + 2].copy_from_slice(&hc.to_be_bytes());
+        }
+        IpVersion::V6 => ip[ipv6::HOP_LIMIT] = ttl,
+    }
+    info.ttl = ttl;
+    Ok(TtlOutcome::Forwarded { ttl })
+}

@@ -1,0 +1,312 @@
+//! The per-packet entry point: [`parse`] a frame once into a [`PacketInfo`] of offsets and
+//! fields, then read the info and hand it to the rewrites in [`mutate`](crate::mutate).
+//!
+//! The walk is Ethernet -> up to two VLAN tags -> IPv4 (options skipped by IHL) or IPv6 (the
+//! extension-header chain walked) -> the TCP or UDP ports. Every read is at a fixed or computed
+//! offset checked against the frame (or, inside the IP packet, against the IP length) first.
+
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use serde::{Deserialize, Serialize};
+use zl_core::{Ecn, FlowId};
+
+use crate::cc_ext::{self, CcExt};
+use crate::error::{Header, ParseError};
+use crate::ethernet::{self, ethertype, EthernetInfo};
+use crate::flow::{FlowKey, FlowKeyKind, Ports};
+use crate::ipv4;
+use crate::ipv6::{self, protocol};
+
+/// How [`parse`] reads frames. Build it once from config; [`ParseConfig::validate`] before use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ParseConfig {
+    /// Walk 802.1Q / 802.1ad tags (up to [`MAX_VLAN_TAGS`](crate::MAX_VLAN_TAGS)); when false a
+    /// tagged frame is [`ParseError::UnsupportedEtherType`].
+    pub vlan: bool,
+    /// The Next Header value of the congestion-control extension header (spec/02, 253).
+    pub cc_ext_next_header: u8,
+    /// Most IPv6 extension headers walked before [`ParseError::TooManyExtHeaders`].
+    ///
+    /// decided: 8, one of each type RFC 8200 §4.1 lists (destination options counted twice)
+    /// plus the congestion-control header.
+    pub max_ext_headers: u8,
+    /// Verify the IPv4 header checksum (RFC 1812 §5.2.2: a router must). Turn off only where
+    /// the NIC has already verified it.
+    pub verify_ipv4_checksum: bool,
+    /// The flow key [`PacketInfo::flow`] is computed from.
+    pub flow_key: FlowKeyKind,
+    /// Seed of the flow hash.
+    pub hash_seed: u64,
+}
+
+impl Default for ParseConfig {
+    fn default() -> Self {
+        ParseConfig {
+            vlan: true,
+            cc_ext_next_header: cc_ext::DEFAULT_NEXT_HEADER,
+            max_ext_headers: 8,
+            verify_ipv4_checksum: true,
+            flow_key: FlowKeyKind::SrcDst,
+            hash_seed: 0,
+        }
+    }
+}
+
+/// A [`ParseConfig`] value outside its allowed range.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid parse parameter `{param}` = {value}: expected {expected}")]
+pub struct ParseConfigError {
+    pub param: &'static str,
+    pub value: String,
+    pub expected: &'static str,
+}
+
+impl ParseConfig {
+    /// Rejects a `cc_ext_next_header` that names a header or protocol the parser already
+    /// interprets (the walk would read, say, TCP as the extension header).
+    pub fn validate(&self) -> Result<(), ParseConfigError> {
+        const TAKEN: [u8; 15] = [
+            protocol::HOP_BY_HOP,
+            protocol::TCP,
+            protocol::UDP,
+            protocol::ROUTING,
+            protocol::FRAGMENT,
+            protocol::ESP,
+            protocol::AH,
+            protocol::ICMPV6,
+            protocol::NO_NEXT_HEADER,
+            protocol::DEST_OPTIONS,
+            protocol::MOBILITY,
+            protocol::HIP,
+            protocol::SHIM6,
+            4,  // IPv4 encapsulation
+            41, // IPv6 encapsulation
+        ];
+        if TAKEN.contains(&self.cc_ext_next_header) {
+            return Err(ParseConfigError {
+                param: "cc_ext_next_header",
+                value: self.cc_ext_next_header.to_string(),
+                expected: "a protocol number not otherwise interpreted \
+                           (253 or 254 per RFC 3692 are the experimental values)",
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The IP version of a parsed packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum IpVersion {
+    V4,
+    V6,
+}
+
+/// Whether the packet is a fragment (IPv4 MF / offset, or an IPv6 fragment header that is not
+/// atomic).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Fragment {
+    /// A whole datagram (including an RFC 6946 atomic fragment).
+    #[default]
+    None,
+    /// Offset 0, more fragments follow: the upper-layer header is present.
+    First,
+    /// A later fragment: no upper-layer header.
+    Later,
+}
+
+/// What [`parse`] found: offsets into the frame and the fields the data plane and the AQM read.
+///
+/// Offsets are from the first octet of the frame. Contract: every offset, with the length of
+/// the header it names, lies within the parsed frame; the rewrites in
+/// [`mutate`](crate::mutate) rely on it and refuse (with a typed error) a shorter buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PacketInfo {
+    /// MACs, VLAN tags, EtherType.
+    pub eth: EthernetInfo,
+    /// Offset of the IP header.
+    pub l3_offset: usize,
+    pub ip_version: IpVersion,
+    /// Length of the IPv4 header with options (IHL * 4), or 40 for IPv6.
+    pub ip_header_len: usize,
+    /// Length of the IP packet (IPv4 total length; IPv6 40 + payload length). Frame bytes
+    /// beyond `l3_offset + ip_len` are link-layer padding.
+    pub ip_len: usize,
+    /// Offset of the upper-layer header: after IPv4 options, or after the last IPv6 extension
+    /// header walked.
+    pub l4_offset: usize,
+    /// The upper-layer protocol (IPv4 protocol; for IPv6 the Next Header that ended the walk).
+    pub protocol: u8,
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    /// TCP / UDP ports; `None` for other protocols and for fragments.
+    pub ports: Option<Ports>,
+    /// The IPv4 TOS octet or the IPv6 traffic class: DSCP in the upper 6 bits, ECN in the lower 2.
+    pub tos: u8,
+    /// IPv4 TTL or IPv6 hop limit.
+    pub ttl: u8,
+    pub fragment: Fragment,
+    /// The congestion-control extension header of spec/02, if the packet carries one.
+    pub cc_ext: Option<CcExt>,
+    /// The flow, hashed with the configured key kind and seed.
+    pub flow: FlowId,
+}
+
+impl PacketInfo {
+    /// The Differentiated Services codepoint (RFC 2474), 0..=63.
+    #[inline]
+    pub const fn dscp(&self) -> u8 {
+        self.tos >> 2
+    }
+
+    /// The ECN field (RFC 3168 §5).
+    #[inline]
+    pub const fn ecn(&self) -> Ecn {
+        Ecn::from_bits(self.tos)
+    }
+
+    /// The fields a flow key is drawn from.
+    #[inline]
+    pub const fn flow_key(&self) -> FlowKey {
+        FlowKey {
+            src: self.src,
+            dst: self.dst,
+            protocol: self.protocol,
+            ports: self.ports,
+        }
+    }
+
+    /// The offset one past the IP packet's last octet.
+    #[inline]
+    pub const fn ip_end(&self) -> usize {
+        self.l3_offset + self.ip_len
+    }
+}
+
+#[inline]
+fn be16(b: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([b[at], b[at + 1]])
+}
+
+/// Reads the ports of a TCP or UDP header at `l4`, bounded by `end` (the IP packet's end).
+fn parse_ports(frame: &[u8], l4: usize, end: usize, proto: u8) -> Result<Ports, ParseError> {
+    let (header, min_len) = if proto == protocol::TCP {
+        (Header::Tcp, 20)
+    } else {
+        (Header::Udp, 8)
+    };
+    let available = end - l4;
+    if available < min_len {
+        return Err(ParseError::Truncated {
+            header,
+            offset: l4,
+            needed: min_len,
+            available,
+        });
+    }
+    if proto == protocol::TCP {
+        let data_offset = frame[l4 + 12] >> 4;
+        if data_offset < 5 || usize::from(data_offset) * 4 > available {
+            return Err(ParseError::BadTcpDataOffset(data_offset));
+        }
+    }
+    Ok(Ports {
+        src: be16(frame, l4),
+        dst: be16(frame, l4 + 2),
+    })
+}
+
+/// The layer-3 part of a [`PacketInfo`].
+struct L3Fields {
+    ip_version: IpVersion,
+    ip_header_len: usize,
+    ip_len: usize,
+    l4_offset: usize,
+    protocol: u8,
+    src: IpAddr,
+    dst: IpAddr,
+    tos: u8,
+    ttl: u8,
+    fragment: Fragment,
+    cc_ext: Option<CcExt>,
+}
+
+fn parse_l3_ipv4(frame: &[u8], l3: usize, cfg: &ParseConfig) -> Result<L3Fields, ParseError> {
+    let f = ipv4::parse_ipv4(frame, l3, cfg.verify_ipv4_checksum)?;
+    Ok(L3Fields {
+        ip_version: IpVersion::V4,
+        ip_header_len: f.header_len,
+        ip_len: f.total_len,
+        l4_offset: l3 + f.header_len,
+        protocol: f.protocol,
+        src: IpAddr::V4(Ipv4Addr::from(f.src)),
+        dst: IpAddr::V4(Ipv4Addr::from(f.dst)),
+        tos: f.tos,
+        ttl: f.ttl,
+        fragment: f.fragment,
+        cc_ext: None,
+    })
+}
+
+fn parse_l3_ipv6(frame: &[u8], l3: usize, cfg: &ParseConfig) -> Result<L3Fields, ParseError> {
+    let f = ipv6::parse_ipv6(frame, l3)?;
+    let chain = ipv6::walk_extensions(
+        frame,
+        l3 + ipv6::HEADER_LEN,
+        l3 + f.total_len,
+        f.next_header,
+        cfg.cc_ext_next_header,
+        cfg.max_ext_headers,
+    )?;
+    Ok(L3Fields {
+        ip_version: IpVersion::V6,
+        ip_header_len: ipv6::HEADER_LEN,
+        ip_len: f.total_len,
+        l4_offset: chain.upper_offset,
+        protocol: chain.protocol,
+        src: IpAddr::V6(Ipv6Addr::from(f.src)),
+        dst: IpAddr::V6(Ipv6Addr::from(f.dst)),
+        tos: f.traffic_class,
+        ttl: f.hop_limit,
+        fragment: chain.fragment,
+        cc_ext: chain.cc_ext,
+    })
+}
+
+/// Parses one frame. Allocation-free; never panics. See the crate docs for the contract.
+pub fn parse(frame: &[u8], cfg: &ParseConfig) -> Result<PacketInfo, ParseError> {
+    let (eth, l3) = ethernet::parse_ethernet(frame, cfg.vlan)?;
+    let f = match eth.ethertype {
+        ethertype::IPV4 => parse_l3_ipv4(frame, l3, cfg)?,
+        ethertype::IPV6 => parse_l3_ipv6(frame, l3, cfg)?,
+        other => return Err(ParseError::UnsupportedEtherType(other)),
+    };
+    let ports = match (f.protocol, f.fragment) {
+        (protocol::TCP | protocol::UDP, Fragment::None) => {
+            Some(parse_ports(frame, f.l4_offset, l3 + f.ip_len, f.protocol)?)
+        }
+        _ => None,
+    };
+    let key = FlowKey {
+        src: f.src,
+        dst: f.dst,
+        protocol: f.protocol,
+        ports,
+    };
+    Ok(PacketInfo {
+        eth,
+        l3_offset: l3,
+        ip_version: f.ip_version,
+        ip_header_len: f.ip_header_len,
+        ip_len: f.ip_len,
+        l4_offset: f.l4_offset,
+        protocol: f.protocol,
+        src: f.src,
+        dst: f.dst,
+        ports,
+        tos: f.tos,
+        ttl: f.ttl,
+        fragment: f.fragment,
+        cc_ext: f.cc_ext,
+        flow: key.hash(cfg.flow_key, cfg.hash_seed),
+    })
+}
