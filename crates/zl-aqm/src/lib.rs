@@ -14,6 +14,21 @@
 
 #![forbid(unsafe_code)]
 
+mod check;
+pub mod nonlinear_model;
+pub mod nonlinear_red;
+mod policy;
+pub mod priority_ecn;
+pub mod red;
+pub mod sojourn;
+pub mod tail_drop;
+
+pub use nonlinear_red::{NonlinearRed, NonlinearRedConfig, NonlinearRedParams};
+pub use policy::{AqmParams, AqmPolicy, BuildContext};
+pub use priority_ecn::{PriorityEcnRed, PriorityEcnRedConfig, PriorityEcnRedParams};
+pub use red::{QueueUnit, Red, RedConfig, RedParams, RedRegion};
+pub use sojourn::{Sojourn, SojournColorParams, SojournConfig, SojournParams};
+pub use tail_drop::{TailDrop, TailDropParams};
 pub use zl_core::{Color, Ecn, FlowId, Nanos};
 
 /// What the policy may know about the arriving packet.
@@ -134,6 +149,24 @@ pub struct AqmConfigError {
     pub value: String,
     /// The allowed range or rule, in words (e.g. `"0 < max_p <= 1"`).
     pub expected: String,
+}
+
+/// One uniform draw in `[0, 1)` from the caller's random source (53 random bits).
+#[inline]
+pub(crate) fn uniform<R: rand::RngCore + ?Sized>(rng: &mut R) -> f64 {
+    (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+}
+
+/// Bernoulli trial with probability `p`; draws only when `0 < p < 1`.
+#[inline]
+pub(crate) fn happens<R: rand::RngCore + ?Sized>(rng: &mut R, p: f64) -> bool {
+    if p <= 0.0 {
+        false
+    } else if p >= 1.0 {
+        true
+    } else {
+        uniform(rng) < p
+    }
 }
 
 /// A queue's admission policy.

@@ -1,0 +1,299 @@
+//! RED, Random Early Detection (Floyd & Jacobson, IEEE/ACM ToN 1993), as restated in
+//! spec/01 §1.
+//!
+//! Per arrival, with `q` the instantaneous queue (packets, or bytes in byte mode):
+//! 1. idle decay: if the queue has been empty since `t0`, `avg = (1 - w_q)^m * avg` with
+//!    `m = (now - t0) / s`, `s` = transmission time of a typical small packet at the egress rate;
+//! 2. `avg = (1 - w_q) * avg + w_q * q`;
+//! 3. `avg < min_th`: enqueue;
+//! 4. `min_th <= avg < max_th`: `p_b = max_p * (avg - min_th) / (max_th - min_th)`,
+//!    `p_a = p_b / (1 - count * p_b)` (1 when `count * p_b >= 1`), mark or drop with
+//!    probability `p_a`;
+//! 5. `avg >= max_th`: forced drop. Gentle mode: `p_b = max_p + (1 - max_p)(avg - max_th)/max_th`
+//!    up to `2 max_th`, forced only above;
+//! 6. a packet that does not fit the buffer is tail-dropped whatever `avg` says.
+//!
+//! Units: thresholds in packets (or bytes with `unit = "bytes"`), `max_p` and `w_q` are
+//! dimensionless, time in nanoseconds.
+//!
+//! Decided (spec/01): the count term is the paper's `1 - count * p_b` form (ns-3 `Wait = false`),
+//! not DPDK's `2 - count * p_b`. Decided here: `count` is "the number of unmarked packets that
+//! have arrived since the last marked packet" (Floyd & Jacobson §7), not counting the arriving
+//! one, so the gap between marks is uniform on `1..=1/p_b` (mean `(1/p_b + 1)/2`) at a held
+//! average. The count term also applies in the gentle region (as ns-2).
+//! Decided: the average is updated on every arrival, tail-dropped ones included (as ns-2), and
+//! the idle exponent `m` is real-valued. Decided: `ecn` defaults to on (spec/01: an early
+//! decision on an ECN-capable packet sets CE); forced and tail drops always drop.
+
+use serde::{Deserialize, Serialize};
+
+use crate::check;
+use crate::{happens, Aqm, AqmConfigError, AqmStats, Nanos, PacketMeta, QueueView, Verdict};
+
+/// What the thresholds count.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum QueueUnit {
+    /// Packets queued (the seeds' default).
+    #[default]
+    Packets,
+    /// Bytes queued (byte mode; the priority-ECN paper's `min_th = 12 * 512` octets).
+    Bytes,
+}
+
+impl QueueUnit {
+    /// The instantaneous queue length `q` in this unit.
+    pub fn measure(self, queue: &QueueView) -> f64 {
+        match self {
+            QueueUnit::Packets => queue.len_packets as f64,
+            QueueUnit::Bytes => queue.len_bytes as f64,
+        }
+    }
+}
+
+/// RED parameters in config units.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RedParams {
+    /// Lower threshold on `avg`, in `unit`s. Default 5 packets (Floyd & Jacobson's simulations).
+    pub min_th: f64,
+    /// Upper threshold on `avg`, in `unit`s, `> min_th`. Default 15.
+    pub max_th: f64,
+    /// `p_b` at `avg = max_th`, `0 < max_p <= 1`. Default 1/50.
+    pub max_p: f64,
+    /// EWMA weight of the average queue, `0 < w_q <= 1`. Default 0.002.
+    pub w_q: f64,
+    /// Gentle mode: ramp `max_p -> 1` between `max_th` and `2 max_th`. Default off.
+    pub gentle: bool,
+    /// Mark CE instead of dropping markable packets on early decisions. Default on.
+    pub ecn: bool,
+    /// What the thresholds count. Default packets.
+    pub unit: QueueUnit,
+    /// Size of the "typical small packet" whose transmission time `s` sets the idle decay,
+    /// in bytes, `> 0`. Default 500.
+    pub idle_packet_bytes: u32,
+}
+
+impl Default for RedParams {
+    fn default() -> Self {
+        RedParams {
+            min_th: 5.0,
+            max_th: 15.0,
+            max_p: 1.0 / 50.0,
+            w_q: 0.002,
+            gentle: false,
+            ecn: true,
+            unit: QueueUnit::Packets,
+            idle_packet_bytes: 500,
+        }
+    }
+}
+
+impl RedParams {
+    /// Checks every parameter; `link_rate_bps` (the egress rate, from the build context) sets
+    /// the idle-decay packet time `s`.
+    pub fn validate(&self, link_rate_bps: u64) -> Result<RedConfig, AqmConfigError> {
+        let min_th = check::non_negative("min_th", self.min_th)?;
+        check::ordered("max_th", "min_th", min_th, self.max_th)?;
+        let max_p = check::unit_open_closed("max_p", self.max_p)?;
+        let w_q = check::unit_open_closed("w_q", self.w_q)?;
+        if self.idle_packet_bytes == 0 {
+            return Err(check::err("idle_packet_bytes", 0, "idle_packet_bytes > 0"));
+        }
+        if link_rate_bps == 0 {
+            return Err(check::err(
+                "link_rate_bps",
+                0,
+                "link_rate_bps > 0 (the egress rate sets RED's idle decay)",
+            ));
+        }
+        let s_nanos = self.idle_packet_bytes as f64 * 8.0 * 1e9 / link_rate_bps as f64;
+        Ok(RedConfig {
+            min_th,
+            max_th: self.max_th,
+            max_p,
+            w_q,
+            gentle: self.gentle,
+            ecn: self.ecn,
+            unit: self.unit,
+            inv_range: 1.0 / (self.max_th - min_th),
+            s_nanos,
+            ln_keep: (1.0 - w_q).ln(),
+        })
+    }
+}
+
+/// Where an average falls, with the base probability `p_b` (before the count term).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum RedRegion {
+    /// `avg < min_th`: enqueue.
+    Below,
+    /// Probabilistic region, with `p_b`.
+    Early(f64),
+    /// `avg >= max_th` (`>= 2 max_th` in gentle mode): forced drop.
+    Forced,
+}
+
+/// Validated RED constants.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RedConfig {
+    pub min_th: f64,
+    pub max_th: f64,
+    pub max_p: f64,
+    pub w_q: f64,
+    pub gentle: bool,
+    pub ecn: bool,
+    pub unit: QueueUnit,
+    inv_range: f64,
+    /// `s`: transmission time of the typical small packet, in nanoseconds.
+    s_nanos: f64,
+    /// `ln(1 - w_q)`, so `(1 - w_q)^m = exp(m * ln_keep)`.
+    ln_keep: f64,
+}
+
+impl RedConfig {
+    /// The region `avg` falls in and its `p_b` (steps 3-5).
+    pub fn region(&self, avg: f64) -> RedRegion {
+        if avg < self.min_th {
+            RedRegion::Below
+        } else if avg < self.max_th {
+            RedRegion::Early(self.max_p * (avg - self.min_th) * self.inv_range)
+        } else if self.gentle && avg < 2.0 * self.max_th {
+            RedRegion::Early(self.max_p + (1.0 - self.max_p) * (avg - self.max_th) / self.max_th)
+        } else {
+            RedRegion::Forced
+        }
+    }
+
+    /// `(1 - w_q)^m` for an idle period, `m = idle / s` (step 1).
+    pub fn idle_decay(&self, idle: Nanos) -> f64 {
+        if idle.0 == 0 {
+            return 1.0;
+        }
+        let m = idle.0 as f64 / self.s_nanos;
+        (m * self.ln_keep).exp()
+    }
+
+    /// `s` in nanoseconds.
+    pub fn idle_packet_time(&self) -> f64 {
+        self.s_nanos
+    }
+}
+
+/// `p_a = p_b / (1 - count * p_b)`, 1 when `count * p_b >= 1` (step 4).
+pub fn count_adjusted(p_b: f64, count: u32) -> f64 {
+    let cp = count as f64 * p_b;
+    if cp >= 1.0 {
+        1.0
+    } else {
+        p_b / (1.0 - cp)
+    }
+}
+
+/// RED runtime state.
+#[derive(Clone, Debug)]
+pub struct Red {
+    cfg: RedConfig,
+    avg: f64,
+    /// Unmarked packets since the last mark, in the probabilistic region.
+    count: u32,
+    stats: AqmStats,
+}
+
+impl Red {
+    pub fn new(cfg: RedConfig) -> Self {
+        Red {
+            cfg,
+            avg: 0.0,
+            count: 0,
+            stats: AqmStats::default(),
+        }
+    }
+
+    pub fn config(&self) -> &RedConfig {
+        &self.cfg
+    }
+
+    /// The average queue, in the configured unit.
+    pub fn avg(&self) -> f64 {
+        self.avg
+    }
+
+    /// Sets the average (tests and simulators that hold it at a chosen value).
+    pub fn set_avg(&mut self, avg: f64) {
+        self.avg = avg;
+    }
+
+    /// `count` as the next decision will use it.
+    pub fn count(&self) -> u32 {
+        self.count
+    }
+
+    /// Steps 1-2: idle decay, then the EWMA with this arrival's `q`.
+    fn update_avg(&mut self, now: Nanos, queue: &QueueView) {
+        if let Some(since) = queue.idle_since {
+            self.avg *= self.cfg.idle_decay(now - since);
+        }
+        let q = self.cfg.unit.measure(queue);
+        self.avg += self.cfg.w_q * (q - self.avg);
+    }
+
+    /// One arrival, with the early probability `p_a` multiplied by `scale` (1 for plain RED;
+    /// the priority factor of spec/02 eq. 3 for [`PriorityEcnRed`](crate::PriorityEcnRed)).
+    pub(crate) fn arrival_scaled<R: rand::RngCore + ?Sized>(
+        &mut self,
+        now: Nanos,
+        rng: &mut R,
+        queue: &QueueView,
+        pkt: &PacketMeta,
+        scale: impl FnOnce() -> f64,
+    ) -> Verdict {
+        self.update_avg(now, queue);
+        let v = if queue.is_full_for(pkt.len) {
+            Verdict::TailDrop
+        } else {
+            match self.cfg.region(self.avg) {
+                RedRegion::Below => {
+                    self.count = 0;
+                    Verdict::Enqueue
+                }
+                RedRegion::Forced => {
+                    self.count = 0;
+                    Verdict::ForcedDrop
+                }
+                RedRegion::Early(p_b) => {
+                    let p = (count_adjusted(p_b, self.count) * scale()).min(1.0);
+                    if happens(rng, p) {
+                        self.count = 0;
+                        if self.cfg.ecn && pkt.is_markable() {
+                            Verdict::MarkCe
+                        } else {
+                            Verdict::EarlyDrop
+                        }
+                    } else {
+                        self.count = self.count.saturating_add(1);
+                        Verdict::Enqueue
+                    }
+                }
+            }
+        };
+        self.stats.record(v);
+        v
+    }
+}
+
+impl Aqm for Red {
+    fn on_arrival<R: rand::RngCore + ?Sized>(
+        &mut self,
+        now: Nanos,
+        rng: &mut R,
+        queue: &QueueView,
+        pkt: &PacketMeta,
+    ) -> Verdict {
+        self.arrival_scaled(now, rng, queue, pkt, || 1.0)
+    }
+
+    fn stats(&self) -> &AqmStats {
+        &self.stats
+    }
+}
