@@ -1,1 +1,32 @@
-//! Work in progress.
+//! Diffserv QoS for zlrouter: classify, meter, queue per class with AQM, schedule, shape.
+//!
+//! Flow of one packet (spec/05, figures 1-3):
+//! DSCP -> class and incoming color ([`classify`]) -> three-color meter ([`meter`], RFC 2697 /
+//! RFC 2698) -> re-mark to AFx1/AFx2/AFx3 -> the class's AQM policy (`zl_aqm`) on the class
+//! queue ([`queue`], bounded in packets and bytes, sized by [`sizing`]) -> scheduler
+//! ([`sched`]: strict priority for EF over WRR or DRR) -> egress shaper ([`shaper`]) -> link.
+//!
+//! Contract: time and randomness are passed in; no function reads a clock or allocates per
+//! packet; bad input is a typed [`QosConfigError`] naming the config key, or a counted drop,
+//! never a panic. The crate has no packet-bytes dependency: the data plane parses the DSCP and
+//! applies the re-marking, the simulators use their own packet structs as queue items.
+
+#![forbid(unsafe_code)]
+
+mod bucket;
+pub mod classify;
+mod error;
+pub mod meter;
+pub mod queue;
+pub mod sched;
+pub mod shaper;
+pub mod stats;
+
+pub use bucket::{MAX_BURST_BYTES, MAX_RATE_BPS, UNITS_PER_BYTE};
+pub use classify::{DscpRule, DscpSpec, DscpTable, Lookup};
+pub use error::QosConfigError;
+pub use meter::{ColorMode, Meter, MeterParams, Srtcm, Trtcm};
+pub use queue::{Capacity, ClassQueue, Queued};
+pub use sched::{SchedClass, SchedMode, Scheduler};
+pub use shaper::{Shaper, ShaperParams, ETHERNET_OVERHEAD_BYTES};
+pub use stats::{ClassStats, ClassifierStats, ColorStats, SojournHistogram, SOJOURN_BUCKETS};

@@ -1,0 +1,170 @@
+//! A class queue: FIFO of caller-defined items, bounded in packets and bytes, with the
+//! enqueue timestamp of every packet kept for the sojourn measure of spec/05.
+//!
+//! The ring is a `VecDeque` reserved once at its largest capacity (`max_packets`) and never
+//! grown, so no enqueue allocates. The active limits ([`Capacity`]) may be lowered or raised
+//! at run time (buffer sizing, `sizing.rs`) up to `max_packets`; lowering them never drops
+//! packets already queued, it only refuses new ones until the queue drains below the limit.
+//!
+//! The queue maintains the [`QueueView`] the AQM policies read: `head_enqueued_at` (the
+//! sojourn manager's `now - enqueue_time` of the head, spec/05 "decided") and `idle_since`
+//! (RED's idle-time decay, spec/01 step 1).
+
+use std::collections::VecDeque;
+
+use zl_aqm::{PacketMeta, QueueView};
+use zl_core::Nanos;
+
+/// A queue's active limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Capacity {
+    pub packets: u32,
+    pub bytes: u64,
+}
+
+/// One queued packet.
+#[derive(Debug)]
+pub struct Queued<T> {
+    pub item: T,
+    pub meta: PacketMeta,
+    pub enqueued_at: Nanos,
+}
+
+/// The FIFO of one class.
+#[derive(Debug)]
+pub struct ClassQueue<T> {
+    ring: VecDeque<Queued<T>>,
+    max_packets: u32,
+    cap: Capacity,
+    bytes: u64,
+    idle_since: Option<Nanos>,
+}
+
+impl<T> ClassQueue<T> {
+    /// A queue whose ring holds at most `max_packets`, with active limits `cap` (clamped to
+    /// `max_packets`). Allocates the ring now.
+    pub fn new(max_packets: u32, cap: Capacity) -> Self {
+        ClassQueue {
+            ring: VecDeque::with_capacity(max_packets as usize),
+            max_packets,
+            cap: Capacity {
+                packets: cap.packets.min(max_packets),
+                bytes: cap.bytes,
+            },
+            bytes: 0,
+            idle_since: Some(Nanos::ZERO),
+        }
+    }
+
+    pub fn len(&self) -> u32 {
+        self.ring.len() as u32
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ring.is_empty()
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    pub fn capacity(&self) -> Capacity {
+        self.cap
+    }
+
+    pub fn max_packets(&self) -> u32 {
+        self.max_packets
+    }
+
+    /// Sets the active limits (packets clamped to `max_packets`).
+    pub fn set_capacity(&mut self, cap: Capacity) {
+        self.cap = Capacity {
+            packets: cap.packets.min(self.max_packets),
+            bytes: cap.bytes,
+        };
+    }
+
+    /// The state the AQM sees for an arrival now.
+    #[inline]
+    pub fn view(&self) -> QueueView {
+        QueueView {
+            len_packets: self.ring.len() as u32,
+            len_bytes: self.bytes,
+            capacity_packets: self.cap.packets,
+            capacity_bytes: self.cap.bytes,
+            head_enqueued_at: self.ring.front().map(|q| q.enqueued_at),
+            idle_since: self.idle_since,
+        }
+    }
+
+    /// Length in bytes of the head packet.
+    #[inline]
+    pub fn head_len(&self) -> Option<u32> {
+        self.ring.front().map(|q| q.meta.len)
+    }
+
+    /// Appends a packet, or hands it back when the limits are reached.
+    #[inline]
+    pub fn push(&mut self, now: Nanos, meta: PacketMeta, item: T) -> Result<(), T> {
+        if self.view().is_full_for(meta.len) {
+            return Err(item);
+        }
+        self.bytes += meta.len as u64;
+        self.idle_since = None;
+        self.ring.push_back(Queued {
+            item,
+            meta,
+            enqueued_at: now,
+        });
+        Ok(())
+    }
+
+    /// Removes the head packet; `now` starts the idle period if the queue empties.
+    #[inline]
+    pub fn pop(&mut self, now: Nanos) -> Option<Queued<T>> {
+        let q = self.ring.pop_front()?;
+        self.bytes -= q.meta.len as u64;
+        if self.ring.is_empty() {
+            self.idle_since = Some(now);
+        }
+        Some(q)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(len: u32) -> PacketMeta {
+        PacketMeta {
+            len,
+            ..PacketMeta::default()
+        }
+    }
+
+    #[test]
+    fn bounds_and_view() {
+        let mut q = ClassQueue::new(
+            3,
+            Capacity {
+                packets: 10,
+                bytes: 2500,
+            },
+        );
+        assert_eq!(q.capacity().packets, 3);
+        assert!(q.push(Nanos(5), meta(1000), 1).is_ok());
+        assert!(q.push(Nanos(6), meta(1000), 2).is_ok());
+        assert_eq!(q.push(Nanos(7), meta(1000), 3), Err(3), "byte limit");
+        assert!(q.push(Nanos(7), meta(400), 4).is_ok());
+        assert_eq!(q.push(Nanos(8), meta(1), 5), Err(5), "packet limit");
+        let v = q.view();
+        assert_eq!((v.len_packets, v.len_bytes), (3, 2400));
+        assert_eq!(v.head_enqueued_at, Some(Nanos(5)));
+        assert_eq!(v.idle_since, None);
+        for _ in 0..3 {
+            q.pop(Nanos(20)).unwrap();
+        }
+        assert_eq!(q.view().idle_since, Some(Nanos(20)));
+        assert_eq!(q.bytes(), 0);
+    }
+}

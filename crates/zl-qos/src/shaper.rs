@@ -1,0 +1,176 @@
+//! Egress shaper: a token bucket at the link rate, charging each packet its size on the wire.
+//!
+//! Purpose (spec/05, figure 1): the router's output must run at the bottleneck rate so that
+//! queues build inside the router, where the per-class AQM and the scheduler act, rather than
+//! in a NIC ring we cannot see. Units: rate in bits/s; sizes in bytes; time in ns passed in.
+//!
+//! A packet of `len` bytes costs `len + overhead_bytes` on the wire. The default overhead is
+//! Ethernet's 24 bytes: preamble + SFD 8, inter-frame gap 12, FCS 4 (`len` is then the frame
+//! without FCS, as a NIC hands it over). The bucket is integer-exact (`bucket.rs`): sending
+//! each packet exactly at [`Shaper::next_send_time`] gives exactly `rate_bps` over any run,
+//! because the credit earned beyond a packet's cost within its last nanosecond is kept.
+//!
+//! A packet whose wire size exceeds the bucket depth could never be sent; [`ShaperParams::build`]
+//! therefore sizes the depth to at least `max_packet_bytes + overhead`, and callers drop
+//! larger packets on arrival ([`Shaper::fits`]).
+
+use serde::{Deserialize, Serialize};
+use zl_core::Nanos;
+
+use crate::bucket::{credit, elapsed, time_to_earn, units, Bucket, MAX_BURST_BYTES, MAX_RATE_BPS};
+use crate::error::QosConfigError;
+
+/// Ethernet per-packet overhead: preamble + SFD 8, IFG 12, FCS 4.
+pub const ETHERNET_OVERHEAD_BYTES: u32 = 24;
+
+fn default_overhead() -> u32 {
+    ETHERNET_OVERHEAD_BYTES
+}
+
+fn default_max_packet() -> u32 {
+    1514
+}
+
+/// Shaper configuration in human units.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShaperParams {
+    /// Egress rate in bits/s, counting the wire overhead.
+    pub rate_bps: u64,
+    /// Bucket depth in wire bytes; `None` = one largest packet (no burst beyond the rate).
+    #[serde(default)]
+    pub burst_bytes: Option<u64>,
+    /// Per-packet overhead added to each packet's length (default 24, Ethernet).
+    #[serde(default = "default_overhead")]
+    pub overhead_bytes: u32,
+    /// Largest packet (as passed in `len`) the shaper must be able to send (default 1514).
+    #[serde(default = "default_max_packet")]
+    pub max_packet_bytes: u32,
+}
+
+impl ShaperParams {
+    pub fn build(&self) -> Result<Shaper, QosConfigError> {
+        if self.rate_bps == 0 || self.rate_bps > MAX_RATE_BPS {
+            return Err(QosConfigError::new(
+                "rate_bps",
+                format!("{} bits/s is outside 1 ..= {MAX_RATE_BPS}", self.rate_bps),
+            ));
+        }
+        if self.max_packet_bytes == 0 {
+            return Err(QosConfigError::new("max_packet_bytes", "must be > 0"));
+        }
+        let largest = self.max_packet_bytes as u64 + self.overhead_bytes as u64;
+        let depth = self.burst_bytes.unwrap_or(largest);
+        if depth < largest || depth > MAX_BURST_BYTES {
+            return Err(QosConfigError::new(
+                "burst_bytes",
+                format!(
+                    "{depth} bytes is outside {largest} (max_packet_bytes + overhead_bytes) \
+                     ..= {MAX_BURST_BYTES}"
+                ),
+            ));
+        }
+        Ok(Shaper::new(self.rate_bps, depth, self.overhead_bytes))
+    }
+}
+
+/// The shaper's runtime state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shaper {
+    rate_bps: u64,
+    overhead: u64,
+    bucket: Bucket,
+    last: Nanos,
+}
+
+impl Shaper {
+    /// Unvalidated constructor (bucket full at time zero); use [`ShaperParams::build`] for
+    /// config input.
+    pub fn new(rate_bps: u64, burst_bytes: u64, overhead_bytes: u32) -> Self {
+        Shaper {
+            rate_bps,
+            overhead: overhead_bytes as u64,
+            bucket: Bucket::full(burst_bytes),
+            last: Nanos::ZERO,
+        }
+    }
+
+    pub fn rate_bps(&self) -> u64 {
+        self.rate_bps
+    }
+
+    /// Bytes a packet of `len` occupies on the wire.
+    #[inline]
+    pub fn wire_bytes(&self, len: u32) -> u64 {
+        len as u64 + self.overhead
+    }
+
+    /// True when a packet of `len` bytes can ever pass (its wire size fits the bucket).
+    #[inline]
+    pub fn fits(&self, len: u32) -> bool {
+        units(self.wire_bytes(len)) <= self.bucket.depth
+    }
+
+    #[inline]
+    fn refill(&mut self, now: Nanos) {
+        let dt = elapsed(&mut self.last, now);
+        if dt != 0 {
+            let room = self.bucket.depth - self.bucket.tokens;
+            self.bucket.fill(credit(self.rate_bps, dt, room));
+        }
+    }
+
+    /// The earliest time a packet of `len` bytes may leave; `now` when it may leave now,
+    /// [`Nanos::MAX`] when it never can (see [`Shaper::fits`]).
+    #[inline]
+    pub fn next_send_time(&self, now: Nanos, len: u32) -> Nanos {
+        let cost = units(self.wire_bytes(len));
+        if cost > self.bucket.depth {
+            return Nanos::MAX;
+        }
+        let dt = now.0.saturating_sub(self.last.0);
+        let room = self.bucket.depth - self.bucket.tokens;
+        let tokens = self.bucket.tokens + credit(self.rate_bps, dt, room);
+        if tokens >= cost {
+            now
+        } else {
+            Nanos(now.0.max(self.last.0) + time_to_earn(self.rate_bps, cost - tokens))
+        }
+    }
+
+    /// Sends a packet of `len` bytes at `now` if the bucket holds its wire size; returns
+    /// whether it was sent (and charged).
+    #[inline]
+    pub fn try_send(&mut self, now: Nanos, len: u32) -> bool {
+        self.refill(now);
+        self.bucket.take(units(self.wire_bytes(len)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn back_to_back_at_next_send_time() {
+        // 8 Mbit/s, no overhead, 1000-byte packets: one every 1 ms once the burst is spent.
+        let mut s = Shaper::new(8_000_000, 1000, 0);
+        assert!(s.try_send(Nanos::ZERO, 1000));
+        assert!(!s.try_send(Nanos::ZERO, 1000));
+        let t = s.next_send_time(Nanos::ZERO, 1000);
+        assert_eq!(t, Nanos::from_millis(1));
+        assert!(!s.try_send(Nanos(t.0 - 1), 1000));
+        assert!(s.try_send(t, 1000));
+    }
+
+    #[test]
+    fn rejects_burst_below_one_packet() {
+        let p = ShaperParams {
+            rate_bps: 1_000_000,
+            burst_bytes: Some(100),
+            overhead_bytes: 24,
+            max_packet_bytes: 1514,
+        };
+        assert_eq!(p.build().unwrap_err().key, "burst_bytes");
+    }
+}
