@@ -1,1 +1,27 @@
-//! Work in progress.
+//! netsim: a deterministic discrete-event simulator of TCP and UDP flows crossing one
+//! bottleneck, whose queue runs the project's own AQM and QoS code (`zl-aqm`, `zl-zombie`,
+//! `zl-qos`) in simulated time, to reproduce the five papers' experiments.
+//!
+//! Layers, bottom up: [`event`] (binary-heap event queue of `Copy` events), packets in an
+//! arena, traffic sources ([`tcp`], [`udp`]) and the TCP receiver, the [`bottleneck`] trait
+//! with its FIFO + AQM implementation, the [`sim`] loop, and the scenarios (TOML files in
+//! `configs/netsim/`) that drive it and write CSV, plots and markdown tables.
+
+#![forbid(unsafe_code)]
+
+pub mod bottleneck;
+pub(crate) mod event;
+pub mod flow;
+pub(crate) mod packet;
+pub(crate) mod receiver;
+pub mod sim;
+pub mod tcp;
+pub mod udp;
+
+pub use bottleneck::{Bottleneck, DropTail, FifoQueue, RandomLoss, SimRng};
+pub use flow::FlowCounters;
+pub use sim::{
+    jain_index, FlowReport, FlowSpec, Probe, SimError, SimReport, SimSpec, Simulator, SourceSpec,
+};
+pub use tcp::{EcnMode, TcpParams, TcpVariant, VegasParams, WebParams};
+pub use udp::{CbrParams, TfrcParams};

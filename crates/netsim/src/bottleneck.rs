@@ -1,0 +1,309 @@
+//! The bottleneck router's queueing: what happens between a packet's arrival at the router and
+//! its turn on the bottleneck link. [`Bottleneck`] is implemented by [`FifoQueue`], one FIFO
+//! whose admission is any [`zl_aqm::Aqm`] (the project's own policies, unchanged), and by the
+//! multi-class Diffserv pipeline in [`crate::diffserv`].
+
+use std::collections::VecDeque;
+
+use rand_xoshiro::Xoshiro256PlusPlus;
+use zl_aqm::{Aqm, AqmStats, PacketMeta, QueueView, Verdict};
+use zl_core::Nanos;
+
+/// The simulator's one random source type (seeded; passed into every policy).
+pub type SimRng = Xoshiro256PlusPlus;
+
+/// A packet leaving the bottleneck queue for the link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dequeued {
+    /// The simulator's packet handle given at enqueue.
+    pub handle: u32,
+    /// When it joined the queue (sojourn = now - enqueued_at).
+    pub enqueued_at: Nanos,
+}
+
+/// A router output: admission, queueing and scheduling onto one link.
+pub trait Bottleneck: Send {
+    /// Offers an arriving packet; an admitting verdict means the bottleneck now holds `handle`.
+    /// `class` is the Diffserv class the classifier chose (ignored by single-FIFO bottlenecks);
+    /// `meta.color` may be changed by a meter.
+    fn enqueue(
+        &mut self,
+        now: Nanos,
+        rng: &mut SimRng,
+        meta: &mut PacketMeta,
+        class: u8,
+        handle: u32,
+    ) -> Verdict;
+
+    /// The next packet to transmit, if any.
+    fn dequeue(&mut self, now: Nanos) -> Option<Dequeued>;
+
+    /// Packets queued (all classes).
+    fn len_packets(&self) -> u32;
+
+    /// Bytes queued (all classes).
+    fn len_bytes(&self) -> u64;
+
+    /// Packets queued in `class`.
+    fn class_len(&self, class: u8) -> u32 {
+        if class == 0 {
+            self.len_packets()
+        } else {
+            0
+        }
+    }
+
+    /// Admission counters summed over classes.
+    fn stats(&self) -> AqmStats;
+
+    /// Periodic housekeeping (a live buffer-size rule re-evaluates its capacity here).
+    fn tick(&mut self, _now: Nanos) {}
+
+    /// Current capacity in packets, for reporting.
+    fn capacity_packets(&self) -> u32;
+}
+
+/// Plain tail drop: admits whatever fits (the baseline every paper compares against).
+#[derive(Clone, Debug, Default)]
+pub struct DropTail {
+    stats: AqmStats,
+}
+
+impl Aqm for DropTail {
+    fn on_arrival<R: rand::RngCore + ?Sized>(
+        &mut self,
+        _now: Nanos,
+        _rng: &mut R,
+        queue: &QueueView,
+        pkt: &PacketMeta,
+    ) -> Verdict {
+        let v = if queue.is_full_for(pkt.len) {
+            Verdict::TailDrop
+        } else {
+            Verdict::Enqueue
+        };
+        self.stats.record(v);
+        v
+    }
+
+    fn stats(&self) -> &AqmStats {
+        &self.stats
+    }
+}
+
+/// Drops each arriving packet independently with probability `p` (a lossy link, for checking
+/// TCP models against loss-rate formulas), and tail-drops what does not fit.
+#[derive(Clone, Debug, Default)]
+pub struct RandomLoss {
+    p: f64,
+    stats: AqmStats,
+}
+
+impl RandomLoss {
+    pub fn new(p: f64) -> Self {
+        RandomLoss {
+            p: p.clamp(0.0, 1.0),
+            stats: AqmStats::default(),
+        }
+    }
+}
+
+impl Aqm for RandomLoss {
+    fn on_arrival<R: rand::RngCore + ?Sized>(
+        &mut self,
+        _now: Nanos,
+        rng: &mut R,
+        queue: &QueueView,
+        pkt: &PacketMeta,
+    ) -> Verdict {
+        use rand::Rng;
+        let v = if queue.is_full_for(pkt.len) {
+            Verdict::TailDrop
+        } else if rng.random::<f64>() < self.p {
+            Verdict::EarlyDrop
+        } else {
+            Verdict::Enqueue
+        };
+        self.stats.record(v);
+        v
+    }
+
+    fn stats(&self) -> &AqmStats {
+        &self.stats
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    handle: u32,
+    len: u32,
+    enqueued_at: Nanos,
+}
+
+/// A FIFO of bounded size (packets and/or bytes) whose admission is decided by `A`.
+///
+/// The AQM sees the queue as it is at the arrival (the [`QueueView`] contract). If it admits a
+/// packet that does not fit, the packet is still tail-dropped here: a full buffer drops whatever
+/// the policy's average says (spec/01 §1 step 6); such drops are counted in this queue's own
+/// `overflow_drops`, since the policy already counted the packet as admitted.
+pub struct FifoQueue<A> {
+    aqm: A,
+    slots: VecDeque<Slot>,
+    bytes: u64,
+    capacity_packets: u32,
+    capacity_bytes: u64,
+    idle_since: Option<Nanos>,
+    overflow_drops: u64,
+    resize: Option<Box<dyn FnMut(Nanos) -> u32 + Send>>,
+}
+
+impl<A: Aqm> FifoQueue<A> {
+    /// A queue of at most `capacity_packets` packets and `capacity_bytes` bytes
+    /// (`u32::MAX` / `u64::MAX` for no bound of that kind).
+    pub fn new(aqm: A, capacity_packets: u32, capacity_bytes: u64) -> Self {
+        let prealloc = capacity_packets.min(1 << 16) as usize;
+        FifoQueue {
+            aqm,
+            slots: VecDeque::with_capacity(prealloc),
+            bytes: 0,
+            capacity_packets,
+            capacity_bytes,
+            idle_since: Some(Nanos::ZERO),
+            overflow_drops: 0,
+            resize: None,
+        }
+    }
+
+    /// Re-evaluates the packet capacity on every [`Bottleneck::tick`] (the live sqrt(N) rule).
+    pub fn with_resizer(mut self, f: Box<dyn FnMut(Nanos) -> u32 + Send>) -> Self {
+        self.resize = Some(f);
+        self
+    }
+
+    /// The admission policy, for reading its own state.
+    pub fn aqm(&self) -> &A {
+        &self.aqm
+    }
+
+    fn view(&self) -> QueueView {
+        QueueView {
+            len_packets: self.slots.len() as u32,
+            len_bytes: self.bytes,
+            capacity_packets: self.capacity_packets,
+            capacity_bytes: self.capacity_bytes,
+            head_enqueued_at: self.slots.front().map(|s| s.enqueued_at),
+            idle_since: self.idle_since,
+        }
+    }
+}
+
+impl<A: Aqm + Send> Bottleneck for FifoQueue<A> {
+    fn enqueue(
+        &mut self,
+        now: Nanos,
+        rng: &mut SimRng,
+        meta: &mut PacketMeta,
+        _class: u8,
+        handle: u32,
+    ) -> Verdict {
+        let view = self.view();
+        let mut v = self.aqm.on_arrival(now, rng, &view, meta);
+        if v.admits() && view.is_full_for(meta.len) {
+            self.overflow_drops += 1;
+            v = Verdict::TailDrop;
+        }
+        if v.admits() {
+            self.slots.push_back(Slot {
+                handle,
+                len: meta.len,
+                enqueued_at: now,
+            });
+            self.bytes += meta.len as u64;
+            self.idle_since = None;
+        }
+        v
+    }
+
+    fn dequeue(&mut self, now: Nanos) -> Option<Dequeued> {
+        let s = self.slots.pop_front()?;
+        self.bytes -= s.len as u64;
+        if self.slots.is_empty() {
+            self.idle_since = Some(now);
+        }
+        let view = self.view();
+        let meta = PacketMeta {
+            len: s.len,
+            ..PacketMeta::default()
+        };
+        self.aqm.on_dequeue(now, &view, &meta);
+        Some(Dequeued {
+            handle: s.handle,
+            enqueued_at: s.enqueued_at,
+        })
+    }
+
+    fn len_packets(&self) -> u32 {
+        self.slots.len() as u32
+    }
+
+    fn len_bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    fn stats(&self) -> AqmStats {
+        let mut s = *self.aqm.stats();
+        s.enqueued -= self.overflow_drops.min(s.enqueued);
+        s.tail_drops += self.overflow_drops;
+        s
+    }
+
+    fn tick(&mut self, now: Nanos) {
+        if let Some(f) = self.resize.as_mut() {
+            self.capacity_packets = f(now).max(1);
+        }
+    }
+
+    fn capacity_packets(&self) -> u32 {
+        self.capacity_packets
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn drop_tail_fifo_keeps_order_and_bounds() {
+        let mut q = FifoQueue::new(DropTail::default(), 2, u64::MAX);
+        let mut rng = SimRng::seed_from_u64(1);
+        let mut m = PacketMeta {
+            len: 100,
+            ..PacketMeta::default()
+        };
+        assert_eq!(
+            q.enqueue(Nanos(1), &mut rng, &mut m, 0, 10),
+            Verdict::Enqueue
+        );
+        assert_eq!(
+            q.enqueue(Nanos(2), &mut rng, &mut m, 0, 11),
+            Verdict::Enqueue
+        );
+        assert_eq!(
+            q.enqueue(Nanos(3), &mut rng, &mut m, 0, 12),
+            Verdict::TailDrop
+        );
+        assert_eq!(q.len_bytes(), 200);
+        assert_eq!(q.dequeue(Nanos(4)).map(|d| d.handle), Some(10));
+        assert_eq!(
+            q.dequeue(Nanos(5)),
+            Some(Dequeued {
+                handle: 11,
+                enqueued_at: Nanos(2)
+            })
+        );
+        assert_eq!(q.dequeue(Nanos(6)), None);
+        let s = q.stats();
+        assert_eq!((s.enqueued, s.tail_drops), (2, 1));
+    }
+}

@@ -1,0 +1,697 @@
+//! The discrete-event simulator: a dumbbell of flows sharing one bottleneck link.
+//!
+//! Each flow has its own access link (rate, propagation delay) into the bottleneck router;
+//! the router's queue is any [`Bottleneck`] (the project's AQM and QoS code, unchanged); the
+//! bottleneck link serialises one packet at a time at its rate and adds its propagation delay;
+//! ACKs return over an uncongested reverse path (see [`crate::flow`]).
+//!
+//! Determinism: one seeded random source feeds every random decision in a fixed order, and
+//! the event queue orders equal times by insertion, so a seed reproduces a run bit for bit.
+
+use rand::SeedableRng;
+use zl_aqm::{AqmStats, PacketMeta, Verdict};
+use zl_core::{FlowId, Nanos};
+
+use crate::bottleneck::{Bottleneck, SimRng};
+use crate::event::{Event, EventQueue, TimerKind};
+use crate::flow::{Core, FlowCounters, FlowIo, Path};
+use crate::packet::{Packet, PacketArena};
+use crate::receiver::TcpReceiver;
+use crate::tcp::{EcnMode, TcpParams, TcpSender, WebParams};
+use crate::udp::{CbrParams, CbrSender, TfrcParams, TfrcSender};
+
+/// What a flow sends.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum SourceSpec {
+    /// TCP; `web` turns the endless transfer into on/off transfers.
+    Tcp {
+        params: TcpParams,
+        web: Option<WebParams>,
+    },
+    Cbr(CbrParams),
+    Tfrc(TfrcParams),
+}
+
+/// One flow of the dumbbell.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FlowSpec {
+    pub source: SourceSpec,
+    /// Sender -> router propagation delay.
+    pub access_delay: Nanos,
+    /// Sender's access link rate in bit/s; 0 for unlimited.
+    pub access_rate_bps: f64,
+    /// Extra delay after the bottleneck link (receiver's side).
+    pub egress_delay: Nanos,
+    /// When the flow starts.
+    pub start: Nanos,
+    /// Diffserv class index at the bottleneck (0 for a single FIFO).
+    pub class: u8,
+    /// A label for grouping in reports (e.g. 0 = Reno, 1 = Vegas).
+    pub group: u16,
+}
+
+/// The whole run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimSpec {
+    pub seed: u64,
+    pub duration: Nanos,
+    /// Counters restart at this time; results cover `[warmup, duration)`.
+    pub warmup: Nanos,
+    /// Bottleneck rate, bit/s.
+    pub bottleneck_rate_bps: f64,
+    /// Bottleneck one-way propagation delay.
+    pub bottleneck_delay: Nanos,
+    /// Period of the queue/probe trace; `None` for no trace.
+    pub sample_interval: Option<Nanos>,
+    pub flows: Vec<FlowSpec>,
+}
+
+/// A passive observer of bottleneck arrivals (the Zombie List's 1/P(t), an EWMA of the queue),
+/// traced at every sample.
+pub trait Probe: Send {
+    fn on_arrival(&mut self, now: Nanos, queue_len: u32, flow: FlowId, rng: &mut SimRng);
+    fn value(&self) -> f64;
+}
+
+/// One row of the trace.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sample {
+    pub t: f64,
+    pub queue_packets: u32,
+    pub probe: f64,
+    /// Congestion window of flow 0 (TCP), packets.
+    pub cwnd0: f64,
+}
+
+/// Bottleneck queueing delay statistics of one class.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SojournStats {
+    pub sum_s: f64,
+    pub n: u64,
+    /// Counts in 1 ms bins; the last bin holds everything longer.
+    pub hist_ms: Vec<u64>,
+}
+
+impl SojournStats {
+    pub const BINS: usize = 500;
+
+    pub fn mean_s(&self) -> f64 {
+        if self.n == 0 {
+            0.0
+        } else {
+            self.sum_s / self.n as f64
+        }
+    }
+}
+
+/// Results of one flow over the measured interval.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FlowReport {
+    pub group: u16,
+    pub class: u8,
+    pub counters: FlowCounters,
+    /// Goodput (in-order delivered bytes), bit/s.
+    pub goodput_bps: f64,
+}
+
+impl FlowReport {
+    /// Fraction of this flow's packets lost at the bottleneck.
+    pub fn loss_rate(&self) -> f64 {
+        let arrivals = self.counters.delivered + self.counters.drops();
+        if arrivals == 0 {
+            0.0
+        } else {
+            self.counters.drops() as f64 / (self.counters.sent.max(arrivals)) as f64
+        }
+    }
+}
+
+/// Results of a run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimReport {
+    pub flows: Vec<FlowReport>,
+    /// Length of the measured interval, s.
+    pub measured_s: f64,
+    /// Busy fraction of the bottleneck link.
+    pub utilisation: f64,
+    /// Time-averaged bottleneck queue, packets.
+    pub mean_queue_packets: f64,
+    /// Bottleneck admission counters over the measured interval.
+    pub bottleneck: AqmStats,
+    pub samples: Vec<Sample>,
+    /// Per-class queueing delay.
+    pub sojourn: Vec<SojournStats>,
+    /// Events processed (whole run, warm-up included).
+    pub events: u64,
+}
+
+impl SimReport {
+    /// Fraction of bottleneck arrivals dropped.
+    pub fn loss_rate(&self) -> f64 {
+        let a = self.bottleneck.arrivals();
+        if a == 0 {
+            0.0
+        } else {
+            (a - self.bottleneck.enqueued) as f64 / a as f64
+        }
+    }
+}
+
+/// Jain's fairness index `(sum x)^2 / (n sum x^2)`: 1 when all equal, 1/n when one takes all.
+pub fn jain_index(xs: &[f64]) -> f64 {
+    let n = xs.len() as f64;
+    let s: f64 = xs.iter().sum();
+    let s2: f64 = xs.iter().map(|x| x * x).sum();
+    if s2 == 0.0 {
+        1.0
+    } else {
+        s * s / (n * s2)
+    }
+}
+
+/// A spec that cannot run.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SimError {
+    #[error("invalid `{key}`: {reason}")]
+    Invalid { key: String, reason: String },
+}
+
+fn invalid(key: impl Into<String>, reason: impl Into<String>) -> SimError {
+    SimError::Invalid {
+        key: key.into(),
+        reason: reason.into(),
+    }
+}
+
+enum Source {
+    Tcp(TcpSender, TcpReceiver),
+    Cbr(CbrSender),
+    Tfrc(TfrcSender),
+}
+
+struct Flow {
+    source: Source,
+    path: Path,
+    template: Packet,
+    counters: FlowCounters,
+    base: FlowCounters,
+    group: u16,
+    class: u8,
+    delack: Nanos,
+}
+
+/// A configured run.
+pub struct Simulator {
+    core: Core,
+    flows: Vec<Flow>,
+    bottleneck: Box<dyn Bottleneck>,
+    probe: Option<Box<dyn Probe>>,
+    ns_per_byte: f64,
+    link_delay: Nanos,
+    in_service: Option<u32>,
+    duration: Nanos,
+    warmup: Nanos,
+    sample_interval: Option<Nanos>,
+    busy_ns: u64,
+    queue_area: f64,
+    queue_last_change: Nanos,
+    queue_len: u32,
+    base_stats: AqmStats,
+    samples: Vec<Sample>,
+    sojourn: Vec<SojournStats>,
+}
+
+impl Simulator {
+    /// Builds a run; every spec value is checked and a bad one is named.
+    pub fn new(spec: &SimSpec, bottleneck: Box<dyn Bottleneck>) -> Result<Self, SimError> {
+        if spec.bottleneck_rate_bps.is_nan() || spec.bottleneck_rate_bps <= 0.0 {
+            return Err(invalid("bottleneck.rate_mbps", "must be > 0"));
+        }
+        if spec.duration == Nanos::ZERO {
+            return Err(invalid("duration_s", "must be > 0"));
+        }
+        if spec.warmup >= spec.duration {
+            return Err(invalid("warmup_s", "must be shorter than duration_s"));
+        }
+        if spec.flows.is_empty() {
+            return Err(invalid("flows", "at least one flow is needed"));
+        }
+        let mut flows = Vec::with_capacity(spec.flows.len());
+        let mut classes = 1usize;
+        for (i, f) in spec.flows.iter().enumerate() {
+            flows.push(build_flow(i, f, spec.bottleneck_delay)?);
+            classes = classes.max(f.class as usize + 1);
+        }
+        let n = spec.flows.len();
+        let samples = spec
+            .sample_interval
+            .map(|s| (spec.duration.as_nanos() / s.as_nanos().max(1)) as usize + 1)
+            .unwrap_or(0);
+        let mut core = Core {
+            now: Nanos::ZERO,
+            events: EventQueue::with_capacity(64 * n + 1024),
+            arena: PacketArena::with_capacity(64 * n + 1024),
+            rng: SimRng::seed_from_u64(spec.seed),
+        };
+        for (i, f) in spec.flows.iter().enumerate() {
+            core.events.push(
+                f.start,
+                Event::Timer {
+                    flow: i as u32,
+                    kind: TimerKind::Start,
+                },
+            );
+        }
+        core.events.push(spec.warmup, Event::WarmupEnd);
+        if let Some(s) = spec.sample_interval {
+            core.events.push(s, Event::Sample);
+        }
+        Ok(Simulator {
+            core,
+            flows,
+            bottleneck,
+            probe: None,
+            ns_per_byte: 8e9 / spec.bottleneck_rate_bps,
+            link_delay: spec.bottleneck_delay,
+            in_service: None,
+            duration: spec.duration,
+            warmup: spec.warmup,
+            sample_interval: spec.sample_interval,
+            busy_ns: 0,
+            queue_area: 0.0,
+            queue_last_change: Nanos::ZERO,
+            queue_len: 0,
+            base_stats: AqmStats::default(),
+            samples: Vec::with_capacity(samples),
+            sojourn: vec![
+                SojournStats {
+                    hist_ms: vec![0; SojournStats::BINS],
+                    ..Default::default()
+                };
+                classes
+            ],
+        })
+    }
+
+    /// Attaches a passive observer of bottleneck arrivals, traced with the queue.
+    pub fn with_probe(mut self, probe: Box<dyn Probe>) -> Self {
+        self.probe = Some(probe);
+        self
+    }
+
+    /// Simulated time reached.
+    pub fn now(&self) -> Nanos {
+        self.core.now
+    }
+
+    /// Processes events up to `until` (capped at the run's end).
+    pub fn run_until(&mut self, until: Nanos) {
+        let until = until.min(self.duration);
+        while let Some(t) = self.core.events.peek_time() {
+            if t >= until {
+                break;
+            }
+            let Some((t, ev)) = self.core.events.pop() else {
+                break;
+            };
+            self.core.now = t;
+            self.handle(ev);
+        }
+        self.core.now = until;
+    }
+
+    /// Runs to the end and reports.
+    pub fn run(mut self) -> SimReport {
+        self.run_until(self.duration);
+        self.finish()
+    }
+
+    /// Reports on what has run (call after `run_until(duration)`).
+    pub fn finish(mut self) -> SimReport {
+        let end = self.duration;
+        self.account_queue(end);
+        let measured = (end - self.warmup).as_secs_f64();
+        let flows = self
+            .flows
+            .iter()
+            .map(|f| {
+                let c = f.counters.since(&f.base);
+                FlowReport {
+                    group: f.group,
+                    class: f.class,
+                    counters: c,
+                    goodput_bps: c.delivered_bytes as f64 * 8.0 / measured,
+                }
+            })
+            .collect();
+        let s = self.bottleneck.stats();
+        let b = self.base_stats;
+        SimReport {
+            flows,
+            measured_s: measured,
+            utilisation: self.busy_ns as f64 * 1e-9 / measured,
+            mean_queue_packets: self.queue_area / (end - self.warmup).as_nanos() as f64,
+            bottleneck: AqmStats {
+                enqueued: s.enqueued - b.enqueued,
+                marked: s.marked - b.marked,
+                early_drops: s.early_drops - b.early_drops,
+                forced_drops: s.forced_drops - b.forced_drops,
+                tail_drops: s.tail_drops - b.tail_drops,
+            },
+            samples: self.samples,
+            sojourn: self.sojourn,
+            events: self.core.events.processed(),
+        }
+    }
+
+    fn account_queue(&mut self, now: Nanos) {
+        if now > self.warmup {
+            let from = self.queue_last_change.max(self.warmup);
+            self.queue_area += self.queue_len as f64 * (now - from).as_nanos() as f64;
+        }
+        self.queue_last_change = now;
+        self.queue_len = self.bottleneck.len_packets();
+    }
+
+    fn io(&mut self, i: usize) -> (&mut Source, FlowIo<'_>) {
+        let f = &mut self.flows[i];
+        (
+            &mut f.source,
+            FlowIo {
+                core: &mut self.core,
+                path: &mut f.path,
+                counters: &mut f.counters,
+                flow: i as u32,
+                template: f.template,
+            },
+        )
+    }
+
+    fn handle(&mut self, ev: Event) {
+        let now = self.core.now;
+        match ev {
+            Event::BottleneckArrive { pkt } => self.arrive(pkt),
+            Event::TxDone => {
+                if let Some(h) = self.in_service.take() {
+                    let p = self.core.arena.get(h);
+                    let flow = p.flow as usize;
+                    if now >= self.warmup {
+                        self.busy_ns += (p.len as f64 * self.ns_per_byte) as u64;
+                    }
+                    let at = now + self.link_delay + self.flows[flow].path.egress_delay;
+                    self.core.events.push(at, Event::ReceiverArrive { pkt: h });
+                }
+                self.start_tx();
+            }
+            Event::ReceiverArrive { pkt } => self.deliver(pkt),
+            Event::Ack { flow, ack, ece, ts } => {
+                let (src, mut io) = self.io(flow as usize);
+                match src {
+                    Source::Tcp(s, _) => s.on_ack(&mut io, ack, ece, ts),
+                    Source::Tfrc(s) => s.on_feedback(&mut io, ack, ts),
+                    Source::Cbr(_) => {}
+                }
+            }
+            Event::Timer { flow, kind } => self.timer(flow as usize, kind),
+            Event::Sample => {
+                let cwnd0 = match &self.flows[0].source {
+                    Source::Tcp(s, _) => s.last_cwnd,
+                    _ => 0.0,
+                };
+                self.samples.push(Sample {
+                    t: now.as_secs_f64(),
+                    queue_packets: self.bottleneck.len_packets(),
+                    probe: self.probe.as_ref().map_or(f64::NAN, |p| p.value()),
+                    cwnd0,
+                });
+                self.bottleneck.tick(now);
+                if let Some(s) = self.sample_interval {
+                    self.core.events.push(now + s, Event::Sample);
+                }
+            }
+            Event::WarmupEnd => {
+                for f in &mut self.flows {
+                    f.base = f.counters;
+                }
+                self.base_stats = self.bottleneck.stats();
+                self.account_queue(now);
+                self.queue_area = 0.0;
+                for s in &mut self.sojourn {
+                    *s = SojournStats {
+                        hist_ms: vec![0; SojournStats::BINS],
+                        ..Default::default()
+                    };
+                }
+            }
+        }
+    }
+
+    fn arrive(&mut self, h: u32) {
+        let now = self.core.now;
+        let p = *self.core.arena.get(h);
+        let flow = p.flow as usize;
+        if let Some(probe) = self.probe.as_mut() {
+            probe.on_arrival(now, self.queue_len, FlowId(flow as u64), &mut self.core.rng);
+        }
+        let mut meta = PacketMeta {
+            len: p.len,
+            flow: FlowId(flow as u64),
+            ecn: p.ecn,
+            has_cc_ext: p.cc_ext,
+            priority: p.priority,
+            weight: p.weight,
+            color: p.color,
+        };
+        let v = self
+            .bottleneck
+            .enqueue(now, &mut self.core.rng, &mut meta, p.class, h);
+        let c = &mut self.flows[flow].counters;
+        match v {
+            Verdict::Enqueue | Verdict::MarkCe => {
+                let q = self.core.arena.get_mut(h);
+                q.enqueued_at = now;
+                q.color = meta.color;
+                if v == Verdict::MarkCe {
+                    q.marked = true;
+                    c.marks += 1;
+                }
+                self.account_queue(now);
+                if self.in_service.is_none() {
+                    self.start_tx();
+                }
+            }
+            Verdict::EarlyDrop => c.early_drops += 1,
+            Verdict::ForcedDrop => c.forced_drops += 1,
+            Verdict::TailDrop => c.tail_drops += 1,
+        }
+        if !v.admits() {
+            self.core.arena.free(h);
+        }
+    }
+
+    fn start_tx(&mut self) {
+        let now = self.core.now;
+        let Some(d) = self.bottleneck.dequeue(now) else {
+            return;
+        };
+        self.account_queue(now);
+        let p = *self.core.arena.get(d.handle);
+        let wait = now - d.enqueued_at;
+        let c = &mut self.flows[p.flow as usize].counters;
+        c.queue_delay_sum += wait.as_nanos();
+        c.queue_delay_n += 1;
+        if let Some(s) = self.sojourn.get_mut(p.class as usize) {
+            s.sum_s += wait.as_secs_f64();
+            s.n += 1;
+            let bin = ((wait.as_nanos() / 1_000_000) as usize).min(SojournStats::BINS - 1);
+            s.hist_ms[bin] += 1;
+        }
+        self.in_service = Some(d.handle);
+        let tx = Nanos((p.len as f64 * self.ns_per_byte).round() as u64);
+        self.core.events.push(now + tx, Event::TxDone);
+    }
+
+    fn deliver(&mut self, h: u32) {
+        let p = *self.core.arena.get(h);
+        self.core.arena.free(h);
+        let i = p.flow as usize;
+        let now = self.core.now;
+        let f = &mut self.flows[i];
+        f.counters.e2e_delay_sum += (now - p.sent_at).as_nanos();
+        f.counters.e2e_delay_n += 1;
+        let back = now + f.path.return_delay;
+        match &mut f.source {
+            Source::Tcp(_, rx) => {
+                let r = rx.on_packet(p.seq, p.sent_at, p.marked);
+                f.counters.delivered += r.delivered as u64;
+                f.counters.delivered_bytes += r.delivered as u64 * p.len as u64;
+                if let Some(a) = r.ack {
+                    let ev = Event::Ack {
+                        flow: i as u32,
+                        ack: a.ack,
+                        ece: a.ece,
+                        ts: a.ts,
+                    };
+                    self.core.events.push(back, ev);
+                }
+                if r.arm_delack {
+                    rx.delack_armed = true;
+                    let ev = Event::Timer {
+                        flow: i as u32,
+                        kind: TimerKind::DelAck,
+                    };
+                    self.core.events.push(now + f.delack, ev);
+                }
+            }
+            Source::Tfrc(_) => {
+                f.counters.delivered += 1;
+                f.counters.delivered_bytes += p.len as u64;
+                let ev = Event::Ack {
+                    flow: i as u32,
+                    ack: p.seq,
+                    ece: p.marked,
+                    ts: p.sent_at,
+                };
+                self.core.events.push(back, ev);
+            }
+            Source::Cbr(_) => {
+                f.counters.delivered += 1;
+                f.counters.delivered_bytes += p.len as u64;
+            }
+        }
+    }
+
+    fn timer(&mut self, i: usize, kind: TimerKind) {
+        if kind == TimerKind::DelAck {
+            let now = self.core.now;
+            let f = &mut self.flows[i];
+            if let Source::Tcp(_, rx) = &mut f.source {
+                if let Some(a) = rx.on_delack() {
+                    let ev = Event::Ack {
+                        flow: i as u32,
+                        ack: a.ack,
+                        ece: a.ece,
+                        ts: a.ts,
+                    };
+                    self.core.events.push(now + f.path.return_delay, ev);
+                }
+            }
+            return;
+        }
+        let (src, mut io) = self.io(i);
+        match (src, kind) {
+            (Source::Tcp(s, _), k) => s.on_timer(&mut io, k),
+            (Source::Cbr(s), TimerKind::Start) => s.start(&mut io),
+            (Source::Cbr(s), TimerKind::Send) => s.tick(&mut io),
+            (Source::Tfrc(s), TimerKind::Start) => s.start(&mut io),
+            (Source::Tfrc(s), TimerKind::Send) => s.on_timer(&mut io),
+            _ => {}
+        }
+    }
+}
+
+fn build_flow(i: usize, f: &FlowSpec, link_delay: Nanos) -> Result<Flow, SimError> {
+    let key = |k: &str| format!("flows[{i}].{k}");
+    if f.access_rate_bps.is_nan() || f.access_rate_bps < 0.0 {
+        return Err(invalid(
+            key("access_rate_mbps"),
+            "must be >= 0 (0 = unlimited)",
+        ));
+    }
+    let mut template = Packet {
+        class: f.class,
+        ..Packet::default()
+    };
+    let mut delack = Nanos::ZERO;
+    let source = match f.source {
+        SourceSpec::Tcp { params, web } => {
+            if params.packet_size < 40 {
+                return Err(invalid(key("packet_size"), "must be >= 40 bytes"));
+            }
+            if params.window_cap == 0 || params.window_cap > 1 << 24 {
+                return Err(invalid(
+                    key("window_cap"),
+                    "must be in 1..=16777216 packets",
+                ));
+            }
+            if params.initial_window == 0 {
+                return Err(invalid(key("initial_window"), "must be >= 1"));
+            }
+            if params.min_rto_ms.is_nan()
+                || params.min_rto_ms <= 0.0
+                || params.initial_rto_ms.is_nan()
+                || params.initial_rto_ms <= 0.0
+            {
+                return Err(invalid(key("min_rto_ms"), "RTO bounds must be > 0"));
+            }
+            if !(8..=15).contains(&params.priority) {
+                return Err(invalid(key("priority"), "must be in 8..=15 (spec/02)"));
+            }
+            if let Some(w) = web {
+                if w.shape.is_nan()
+                    || w.shape <= 1.0
+                    || w.mean_size_packets.is_nan()
+                    || w.mean_size_packets < 1.0
+                    || w.mean_off_ms.is_nan()
+                    || w.mean_off_ms < 0.0
+                {
+                    return Err(invalid(
+                        key("web"),
+                        "needs shape > 1, mean_size_packets >= 1, mean_off_ms >= 0",
+                    ));
+                }
+            }
+            template.ecn = match params.ecn {
+                EcnMode::Off => zl_core::Ecn::NotEct,
+                EcnMode::Rfc3168 | EcnMode::PriorityExt => zl_core::Ecn::Ect0,
+            };
+            template.cc_ext = params.ecn == EcnMode::PriorityExt;
+            template.priority = params.priority;
+            template.weight = params.weight;
+            delack = Nanos::from_secs_f64(params.delack_ms * 1e-3);
+            Source::Tcp(
+                TcpSender::new(params, web),
+                TcpReceiver::new(params.window_cap, params.delayed_ack),
+            )
+        }
+        SourceSpec::Cbr(p) => {
+            if p.rate_bps.is_nan() || p.rate_bps <= 0.0 || p.packet_size == 0 {
+                return Err(invalid(
+                    key("rate_mbps"),
+                    "CBR needs rate > 0 and packet_size > 0",
+                ));
+            }
+            Source::Cbr(CbrSender::new(p))
+        }
+        SourceSpec::Tfrc(p) => {
+            if p.max_rate_bps.is_nan() || p.max_rate_bps <= 0.0 || p.packet_size == 0 {
+                return Err(invalid(
+                    key("max_rate_mbps"),
+                    "TFRC needs max rate > 0, packet_size > 0",
+                ));
+            }
+            Source::Tfrc(TfrcSender::new(p))
+        }
+    };
+    let access_ns_per_byte = if f.access_rate_bps > 0.0 {
+        8e9 / f.access_rate_bps
+    } else {
+        0.0
+    };
+    Ok(Flow {
+        source,
+        path: Path {
+            access_delay: f.access_delay,
+            access_ns_per_byte,
+            access_free: Nanos::ZERO,
+            egress_delay: f.egress_delay,
+            return_delay: f.access_delay + link_delay + f.egress_delay,
+        },
+        template,
+        counters: FlowCounters::default(),
+        base: FlowCounters::default(),
+        group: f.group,
+        class: f.class,
+        delack,
+    })
+}
