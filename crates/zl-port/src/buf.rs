@@ -21,6 +21,9 @@ pub struct PacketBuf {
     pub in_port: u16,
     /// Index of the transmitting port, set by forwarding.
     pub out_port: u16,
+    /// An opaque label a source may attach for accounting (the traffic generator writes its
+    /// flow group's index + 1); 0 when unlabelled. Ports other than sources leave it alone.
+    pub tag: u32,
 }
 
 /// A frame longer than a buffer's data room.
@@ -109,6 +112,7 @@ impl BufPool {
                 rx_time: Nanos::ZERO,
                 in_port: 0,
                 out_port: 0,
+                tag: 0,
             });
         }
         BufPool {
@@ -125,6 +129,7 @@ impl BufPool {
         match self.free.pop() {
             Some(mut b) => {
                 b.len = 0;
+                b.tag = 0;
                 Some(b)
             }
             None => {
