@@ -1,19 +1,69 @@
-//! The Zombie List of SRED / ZL-RED (spec/01 §2 and §4).
+//! The Zombie List of SRED / ZL-RED (spec/01 §2, §3b and §4), shared lock-free by all
+//! forwarding threads.
 //!
-//! API contract (implementation in progress; see the zombie helper's work):
+//! Papers: Ott, Lakshman, Wong, "SRED: Stabilized RED", INFOCOM 1999 (the Zombie List,
+//! the hit frequency P(t) and its eq. 3.4, `P{Hit} = sum pi_i^2`); Kurata, Hasegawa, Murata,
+//! "A Study on the implementation of ZL-RED mechanism on the Network Processor" (the
+//! occurrences T and F of §3b and the occurrence lookup table of §5.2.3). Units: counts are
+//! packets (dimensionless), P(t) is a probability per arrival, timestamps are [`Nanos`].
 //!
-//! ```ignore
-//! pub struct ZombieParams { pub m: usize, pub p_swap: f64, pub alpha: Option<f64>, pub occurrence: OccurrenceMode }
-//! pub enum OccurrenceMode { Table, Scan }
-//! impl ZombieParams { pub fn validate(&self) -> Result<ZombieConfig, ZombieConfigError>; }
-//! pub struct Observation { pub hit: bool, pub p: f64, pub occurrence: u64, pub total: u64 }
-//! pub struct ZombieList;   // Sync + Send, lock-free
-//! impl ZombieList {
-//!     pub fn new(cfg: ZombieConfig) -> Self;
-//!     pub fn observe<R: rand::RngCore + ?Sized>(&self, flow: FlowId, now: Nanos, rng: &mut R) -> Observation;
-//!     pub fn hit_frequency(&self) -> f64;      // P(t)
-//!     pub fn estimated_flows(&self) -> f64;    // 1/P(t), +inf while P = 0
-//!     pub fn total_occurrence(&self) -> u64;   // T
-//!     pub fn occurrence(&self, flow: FlowId) -> u64; // F(flow)
-//! }
-//! ```
+//! Contract: [`ZombieList::observe`] runs SRED steps 1-3 for one arrival and returns
+//! [`Observation`] `{ hit, p, occurrence: F, total: T }`, all read after this arrival's
+//! update (decided, spec/01). Time and randomness are passed in. [`NaiveZombieList`] is the
+//! sequential oracle with O(M) scans; fed the same random stream, a single-threaded
+//! [`ZombieList`] makes exactly the same decisions and returns exactly the same values.
+//!
+//! # Structure
+//! - M zombie slots. A slot is one `AtomicU64`: `(entry index + 1) << 40 | count`, where the
+//!   entry is the flow's entry in the occurrence table (which holds the full 64-bit flow id).
+//!   So a zombie's flow and count change together in one CAS. Its timestamp sits beside it
+//!   in a second word, written after the CAS; decided: the timestamp is advisory (no equation
+//!   reads it) and may lag under concurrency.
+//! - The occurrence table (`table.rs`, whose module doc details it): at least 2M entries, closed
+//!   hashing with rehash, F per entry; O(1) per packet: a hit changes one entry, an overwrite
+//!   two, an append one.
+//! - T: one `AtomicU64`; P(t): f64 bits in one `AtomicU64`, updated by CAS loop.
+//!
+//! # Why the invariants hold at quiescence
+//! Write `refs(e)` for the sum over zombie slots referring to entry e of `(count + 1)`.
+//! Every observe changes at most one slot, always by a single CAS on its word, and moves the
+//! counters with this discipline:
+//! 1. before the CAS, take what the new slot value adds: `+1` on the entry it will refer to
+//!    (a hit: the same entry; an overwrite or append: the new flow's entry) and `+1` on T;
+//! 2. CAS the slot; if it fails, give those back and retry (someone else's CAS succeeded, so
+//!    the list as a whole made progress: lock-free);
+//! 3. after a successful overwrite, drop what the old value held: `-(count_old + 1)` on the
+//!    old entry and on T.
+//!
+//! So at every instant `count(e) >= refs(e)` and `T >= sum refs` (the excess is exactly the
+//! reservations of operations in flight), and the deltas are additions, which commute: once
+//! no observe is in flight, `count(e) == refs(e)` for every entry and
+//! `T == sum over zombies (count + 1) == sum over entries F`. An entry changes its key only by
+//! a CAS from count 0, i.e. `refs(e) == 0`, so no zombie's flow changes under it; a zombie's
+//! flow is by definition its entry's key, hence `F(f) == sum over zombies of f (count + 1)`.
+//! None of this depends on ABA freedom: even if a slot or entry word returned to an old value
+//! between a thread's load and its CAS, the deltas go to the entry the word names, so the
+//! accounting stays exact (only the attribution of that one packet's hit could be off).
+//!
+//! # Memory orderings
+//! Slot CAS: AcqRel, so the entry's key (published with release when the entry was claimed)
+//! is visible to whoever acquires the slot word. Entry state word: acquire loads, AcqRel
+//! RMWs, release store when a claimed entry goes live. T: AcqRel RMWs (its value orders
+//! nothing else; AcqRel keeps `total_occurrence` after one's own update). P(t): relaxed,
+//! it carries no other data. Every ordering is chosen next to its atomic in the code.
+
+#![forbid(unsafe_code)]
+
+mod draw;
+mod list;
+mod naive;
+mod ops;
+mod params;
+mod primitive;
+mod table;
+
+pub use list::{InvariantError, Observation, ZombieList, ZombieStateError};
+pub use naive::{NaiveZombieList, Zombie};
+pub use ops::OpCounts;
+pub use params::{OccurrenceMode, ZombieConfig, ZombieConfigError, ZombieParams, MAX_M};
+pub use zl_core::{FlowId, Nanos};

@@ -1,0 +1,490 @@
+//! The lock-free Zombie List: M zombie slots, P(t), T, and the occurrence table.
+
+use rand::RngCore;
+use zl_core::{FlowId, Nanos};
+
+use crate::draw;
+use crate::naive::Zombie;
+use crate::ops::{NoOps, OpCounts, OpSink};
+use crate::params::{OccurrenceMode, ZombieConfig, ZOMBIE_COUNT_BITS};
+use crate::primitive::{AtomicU64, AtomicUsize, Ordering, Padded};
+use crate::table::OccurrenceTable;
+
+/// What one arrival learned from the Zombie List (spec/01 §2-§3).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Observation {
+    /// Hit(t): the drawn zombie belonged to this packet's flow.
+    pub hit: bool,
+    /// P(t) after this arrival's update (decided: updated before equations (2)-(3) use it).
+    pub p: f64,
+    /// F of this packet's flow after this arrival's update.
+    pub occurrence: u64,
+    /// T after this arrival's update.
+    pub total: u64,
+}
+
+/// A zombie slot: `word` packs `(entry index + 1) << 40 | count` (0 = empty, before the
+/// list has filled), `stamp` is the zombie's timestamp.
+#[derive(Debug)]
+struct Slot {
+    word: AtomicU64,
+    stamp: AtomicU64,
+}
+
+const COUNT_MASK: u64 = (1 << ZOMBIE_COUNT_BITS) - 1;
+
+#[inline]
+fn encode(entry: usize, count: u64) -> u64 {
+    ((entry as u64 + 1) << ZOMBIE_COUNT_BITS) | count
+}
+
+#[inline]
+fn decode(word: u64) -> (usize, u64) {
+    (
+        ((word >> ZOMBIE_COUNT_BITS) - 1) as usize,
+        word & COUNT_MASK,
+    )
+}
+
+/// A quiescent state that breaks one of the invariants of spec/01 §4.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InvariantError {
+    #[error("T counter {counter} != sum over zombies of (count + 1) = {zombies}")]
+    TotalVsZombies { counter: u64, zombies: u64 },
+    #[error("sum over table entries of F = {table} != T = {zombies}")]
+    TableVsZombies { table: u64, zombies: u64 },
+    #[error("F({flow:#x}) = {table} in the table but {zombies} by scanning the zombies")]
+    Occurrence { flow: u64, table: u64, zombies: u64 },
+    #[error("{0} table entries are still frozen")]
+    Frozen(usize),
+    #[error("a bucket's spill counter disagrees with the entries' probe positions")]
+    Spill,
+}
+
+/// A Zombie List state that cannot be built (see [`ZombieList::from_zombies`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ZombieStateError {
+    #[error("{given} zombies given, the list holds M = {m}")]
+    TooMany { given: usize, m: usize },
+    #[error("zombie {index}: count {count} exceeds the cap {cap}")]
+    Count { index: usize, count: u64, cap: u64 },
+}
+
+/// The SRED / ZL-RED Zombie List, shared by every forwarding thread (`Send + Sync`, use it
+/// through an `Arc`). Every method takes `&self` and uses atomics only; see the crate doc for
+/// why the invariants hold at quiescence.
+#[derive(Debug)]
+pub struct ZombieList {
+    cfg: ZombieConfig,
+    slots: Box<[Slot]>,
+    table: OccurrenceTable,
+    /// Zombies appended so far (claimed slots while filling); equals M once full.
+    len: Padded<AtomicUsize>,
+    /// T plus the increments of updates in flight.
+    total: Padded<AtomicU64>,
+    /// P(t) as f64 bits.
+    p_bits: Padded<AtomicU64>,
+    /// Updates skipped because the occurrence table had no free entry.
+    table_full: AtomicU64,
+}
+
+impl ZombieList {
+    /// An empty list (`P(0) = 0`, T = 0).
+    pub fn new(cfg: ZombieConfig) -> Self {
+        ZombieList {
+            cfg,
+            slots: (0..cfg.m())
+                .map(|_| Slot {
+                    word: AtomicU64::new(0),
+                    stamp: AtomicU64::new(0),
+                })
+                .collect(),
+            table: OccurrenceTable::new(cfg.m()),
+            len: Padded(AtomicUsize::new(0)),
+            total: Padded(AtomicU64::new(0)),
+            p_bits: Padded(AtomicU64::new(0f64.to_bits())),
+            table_full: AtomicU64::new(0),
+        }
+    }
+
+    /// A list holding `zombies` in slots `0..zombies.len()` (still filling if fewer than M),
+    /// with `P = 0`: for restoring a state or building the paper's examples.
+    pub fn from_zombies(cfg: ZombieConfig, zombies: &[Zombie]) -> Result<Self, ZombieStateError> {
+        if zombies.len() > cfg.m() {
+            return Err(ZombieStateError::TooMany {
+                given: zombies.len(),
+                m: cfg.m(),
+            });
+        }
+        if let Some((index, z)) = zombies
+            .iter()
+            .enumerate()
+            .find(|(_, z)| z.count > cfg.count_cap())
+        {
+            return Err(ZombieStateError::Count {
+                index,
+                count: z.count,
+                cap: cfg.count_cap(),
+            });
+        }
+        let list = ZombieList::new(cfg);
+        for (slot, z) in list.slots.iter().zip(zombies) {
+            let e = list
+                .table
+                .reserve(z.flow, &mut NoOps)
+                .expect("a fresh table of 2M entries holds M flows");
+            list.table.add(e, z.count);
+            list.total.0.fetch_add(z.count + 1, Ordering::Relaxed);
+            slot.word.store(encode(e, z.count), Ordering::Release);
+            slot.stamp.store(z.stamp.0, Ordering::Relaxed);
+        }
+        list.len.0.store(zombies.len(), Ordering::Release);
+        Ok(list)
+    }
+
+    /// SRED steps 1-3 for one arrival of `flow`: append, or compare with a random zombie and
+    /// maybe overwrite it; update P(t); return Hit, P(t), F(flow) and T after the update.
+    #[inline]
+    pub fn observe<R: RngCore + ?Sized>(
+        &self,
+        flow: FlowId,
+        now: Nanos,
+        rng: &mut R,
+    ) -> Observation {
+        self.observe_with(flow, now, rng, &mut NoOps)
+    }
+
+    /// [`ZombieList::observe`], also counting its shared-memory operations.
+    pub fn observe_counted<R: RngCore + ?Sized>(
+        &self,
+        flow: FlowId,
+        now: Nanos,
+        rng: &mut R,
+    ) -> (Observation, OpCounts) {
+        let mut ops = OpCounts::default();
+        let obs = self.observe_with(flow, now, rng, &mut ops);
+        (obs, ops)
+    }
+
+    #[inline]
+    fn observe_with<R: RngCore + ?Sized, S: OpSink>(
+        &self,
+        flow: FlowId,
+        now: Nanos,
+        rng: &mut R,
+        ops: &mut S,
+    ) -> Observation {
+        let hit = match self.claim_append_slot() {
+            Some(i) => {
+                self.append(i, flow, now, ops);
+                false
+            }
+            None => {
+                let i = draw::zombie_index(rng, self.cfg.m());
+                self.compare(i, flow, now, rng, ops)
+            }
+        };
+        let p = self.update_p(hit, ops);
+        let (occurrence, total) = match self.cfg.occurrence() {
+            OccurrenceMode::Table => (
+                self.table.occurrence(flow, ops),
+                // Acquire: see our own and others' completed deltas (exact when sequential).
+                self.total.0.load(Ordering::Acquire),
+            ),
+            OccurrenceMode::Scan => self.scan(flow, ops),
+        };
+        Observation {
+            hit,
+            p,
+            occurrence,
+            total,
+        }
+    }
+
+    /// Step 1: while the list is not full, the next slot index, claimed by CAS on `len`.
+    #[inline]
+    fn claim_append_slot(&self) -> Option<usize> {
+        // Acquire pairs with the AcqRel of the claims; once `len == M` the word never changes
+        // again and stays shared in every core's cache.
+        let mut len = self.len.0.load(Ordering::Acquire);
+        while len < self.cfg.m() {
+            match self
+                .len
+                .0
+                .compare_exchange(len, len + 1, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return Some(len),
+                Err(now) => len = now,
+            }
+        }
+        None
+    }
+
+    /// Appends `(flow, 0, now)` in the claimed empty slot `i`.
+    fn append<S: OpSink>(&self, i: usize, flow: FlowId, now: Nanos, ops: &mut S) {
+        let slot = &self.slots[i];
+        let Some(e) = self.table.reserve(flow, ops) else {
+            self.table_full.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        ops.total_write();
+        self.total.0.fetch_add(1, Ordering::AcqRel);
+        ops.slot_write();
+        // The slot can only have been taken meanwhile by a concurrent overwrite that drew it
+        // while empty (possible once other threads see the list full).
+        if slot
+            .word
+            .compare_exchange(0, encode(e, 0), Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            ops.slot_write();
+            slot.stamp.store(now.0, Ordering::Relaxed);
+        } else {
+            self.table.release(e, 1, ops);
+            ops.total_write();
+            self.total.0.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Step 2 against zombie `i`. Every change to the slot is one CAS; the references it adds
+    /// (table entry, T) are taken before the CAS and given back if it fails, the ones it drops
+    /// are released after it succeeds.
+    fn compare<R: RngCore + ?Sized, S: OpSink>(
+        &self,
+        i: usize,
+        flow: FlowId,
+        now: Nanos,
+        rng: &mut R,
+        ops: &mut S,
+    ) -> bool {
+        let slot = &self.slots[i];
+        let mut swap: Option<bool> = None;
+        loop {
+            ops.slot_read();
+            // Acquire pairs with the AcqRel CAS that wrote the word, so the referenced entry's
+            // key is visible.
+            let w = slot.word.load(Ordering::Acquire);
+            if w != 0 {
+                let (e, c) = decode(w);
+                ops.table_probe();
+                if self.table.key(e) == flow {
+                    if c >= self.cfg.count_cap() {
+                        ops.slot_write();
+                        slot.stamp.store(now.0, Ordering::Relaxed);
+                        return true;
+                    }
+                    if !self.table.reserve_referenced(e, ops) {
+                        continue;
+                    }
+                    ops.total_write();
+                    self.total.0.fetch_add(1, Ordering::AcqRel);
+                    ops.slot_write();
+                    if slot
+                        .word
+                        .compare_exchange(w, encode(e, c + 1), Ordering::AcqRel, Ordering::Relaxed)
+                        .is_ok()
+                    {
+                        ops.slot_write();
+                        slot.stamp.store(now.0, Ordering::Relaxed);
+                        return true;
+                    }
+                    self.table.release(e, 1, ops);
+                    ops.total_write();
+                    self.total.0.fetch_sub(1, Ordering::AcqRel);
+                    continue;
+                }
+            }
+            if !*swap.get_or_insert_with(|| draw::swap(rng, self.cfg.p_swap())) {
+                return false;
+            }
+            let Some(e_new) = self.table.reserve(flow, ops) else {
+                self.table_full.fetch_add(1, Ordering::Relaxed);
+                return false;
+            };
+            ops.total_write();
+            self.total.0.fetch_add(1, Ordering::AcqRel);
+            ops.slot_write();
+            if slot
+                .word
+                .compare_exchange(w, encode(e_new, 0), Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                if w != 0 {
+                    let (e_old, c_old) = decode(w);
+                    self.table.release(e_old, c_old + 1, ops);
+                    ops.total_write();
+                    self.total.0.fetch_sub(c_old + 1, Ordering::AcqRel);
+                }
+                ops.slot_write();
+                slot.stamp.store(now.0, Ordering::Relaxed);
+                return false;
+            }
+            self.table.release(e_new, 1, ops);
+            ops.total_write();
+            self.total.0.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Step 3 by CAS loop; returns P(t) after this arrival. Relaxed: P(t) publishes no other
+    /// data, and the CAS alone orders all updates into one sequence.
+    #[inline]
+    fn update_p<S: OpSink>(&self, hit: bool, ops: &mut S) -> f64 {
+        let alpha = self.cfg.alpha();
+        let mut bits = self.p_bits.0.load(Ordering::Relaxed);
+        loop {
+            let p = f64::from_bits(bits);
+            let next = draw::ewma(p, alpha, hit);
+            if next.to_bits() == bits {
+                return next;
+            }
+            ops.total_write();
+            match self.p_bits.0.compare_exchange_weak(
+                bits,
+                next.to_bits(),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return next,
+                Err(now) => bits = now,
+            }
+        }
+    }
+
+    /// Scan mode: F(flow) and T by reading all M zombies.
+    fn scan<S: OpSink>(&self, flow: FlowId, ops: &mut S) -> (u64, u64) {
+        let (mut f, mut t) = (0, 0);
+        for slot in self.slots.iter() {
+            ops.slot_read();
+            let w = slot.word.load(Ordering::Acquire);
+            if w != 0 {
+                let (e, c) = decode(w);
+                ops.table_probe();
+                if self.table.key(e) == flow {
+                    f += c + 1;
+                }
+                t += c + 1;
+            }
+        }
+        (f, t)
+    }
+
+    /// P(t).
+    pub fn hit_frequency(&self) -> f64 {
+        f64::from_bits(self.p_bits.0.load(Ordering::Relaxed))
+    }
+
+    /// 1/P(t), the SRED estimate of the number of active flows; infinite while P = 0.
+    pub fn estimated_flows(&self) -> f64 {
+        let p = self.hit_frequency();
+        if p > 0.0 {
+            1.0 / p
+        } else {
+            f64::INFINITY
+        }
+    }
+
+    /// T, the total occurrence (by scanning in Scan mode).
+    pub fn total_occurrence(&self) -> u64 {
+        match self.cfg.occurrence() {
+            OccurrenceMode::Table => self.total.0.load(Ordering::Acquire),
+            OccurrenceMode::Scan => self.scan(FlowId(0), &mut NoOps).1,
+        }
+    }
+
+    /// F(flow), the occurrence of `flow` (by scanning in Scan mode).
+    pub fn occurrence(&self, flow: FlowId) -> u64 {
+        match self.cfg.occurrence() {
+            OccurrenceMode::Table => self.table.occurrence(flow, &mut NoOps),
+            OccurrenceMode::Scan => self.scan(flow, &mut NoOps).0,
+        }
+    }
+
+    pub fn config(&self) -> &ZombieConfig {
+        &self.cfg
+    }
+
+    /// Updates that left the list unchanged because the occurrence table had no reusable
+    /// entry (only possible with more references in flight than M; counted, never silent).
+    pub fn table_full_events(&self) -> u64 {
+        self.table_full.load(Ordering::Relaxed)
+    }
+
+    /// The zombies in slot order, skipping slots still empty. A consistent picture only at
+    /// quiescence.
+    pub fn zombies(&self) -> Vec<Zombie> {
+        self.slots
+            .iter()
+            .filter_map(|slot| {
+                let w = slot.word.load(Ordering::Acquire);
+                (w != 0).then(|| {
+                    let (e, count) = decode(w);
+                    Zombie {
+                        flow: self.table.key(e),
+                        count,
+                        stamp: Nanos(slot.stamp.load(Ordering::Relaxed)),
+                    }
+                })
+            })
+            .collect()
+    }
+
+    /// Checks the invariants of spec/01 §4; call it only when no `observe` is in flight:
+    /// T == sum over zombies (count + 1) == sum over table entries F, and for every flow,
+    /// F(f) from the table == sum over its zombies (count + 1). Also checks the table's own
+    /// bookkeeping (no frozen entry, spill counters exact).
+    pub fn check_invariants(&self) -> Result<(), InvariantError> {
+        let zombies = self.zombies();
+        let by_scan: u64 = zombies.iter().map(|z| z.count + 1).sum();
+        let counter = self.total.0.load(Ordering::Acquire);
+        if counter != by_scan {
+            return Err(InvariantError::TotalVsZombies {
+                counter,
+                zombies: by_scan,
+            });
+        }
+        let entries = self.table.entries_snapshot();
+        let frozen = entries.iter().filter(|v| v.frozen).count();
+        if frozen > 0 {
+            return Err(InvariantError::Frozen(frozen));
+        }
+        let table: u64 = entries.iter().map(|v| v.count).sum();
+        if table != by_scan {
+            return Err(InvariantError::TableVsZombies {
+                table,
+                zombies: by_scan,
+            });
+        }
+        let mut flows: Vec<FlowId> = entries
+            .iter()
+            .filter(|v| v.count > 0)
+            .map(|v| v.flow)
+            .chain(zombies.iter().map(|z| z.flow))
+            .collect();
+        flows.sort_unstable();
+        flows.dedup();
+        for flow in flows {
+            let table = self.table.occurrence(flow, &mut NoOps);
+            let by_zombies = zombies
+                .iter()
+                .filter(|z| z.flow == flow)
+                .map(|z| z.count + 1)
+                .sum();
+            if table != by_zombies {
+                return Err(InvariantError::Occurrence {
+                    flow: flow.0,
+                    table,
+                    zombies: by_zombies,
+                });
+            }
+        }
+        if !self.table.spill_consistent() {
+            return Err(InvariantError::Spill);
+        }
+        Ok(())
+    }
+
+    /// Entries in the occurrence table (at least 2 M).
+    pub fn table_capacity(&self) -> usize {
+        self.table.capacity()
+    }
+}

@@ -1,0 +1,361 @@
+//! The occurrence lookup table of ZL-RED §5.2.3 (spec/01 §4), lock-free.
+//!
+//! Each entry maps a flow id to F, the summed `(count + 1)` of the zombies that refer to it.
+//! Size: at least 2 x M entries (the paper's figure; at most M flows are ever in the list),
+//! grouped three to a 64-byte bucket, so one cache line holds a flow's first three choices.
+//! Closed hashing with rehash: a flow probes buckets `b_j = h1 + j * h2 (mod buckets)`, two
+//! hash functions of its id (the low and high halves of one 64-bit mix; `h2` odd, the bucket
+//! count a power of two, so the sequence visits every bucket once). No chaining, no pointers.
+//!
+//! # Entry word
+//! `key: AtomicU64` holds the flow id; `meta: AtomicU64` packs
+//! `state (2 bits) | generation (14 bits) | count (48 bits)`:
+//! - `EMPTY`: never used since the table was built.
+//! - `LIVE`: `key` is valid for this generation; `count` is F plus reservations in flight.
+//!   A live entry whose count is 0 is *dead*: its flow has no zombie, and the entry may be
+//!   revived by its own flow (count 0 -> 1 by CAS) or reused for another flow.
+//! - `FROZEN`: being claimed by one thread, which owns `key` until it publishes
+//!   `LIVE | generation + 1 | 1` with a release store. Nobody waits on a frozen entry: every
+//!   other thread skips it, so a stalled claimer blocks one entry, never the table.
+//!
+//! The `count` only ever moves by CAS or by a fetch-add/sub of a reference its caller holds, and
+//! an entry is claimed (frozen) only by a CAS from count 0, so "count 0" and "key changes"
+//! are decided by one compare-and-swap on one word: the key cannot change under a reference.
+//!
+//! # Spill counters (keeping lookups O(1) with reuse)
+//! Reusing dead entries means slots never return to `EMPTY`, so "stop at the first empty
+//! slot" would make lookups scan the whole table after a long run. Instead each bucket counts,
+//! in `spill`, the entries (live or dead) whose flow's probe sequence passed through it before
+//! reaching the entry's own bucket. A lookup for f scans `b_0`, and goes on to `b_1` only if
+//! `spill(b_0) > 0`, and so on. A claimer raises the spill counters on its path before it
+//! publishes the entry; whoever reuses the entry for another flow lowers the old flow's path
+//! after freezing it. So an entry is always visible to a lookup for its key.
+//!
+//! # Duplicates
+//! Two threads inserting the same absent flow at once may each claim an entry (the second
+//! skips the first one's frozen entry). Nothing breaks: zombies refer to entries by index,
+//! every count delta goes to the referenced entry, and F(f) is the sum over the entries keyed
+//! f on f's lookup path. Sequential runs never create duplicates.
+
+use zl_core::FlowId;
+
+use crate::ops::OpSink;
+use crate::primitive::{AtomicU64, Ordering};
+
+const ENTRIES_PER_BUCKET: usize = 3;
+
+const STATE_SHIFT: u32 = 62;
+const EMPTY: u64 = 0;
+const LIVE: u64 = 1;
+const FROZEN: u64 = 2;
+const GEN_SHIFT: u32 = 48;
+const GEN_MASK: u64 = (1 << 14) - 1;
+const COUNT_MASK: u64 = (1 << GEN_SHIFT) - 1;
+
+#[inline]
+fn pack(state: u64, generation: u64, count: u64) -> u64 {
+    (state << STATE_SHIFT) | ((generation & GEN_MASK) << GEN_SHIFT) | count
+}
+
+#[inline]
+fn state(meta: u64) -> u64 {
+    meta >> STATE_SHIFT
+}
+
+#[inline]
+fn generation(meta: u64) -> u64 {
+    (meta >> GEN_SHIFT) & GEN_MASK
+}
+
+#[inline]
+fn count(meta: u64) -> u64 {
+    meta & COUNT_MASK
+}
+
+/// splitmix64's finalizer: a bijective mix whose halves serve as the two hash functions.
+#[inline]
+fn mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+#[derive(Debug)]
+struct Entry {
+    key: AtomicU64,
+    meta: AtomicU64,
+}
+
+#[repr(align(64))]
+#[derive(Debug)]
+struct Bucket {
+    entries: [Entry; ENTRIES_PER_BUCKET],
+    spill: AtomicU64,
+}
+
+/// A flow's probe sequence over the buckets.
+#[derive(Clone, Copy)]
+struct Probe {
+    first: usize,
+    step: usize,
+}
+
+/// The lock-free occurrence table; entry indices are stable for the table's lifetime.
+#[derive(Debug)]
+pub(crate) struct OccurrenceTable {
+    buckets: Box<[Bucket]>,
+    mask: usize,
+}
+
+/// One entry as seen by [`OccurrenceTable::entries_snapshot`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct EntryView {
+    pub(crate) flow: FlowId,
+    pub(crate) count: u64,
+    pub(crate) frozen: bool,
+}
+
+impl OccurrenceTable {
+    /// A table of at least `2 m` entries.
+    pub(crate) fn new(m: usize) -> Self {
+        let buckets = (2 * m).div_ceil(ENTRIES_PER_BUCKET).next_power_of_two();
+        let buckets: Box<[Bucket]> = (0..buckets)
+            .map(|_| Bucket {
+                entries: std::array::from_fn(|_| Entry {
+                    key: AtomicU64::new(0),
+                    meta: AtomicU64::new(pack(EMPTY, 0, 0)),
+                }),
+                spill: AtomicU64::new(0),
+            })
+            .collect();
+        let mask = buckets.len() - 1;
+        OccurrenceTable { buckets, mask }
+    }
+
+    /// Number of entries (indices are `0..capacity()`).
+    pub(crate) fn capacity(&self) -> usize {
+        self.buckets.len() * ENTRIES_PER_BUCKET
+    }
+
+    #[inline]
+    fn probe(&self, flow: FlowId) -> Probe {
+        let h = mix(flow.0);
+        Probe {
+            first: h as usize & self.mask,
+            step: ((h >> 32) as usize | 1) & self.mask,
+        }
+    }
+
+    #[inline]
+    fn bucket_at(&self, p: Probe, j: usize) -> usize {
+        p.first.wrapping_add(j.wrapping_mul(p.step)) & self.mask
+    }
+
+    #[inline]
+    fn entry(&self, e: usize) -> &Entry {
+        &self.buckets[e / ENTRIES_PER_BUCKET].entries[e % ENTRIES_PER_BUCKET]
+    }
+
+    /// The flow entry `e` belongs to. Meaningful while the caller knows `e` is referenced:
+    /// a referenced entry is live and its key cannot change (module doc).
+    #[inline]
+    pub(crate) fn key(&self, e: usize) -> FlowId {
+        // Acquire pairs with the release that published the referencing zombie slot (the
+        // caller loaded it with acquire), which in turn follows the entry's publication.
+        FlowId(self.entry(e).key.load(Ordering::Acquire))
+    }
+
+    /// Adds one reference to `e`, which a zombie slot referred to when the caller read it.
+    /// Fails (returns false) when the entry no longer has any reference, i.e. that zombie
+    /// has changed since; the caller then rereads the slot.
+    #[inline]
+    pub(crate) fn reserve_referenced<S: OpSink>(&self, e: usize, ops: &mut S) -> bool {
+        let meta = &self.entry(e).meta;
+        ops.table_probe();
+        let mut m = meta.load(Ordering::Acquire);
+        loop {
+            if state(m) != LIVE || count(m) == 0 {
+                return false;
+            }
+            ops.table_write();
+            match meta.compare_exchange_weak(m, m + 1, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return true,
+                Err(now) => m = now,
+            }
+        }
+    }
+
+    /// Adds one reference to `flow`'s entry, reviving its dead entry or claiming a new one
+    /// when it has none. Returns the entry's index, or `None` when every entry is live or
+    /// frozen (impossible while fewer than `2 M` references are in flight at once).
+    pub(crate) fn reserve<S: OpSink>(&self, flow: FlowId, ops: &mut S) -> Option<usize> {
+        let p = self.probe(flow);
+        let buckets = self.buckets.len();
+        'retry: loop {
+            // First reusable entry seen: (index, its meta word, its bucket's position j).
+            let mut candidate: Option<(usize, u64, usize)> = None;
+            for j in 0..buckets {
+                let b = self.bucket_at(p, j);
+                let bucket = &self.buckets[b];
+                for (s, entry) in bucket.entries.iter().enumerate() {
+                    let e = b * ENTRIES_PER_BUCKET + s;
+                    ops.table_probe();
+                    let m = entry.meta.load(Ordering::Acquire);
+                    match state(m) {
+                        LIVE => {
+                            // Relaxed: ordered after the acquire load of `m`; a newer key than
+                            // `m`'s generation makes the CAS below fail.
+                            if entry.key.load(Ordering::Relaxed) == flow.0 {
+                                ops.table_write();
+                                if entry
+                                    .meta
+                                    .compare_exchange(m, m + 1, Ordering::AcqRel, Ordering::Relaxed)
+                                    .is_ok()
+                                {
+                                    return Some(e);
+                                }
+                                continue 'retry;
+                            }
+                            if count(m) == 0 && candidate.is_none() {
+                                candidate = Some((e, m, j));
+                            }
+                        }
+                        EMPTY if candidate.is_none() => candidate = Some((e, m, j)),
+                        _ => {}
+                    }
+                }
+                ops.table_probe();
+                if bucket.spill.load(Ordering::Acquire) == 0 && candidate.is_some() {
+                    break;
+                }
+            }
+            let (e, m, j) = candidate?;
+            let entry = self.entry(e);
+            ops.table_write();
+            // Acquire: the old key below was written before the release that made `m` live.
+            if entry
+                .meta
+                .compare_exchange(
+                    m,
+                    pack(FROZEN, generation(m), 0),
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                )
+                .is_err()
+            {
+                continue 'retry;
+            }
+            // The entry is ours until the release store below.
+            if state(m) == LIVE {
+                let old = FlowId(entry.key.load(Ordering::Relaxed));
+                self.adjust_spill(old, e / ENTRIES_PER_BUCKET, false, ops);
+            }
+            self.adjust_spill(flow, self.bucket_at(p, j), true, ops);
+            ops.table_write();
+            entry.key.store(flow.0, Ordering::Relaxed);
+            ops.table_write();
+            // Release: publishes the key and the spill increments with the live state.
+            entry
+                .meta
+                .store(pack(LIVE, generation(m) + 1, 1), Ordering::Release);
+            return Some(e);
+        }
+    }
+
+    /// Raises (or lowers) the spill counter of every bucket `flow` probes before `target`.
+    fn adjust_spill<S: OpSink>(&self, flow: FlowId, target: usize, raise: bool, ops: &mut S) {
+        let p = self.probe(flow);
+        for j in 0..self.buckets.len() {
+            let b = self.bucket_at(p, j);
+            if b == target {
+                return;
+            }
+            ops.table_write();
+            if raise {
+                self.buckets[b].spill.fetch_add(1, Ordering::AcqRel);
+            } else {
+                self.buckets[b].spill.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+    }
+
+    /// Adds `n` references to `e`, on which the caller already holds one.
+    pub(crate) fn add(&self, e: usize, n: u64) {
+        self.entry(e).meta.fetch_add(n, Ordering::AcqRel);
+    }
+
+    /// Drops `n` references the caller holds on `e`. At zero the entry is dead and reusable.
+    #[inline]
+    pub(crate) fn release<S: OpSink>(&self, e: usize, n: u64, ops: &mut S) {
+        ops.table_write();
+        // Release: the zombie slot change that dropped these references happens before any
+        // claimer that acquires the zero count and reuses the entry.
+        self.entry(e).meta.fetch_sub(n, Ordering::AcqRel);
+    }
+
+    /// F(flow): the counts of the live entries keyed `flow` on its lookup path.
+    #[inline]
+    pub(crate) fn occurrence<S: OpSink>(&self, flow: FlowId, ops: &mut S) -> u64 {
+        let p = self.probe(flow);
+        let mut f = 0;
+        for j in 0..self.buckets.len() {
+            let bucket = &self.buckets[self.bucket_at(p, j)];
+            for entry in &bucket.entries {
+                ops.table_probe();
+                let m = entry.meta.load(Ordering::Acquire);
+                if state(m) == LIVE && entry.key.load(Ordering::Relaxed) == flow.0 {
+                    f += count(m);
+                }
+            }
+            ops.table_probe();
+            if bucket.spill.load(Ordering::Acquire) == 0 {
+                break;
+            }
+        }
+        f
+    }
+
+    /// Every non-empty entry, for invariant checks at quiescence.
+    pub(crate) fn entries_snapshot(&self) -> Vec<EntryView> {
+        let mut out = Vec::new();
+        for bucket in self.buckets.iter() {
+            for entry in &bucket.entries {
+                let m = entry.meta.load(Ordering::Acquire);
+                if state(m) != EMPTY {
+                    out.push(EntryView {
+                        flow: FlowId(entry.key.load(Ordering::Relaxed)),
+                        count: count(m),
+                        frozen: state(m) == FROZEN,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether every spill counter equals what the live entries' positions imply
+    /// (at quiescence).
+    pub(crate) fn spill_consistent(&self) -> bool {
+        let mut expected = vec![0u64; self.buckets.len()];
+        for (b, bucket) in self.buckets.iter().enumerate() {
+            for entry in &bucket.entries {
+                let m = entry.meta.load(Ordering::Acquire);
+                if state(m) == LIVE {
+                    let p = self.probe(FlowId(entry.key.load(Ordering::Relaxed)));
+                    for j in 0..self.buckets.len() {
+                        let pb = self.bucket_at(p, j);
+                        if pb == b {
+                            break;
+                        }
+                        expected[pb] += 1;
+                    }
+                }
+            }
+        }
+        self.buckets
+            .iter()
+            .zip(&expected)
+            .all(|(bucket, &want)| bucket.spill.load(Ordering::Acquire) == want)
+    }
+}

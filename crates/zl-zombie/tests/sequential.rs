@@ -1,0 +1,98 @@
+//! Single-threaded behaviour: the paper's worked example, agreement with the naive oracle,
+//! configuration errors.
+
+use rand::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
+use zl_zombie::{
+    FlowId, NaiveZombieList, Nanos, OccurrenceMode, Zombie, ZombieConfigError, ZombieList,
+    ZombieParams,
+};
+
+fn params(m: usize) -> ZombieParams {
+    ZombieParams {
+        m,
+        ..ZombieParams::default()
+    }
+}
+
+/// ZL-RED figure 3: counts 21, 26, 6, 3, 20, 10, 3, 2; flow 1 owns 26, 20, 2:
+/// F = 27 + 21 + 3 = 51, T = 99.
+#[test]
+fn paper_worked_example_f51_t99() {
+    let counts = [21, 26, 6, 3, 20, 10, 3, 2];
+    let owners = [2, 1, 3, 4, 1, 5, 6, 1];
+    let zombies: Vec<Zombie> = counts
+        .iter()
+        .zip(owners)
+        .map(|(&count, owner)| Zombie {
+            flow: FlowId(owner),
+            count,
+            stamp: Nanos::ZERO,
+        })
+        .collect();
+    for mode in [OccurrenceMode::Table, OccurrenceMode::Scan] {
+        let cfg = ZombieParams {
+            occurrence: mode,
+            ..params(8)
+        }
+        .validate()
+        .unwrap();
+        let list = ZombieList::from_zombies(cfg, &zombies).unwrap();
+        assert_eq!(list.occurrence(FlowId(1)), 51, "{mode:?}");
+        assert_eq!(list.total_occurrence(), 99, "{mode:?}");
+        assert_eq!(list.occurrence(FlowId(2)), 22);
+        assert_eq!(list.occurrence(FlowId(7)), 0);
+        list.check_invariants().unwrap();
+    }
+}
+
+#[test]
+fn matches_naive_oracle_with_same_seed() {
+    for (m, flows) in [(1, 3), (2, 5), (10, 30), (100, 50), (1000, 3000)] {
+        for mode in [OccurrenceMode::Table, OccurrenceMode::Scan] {
+            let cfg = ZombieParams {
+                occurrence: mode,
+                ..params(m)
+            }
+            .validate()
+            .unwrap();
+            let list = ZombieList::new(cfg);
+            let mut naive = NaiveZombieList::new(cfg);
+            let mut rng_a = Xoshiro256PlusPlus::seed_from_u64(7);
+            let mut rng_b = Xoshiro256PlusPlus::seed_from_u64(7);
+            let mut traffic = Xoshiro256PlusPlus::seed_from_u64(99);
+            for t in 0..20_000u64 {
+                // Skewed traffic so that hits, misses and overwrites all happen.
+                let r: u64 = rand::Rng::random_range(&mut traffic, 0..flows * flows);
+                let flow = FlowId(r.isqrt());
+                let a = list.observe(flow, Nanos(t), &mut rng_a);
+                let b = naive.observe(flow, Nanos(t), &mut rng_b);
+                assert_eq!(a, b, "m={m} mode={mode:?} step {t}");
+            }
+            assert_eq!(list.zombies(), naive.zombies());
+            list.check_invariants().unwrap();
+        }
+    }
+}
+
+#[test]
+fn config_errors_name_the_parameter() {
+    let bad_m = params(0).validate().unwrap_err();
+    assert_eq!(bad_m, ZombieConfigError::M(0));
+    assert!(bad_m.to_string().contains("zombie.m"));
+    let bad_swap = ZombieParams {
+        p_swap: 1.5,
+        ..params(10)
+    }
+    .validate()
+    .unwrap_err();
+    assert!(bad_swap.to_string().contains("p_swap") && bad_swap.to_string().contains("[0, 1]"));
+    let nan_alpha = ZombieParams {
+        alpha: Some(f64::NAN),
+        ..params(10)
+    }
+    .validate();
+    assert!(matches!(nan_alpha, Err(ZombieConfigError::Alpha(_))));
+    let cfg = params(1000).validate().unwrap();
+    assert_eq!(cfg.alpha(), 1.0 / 1000.0);
+}
