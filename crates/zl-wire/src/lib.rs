@@ -35,6 +35,7 @@ pub mod ipv4;
 pub mod ipv6;
 pub mod mutate;
 mod parse;
+pub mod vectors;
 
 pub use cc_ext::{CcExt, CcExtRepr};
 pub use error::{Header, MutateError, ParseError};
