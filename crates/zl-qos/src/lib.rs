@@ -15,18 +15,24 @@
 
 mod bucket;
 pub mod classify;
+mod engine;
 mod error;
 pub mod meter;
+pub mod params;
 pub mod queue;
 pub mod sched;
 pub mod shaper;
+pub mod sizing;
 pub mod stats;
 
 pub use bucket::{MAX_BURST_BYTES, MAX_RATE_BPS, UNITS_PER_BYTE};
 pub use classify::{DscpRule, DscpSpec, DscpTable, Lookup};
+pub use engine::{Classified, Departed, Dequeue, Dropped, QosEngine};
 pub use error::QosConfigError;
 pub use meter::{ColorMode, Meter, MeterParams, Srtcm, Trtcm};
+pub use params::{ByColor, ClassParams, ClassifierParams, QosParams, SchedulerParams};
 pub use queue::{Capacity, ClassQueue, Queued};
 pub use sched::{SchedClass, SchedMode, Scheduler};
 pub use shaper::{Shaper, ShaperParams, ETHERNET_OVERHEAD_BYTES};
+pub use sizing::{bdp_bytes, sqrt_n_bytes, BufferRule, LiveSqrtN};
 pub use stats::{ClassStats, ClassifierStats, ColorStats, SojournHistogram, SOJOURN_BUCKETS};

@@ -1,0 +1,443 @@
+//! [`QosEngine`]: classify + meter + AQM + enqueue on arrival, schedule + shape on departure.
+//!
+//! The data plane (issue 4) and netsim (issue 7) drive the same engine. Per packet it does not
+//! allocate: queues are rings reserved at build time, statistics are fixed arrays.
+//!
+//! Arrival, in two steps so the caller can rewrite the DSCP of the packet it holds before
+//! handing it over:
+//! 1. [`QosEngine::classify`]: DSCP -> class and incoming color, meter, re-mark; returns a
+//!    [`Classified`] with the code point to write (if it changes);
+//! 2. [`QosEngine::enqueue_classified`]: the class's AQM decides, the queue bounds apply; a
+//!    discarded item is handed back in [`Dropped`] (the data plane recycles its buffer).
+//!
+//! [`QosEngine::enqueue`] does both. Departure: [`QosEngine::dequeue`] asks the scheduler for
+//! a class, the shaper for permission, and returns the packet, or the time the shaper will
+//! allow it ([`Dequeue::Hold`]), or [`Dequeue::Empty`].
+
+use zl_aqm::{Aqm, AqmPolicy, AqmStats, BuildContext, PacketMeta, Verdict};
+use zl_core::{Color, Nanos};
+
+use crate::classify::{standard_remark, DscpTable, Lookup};
+use crate::error::QosConfigError;
+use crate::meter::Meter;
+use crate::params::{ClassParams, QosParams};
+use crate::queue::{Capacity, ClassQueue};
+use crate::sched::{SchedClass, Scheduler};
+use crate::shaper::Shaper;
+use crate::sizing::{BufferRule, LiveSqrtN};
+use crate::stats::{ClassStats, ClassifierStats};
+
+/// The outcome of classification and metering for one packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Classified {
+    /// Index of the class (see [`QosEngine::class_names`]).
+    pub class: usize,
+    /// Color after metering (the incoming color when the class has no meter).
+    pub color: Color,
+    /// The DSCP to write into the packet, when re-marking changes it.
+    pub remark: Option<u8>,
+}
+
+/// A discarded packet, handed back with the reason.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Dropped<T> {
+    pub verdict: Verdict,
+    pub item: T,
+}
+
+/// A packet leaving the engine.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Departed<T> {
+    pub item: T,
+    pub class: usize,
+    pub meta: PacketMeta,
+    /// Time spent in the class queue.
+    pub sojourn: Nanos,
+}
+
+/// What [`QosEngine::dequeue`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Dequeue<T> {
+    Packet(Departed<T>),
+    /// A packet is waiting but the shaper holds it until `until`.
+    Hold {
+        until: Nanos,
+    },
+    /// Every queue is empty.
+    Empty,
+}
+
+enum ClassAqm {
+    Shared(AqmPolicy),
+    ByColor(Box<[AqmPolicy; 3]>),
+}
+
+impl ClassAqm {
+    #[inline]
+    fn for_color(&mut self, c: Color) -> &mut AqmPolicy {
+        match self {
+            ClassAqm::Shared(p) => p,
+            ClassAqm::ByColor(ps) => &mut ps[c.index()],
+        }
+    }
+}
+
+struct Class<T> {
+    queue: ClassQueue<T>,
+    meter: Option<Meter>,
+    remark: Option<[u8; 3]>,
+    aqm: ClassAqm,
+    live: Option<LiveSqrtN>,
+    stats: ClassStats,
+}
+
+/// The Diffserv pipeline of one egress port, generic over the queued item type.
+pub struct QosEngine<T> {
+    classes: Vec<Class<T>>,
+    names: Vec<String>,
+    table: DscpTable,
+    sched: Scheduler,
+    shaper: Option<Shaper>,
+    classifier_stats: ClassifierStats,
+}
+
+fn build_class<T>(
+    i: usize,
+    p: &ClassParams,
+    link_rate_bps: u64,
+) -> Result<(Class<T>, SchedClass), QosConfigError> {
+    let key = |k: &str| format!("classes[{i}].{k}");
+    let sched = match (p.weight, p.strict_rank) {
+        (Some(0), None) => return Err(QosConfigError::new(key("weight"), "must be > 0")),
+        (Some(q), None) => SchedClass::Weighted { quantum: q },
+        (None, Some(rank)) => SchedClass::Strict { rank },
+        _ => {
+            return Err(QosConfigError::new(
+                key("weight"),
+                "set exactly one of `weight` and `strict_rank`",
+            ))
+        }
+    };
+    if p.max_packets == 0 {
+        return Err(QosConfigError::new(key("max_packets"), "must be > 0"));
+    }
+    let rule = p.buffer.clone().unwrap_or(BufferRule::Fixed {
+        packets: p.max_packets,
+        bytes: None,
+    });
+    let (cap, live) = rule
+        .build(p.max_packets)
+        .map_err(|e| e.within(&key("buffer")))?;
+    let meter = match &p.meter {
+        Some(m) => Some(m.build().map_err(|e| e.within(&key("meter")))?),
+        None => None,
+    };
+    let remark = match &p.remark {
+        Some(specs) => {
+            let mut out = [0u8; 3];
+            for (j, s) in specs.iter().enumerate() {
+                out[j] = s.value().ok_or_else(|| {
+                    QosConfigError::new(
+                        format!("classes[{i}].remark[{j}]"),
+                        format!("{s:?} is not a code point 0..=63 or a known name"),
+                    )
+                })?;
+            }
+            Some(out)
+        }
+        None if meter.is_some() => standard_remark(&p.name),
+        None => None,
+    };
+    let ctx = BuildContext::new(link_rate_bps, cap.packets);
+    let aqm_err = |k: String| {
+        move |e: zl_aqm::AqmConfigError| {
+            QosConfigError::new(
+                format!("{k}.{}", e.param),
+                format!("{} is invalid: expected {}", e.value, e.expected),
+            )
+        }
+    };
+    let aqm = match (&p.aqm, &p.aqm_by_color) {
+        (Some(_), Some(_)) => {
+            return Err(QosConfigError::new(
+                key("aqm_by_color"),
+                "set at most one of `aqm` and `aqm_by_color`",
+            ))
+        }
+        (Some(a), None) => ClassAqm::Shared(a.build(&ctx).map_err(aqm_err(key("aqm")))?),
+        (None, Some(b)) => ClassAqm::ByColor(Box::new([
+            b.green
+                .build(&ctx)
+                .map_err(aqm_err(key("aqm_by_color.green")))?,
+            b.yellow
+                .build(&ctx)
+                .map_err(aqm_err(key("aqm_by_color.yellow")))?,
+            b.red
+                .build(&ctx)
+                .map_err(aqm_err(key("aqm_by_color.red")))?,
+        ])),
+        (None, None) => ClassAqm::Shared(
+            zl_aqm::AqmParams::default()
+                .build(&ctx)
+                .map_err(aqm_err(key("aqm")))?,
+        ),
+    };
+    let class = Class {
+        queue: ClassQueue::new(p.max_packets, cap),
+        meter,
+        remark,
+        aqm,
+        live,
+        stats: ClassStats::default(),
+    };
+    Ok((class, sched))
+}
+
+impl<T> QosEngine<T> {
+    /// Validates `p` and builds the engine (allocates every queue ring now).
+    pub fn new(p: &QosParams) -> Result<Self, QosConfigError> {
+        if p.classes.is_empty() {
+            return Err(QosConfigError::new(
+                "classes",
+                "at least one class is required",
+            ));
+        }
+        if p.classes.len() > u8::MAX as usize {
+            return Err(QosConfigError::new("classes", "at most 255 classes"));
+        }
+        let shaper = match &p.shaper {
+            Some(s) => Some(s.build().map_err(|e| e.within("shaper"))?),
+            None => None,
+        };
+        let link_rate_bps = match (p.link_rate_bps, &shaper) {
+            (Some(0), _) => return Err(QosConfigError::new("link_rate_bps", "must be > 0")),
+            (Some(r), _) => r,
+            (None, Some(s)) => s.rate_bps(),
+            (None, None) => {
+                return Err(QosConfigError::new(
+                    "link_rate_bps",
+                    "required when no shaper is configured",
+                ))
+            }
+        };
+        let names: Vec<String> = p.classes.iter().map(|c| c.name.clone()).collect();
+        for (i, n) in names.iter().enumerate() {
+            if names[..i].iter().any(|m| m.eq_ignore_ascii_case(n)) {
+                return Err(QosConfigError::new(
+                    format!("classes[{i}].name"),
+                    format!("duplicate class name `{n}`"),
+                ));
+            }
+        }
+        let mut classes = Vec::with_capacity(p.classes.len());
+        let mut places = Vec::with_capacity(p.classes.len());
+        for (i, c) in p.classes.iter().enumerate() {
+            let (class, place) = build_class(i, c, link_rate_bps)?;
+            classes.push(class);
+            places.push(place);
+        }
+        let cp = &p.classifier;
+        let table = DscpTable::build(&names, &cp.default_class, cp.standard, &cp.dscp)
+            .map_err(|e| e.within("classifier"))?;
+        Ok(QosEngine {
+            classes,
+            names,
+            table,
+            sched: Scheduler::new(p.scheduler.mode, &places),
+            shaper,
+            classifier_stats: ClassifierStats::default(),
+        })
+    }
+
+    /// Class names, in index order.
+    pub fn class_names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// The index of the class named `name`.
+    pub fn class_index(&self, name: &str) -> Option<usize> {
+        self.names.iter().position(|n| n.eq_ignore_ascii_case(name))
+    }
+
+    /// Step 1 of an arrival: DSCP lookup, metering of `len` bytes at `now`, re-marking.
+    #[inline]
+    pub fn classify(&mut self, now: Nanos, dscp: Option<u8>, len: u32) -> Classified {
+        let lookup = self.table.lookup(dscp);
+        match lookup {
+            Lookup::Mapped { .. } => {}
+            Lookup::Unmapped { .. } => self.classifier_stats.unmapped += 1,
+            Lookup::Unparsed { .. } => self.classifier_stats.unparsed += 1,
+        }
+        let class = lookup.class();
+        let c = &mut self.classes[class];
+        let color = match &mut c.meter {
+            Some(m) => m.color(now, len, lookup.color()),
+            None => lookup.color(),
+        };
+        let remark = c
+            .remark
+            .map(|r| r[color.index()])
+            .filter(|&d| Some(d) != dscp);
+        Classified {
+            class,
+            color,
+            remark,
+        }
+    }
+
+    /// Step 2 of an arrival: the class's AQM and queue bounds decide; `meta.color` is set to
+    /// the metered color. On `MarkCe`, `mark` is applied to the item before it is queued (the
+    /// data plane sets CE in the header, a simulator a flag). `Ok` carries `Enqueue` or
+    /// `MarkCe`; `Err` hands the item back with the drop cause.
+    #[inline]
+    pub fn enqueue_classified<R: rand::RngCore + ?Sized>(
+        &mut self,
+        now: Nanos,
+        rng: &mut R,
+        c: &Classified,
+        mut meta: PacketMeta,
+        mut item: T,
+        mark: impl FnOnce(&mut T),
+    ) -> Result<Verdict, Dropped<T>> {
+        meta.color = c.color;
+        let shaper_fits = self.shaper.as_ref().is_none_or(|s| s.fits(meta.len));
+        let class = &mut self.classes[c.class];
+        let view = class.queue.view();
+        let mut verdict = class
+            .aqm
+            .for_color(c.color)
+            .on_arrival(now, rng, &view, &meta);
+        let stats = &mut class.stats.per_color[c.color.index()];
+        if verdict.admits() {
+            if !shaper_fits || view.is_full_for(meta.len) {
+                verdict = Verdict::TailDrop;
+            } else {
+                if verdict == Verdict::MarkCe {
+                    mark(&mut item);
+                }
+                if let Err(item) = class.queue.push(now, meta, item) {
+                    stats.record_verdict(Verdict::TailDrop, meta.len);
+                    return Err(Dropped {
+                        verdict: Verdict::TailDrop,
+                        item,
+                    });
+                }
+                stats.record_verdict(verdict, meta.len);
+                return Ok(verdict);
+            }
+        }
+        stats.record_verdict(verdict, meta.len);
+        Err(Dropped { verdict, item })
+    }
+
+    /// Classify and enqueue in one call (for callers that do not rewrite the DSCP, such as
+    /// simulators; `Classified::remark` is still reported). `mark` as in
+    /// [`QosEngine::enqueue_classified`].
+    #[inline]
+    pub fn enqueue<R: rand::RngCore + ?Sized>(
+        &mut self,
+        now: Nanos,
+        rng: &mut R,
+        dscp: Option<u8>,
+        meta: PacketMeta,
+        item: T,
+        mark: impl FnOnce(&mut T),
+    ) -> (Classified, Result<Verdict, Dropped<T>>) {
+        let c = self.classify(now, dscp, meta.len);
+        let r = self.enqueue_classified(now, rng, &c, meta, item, mark);
+        (c, r)
+    }
+
+    /// The next packet to send at `now`, by strict priority then WRR/DRR, if the shaper
+    /// allows it.
+    #[inline]
+    pub fn dequeue(&mut self, now: Nanos) -> Dequeue<T> {
+        let classes = &self.classes;
+        let Some(ci) = self.sched.peek(|i| classes[i].queue.head_len()) else {
+            return Dequeue::Empty;
+        };
+        let class = &mut self.classes[ci];
+        let Some(len) = class.queue.head_len() else {
+            return Dequeue::Empty;
+        };
+        if let Some(s) = &mut self.shaper {
+            if !s.try_send(now, len) {
+                return Dequeue::Hold {
+                    until: s.next_send_time(now, len),
+                };
+            }
+        }
+        let Some(q) = class.queue.pop(now) else {
+            return Dequeue::Empty;
+        };
+        self.sched.commit(ci, len, class.queue.is_empty());
+        let view = class.queue.view();
+        class
+            .aqm
+            .for_color(q.meta.color)
+            .on_dequeue(now, &view, &q.meta);
+        let sojourn = now - q.enqueued_at;
+        let s = &mut class.stats.per_color[q.meta.color.index()];
+        s.dequeued += 1;
+        s.dequeued_bytes += len as u64;
+        s.sojourn.record(sojourn);
+        Dequeue::Packet(Departed {
+            item: q.item,
+            class: ci,
+            meta: q.meta,
+            sojourn,
+        })
+    }
+
+    /// Offers the Zombie List's flow estimate `1/P(t)` to every class sized by the
+    /// `sqrt-n-live` rule (each re-evaluates at most once per its period).
+    #[inline]
+    pub fn offer_flow_estimate(&mut self, now: Nanos, estimated_flows: f64) {
+        for c in &mut self.classes {
+            if let Some(live) = &mut c.live {
+                if let Some(bytes) = live.offer(now, estimated_flows) {
+                    let cap = c.queue.capacity();
+                    c.queue.set_capacity(Capacity {
+                        packets: cap.packets,
+                        bytes,
+                    });
+                }
+            }
+        }
+    }
+
+    /// The active limits of class `class`.
+    pub fn capacity(&self, class: usize) -> Option<Capacity> {
+        self.classes.get(class).map(|c| c.queue.capacity())
+    }
+
+    /// Counters of class `class`, with its current length.
+    pub fn class_stats(&self, class: usize) -> Option<ClassStats> {
+        self.classes.get(class).map(|c| ClassStats {
+            len_packets: c.queue.len(),
+            len_bytes: c.queue.bytes(),
+            ..c.stats
+        })
+    }
+
+    /// The AQM policy's own counters for class `class` and color `color` (the shared policy's
+    /// when the class has one policy for all colors).
+    pub fn aqm_stats(&mut self, class: usize, color: Color) -> Option<AqmStats> {
+        self.classes
+            .get_mut(class)
+            .map(|c| *c.aqm.for_color(color).stats())
+    }
+
+    pub fn classifier_stats(&self) -> ClassifierStats {
+        self.classifier_stats
+    }
+
+    /// Packets queued in all classes.
+    pub fn len(&self) -> usize {
+        self.classes.iter().map(|c| c.queue.len() as usize).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.classes.iter().all(|c| c.queue.is_empty())
+    }
+}

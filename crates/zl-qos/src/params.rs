@@ -1,0 +1,160 @@
+//! The engine's configuration in human units (serde), validated by
+//! [`QosParams::build`](crate::QosEngine::new) into a running engine. Every rejection names
+//! its key, e.g. `classes[2].meter.pir_bps`.
+//!
+//! ```toml
+//! link_rate_bps = 5_000_000
+//! [scheduler]
+//! mode = "wrr"
+//! [shaper]
+//! rate_bps = 5_000_000
+//! overhead_bytes = 0
+//! [classifier]
+//! default_class = "af3"
+//! [[classes]]
+//! name = "af1"
+//! weight = 1
+//! buffer = { rule = "fixed", packets = 100 }
+//! meter = { kind = "trtcm", cir_bps = 500_000, cbs_bytes = 3000, pir_bps = 600_000, pbs_bytes = 3000 }
+//! aqm = { kind = "sojourn" }
+//! ```
+
+use serde::{Deserialize, Serialize};
+use zl_aqm::AqmParams;
+
+use crate::classify::{DscpRule, DscpSpec};
+use crate::meter::MeterParams;
+use crate::sched::SchedMode;
+use crate::shaper::ShaperParams;
+use crate::sizing::BufferRule;
+
+fn default_max_packets() -> u32 {
+    1000
+}
+
+fn default_class_name() -> String {
+    "be".to_string()
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// One AQM policy per color.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ByColor<T> {
+    pub green: T,
+    pub yellow: T,
+    pub red: T,
+}
+
+/// One traffic class.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClassParams {
+    /// The class's name; the standard DSCP table maps to `ef`, `af1`..`af4`, `cs1`..`cs7`, `be`.
+    pub name: String,
+    /// Round-robin quantum: packets per round (WRR) or bytes per round (DRR).
+    /// Exactly one of `weight` and `strict_rank` is set.
+    #[serde(default)]
+    pub weight: Option<u32>,
+    /// Strict priority above every weighted class; lower rank first.
+    #[serde(default)]
+    pub strict_rank: Option<u32>,
+    /// Ring size: the most packets the queue can ever hold (allocated once).
+    #[serde(default = "default_max_packets")]
+    pub max_packets: u32,
+    /// Capacity rule; default `fixed` at `max_packets`.
+    #[serde(default)]
+    pub buffer: Option<BufferRule>,
+    /// Three-color meter; none = every packet keeps its incoming color.
+    #[serde(default)]
+    pub meter: Option<MeterParams>,
+    /// DSCP written for green, yellow, red after metering. Default: AFx1/AFx2/AFx3 for a
+    /// metered class named `afx`, no re-marking otherwise.
+    #[serde(default)]
+    pub remark: Option<[DscpSpec; 3]>,
+    /// One AQM policy for all colors (it sees each packet's color). Default tail drop.
+    #[serde(default)]
+    pub aqm: Option<AqmParams>,
+    /// One AQM policy per color instead (each sees only its color's arrivals).
+    #[serde(default)]
+    pub aqm_by_color: Option<ByColor<AqmParams>>,
+}
+
+impl ClassParams {
+    /// A weighted class with tail drop, no meter, a fixed buffer of `max_packets`.
+    pub fn weighted(name: &str, weight: u32, max_packets: u32) -> Self {
+        ClassParams {
+            name: name.to_string(),
+            weight: Some(weight),
+            strict_rank: None,
+            max_packets,
+            buffer: None,
+            meter: None,
+            remark: None,
+            aqm: None,
+            aqm_by_color: None,
+        }
+    }
+
+    /// A strict-priority class (rank 0) otherwise like [`ClassParams::weighted`].
+    pub fn strict(name: &str, max_packets: u32) -> Self {
+        ClassParams {
+            weight: None,
+            strict_rank: Some(0),
+            ..ClassParams::weighted(name, 1, max_packets)
+        }
+    }
+}
+
+/// DSCP classification.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClassifierParams {
+    /// Where unmapped and unparsable packets go. Default `be`.
+    #[serde(default = "default_class_name")]
+    pub default_class: String,
+    /// Start from the standard table (AFxy -> `afx`, EF -> `ef`, CSn -> `csn`, CS0 -> `be`).
+    #[serde(default = "yes")]
+    pub standard: bool,
+    /// Explicit entries, applied over the standard table.
+    #[serde(default)]
+    pub dscp: Vec<DscpRule>,
+}
+
+impl Default for ClassifierParams {
+    fn default() -> Self {
+        ClassifierParams {
+            default_class: default_class_name(),
+            standard: true,
+            dscp: Vec::new(),
+        }
+    }
+}
+
+/// Scheduler choice.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchedulerParams {
+    #[serde(default)]
+    pub mode: SchedMode,
+}
+
+/// The whole QoS configuration of one egress port.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QosParams {
+    /// The egress link rate in bits/s (AQM idle decay); default: the shaper's rate.
+    #[serde(default)]
+    pub link_rate_bps: Option<u64>,
+    pub classes: Vec<ClassParams>,
+    #[serde(default)]
+    pub classifier: ClassifierParams,
+    #[serde(default)]
+    pub scheduler: SchedulerParams,
+    /// Egress shaper; none = the link itself paces dequeues.
+    #[serde(default)]
+    pub shaper: Option<ShaperParams>,
+}
