@@ -1,0 +1,93 @@
+//! Loom models of concurrent `observe` (run with
+//! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p zl-zombie --release --test loom`).
+//!
+//! Two threads on a tiny list; loom explores their interleavings (preemption bound 3) and
+//! every execution must end with the invariants of spec/01 §4 intact.
+#![cfg(loom)]
+
+use loom::sync::Arc;
+use loom::thread;
+use rand::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
+use zl_zombie::{FlowId, Nanos, Zombie, ZombieList, ZombieParams};
+
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(3);
+    builder.check(f);
+}
+
+fn list(m: usize, p_swap: f64, zombies: &[(u64, u64)]) -> ZombieList {
+    let cfg = ZombieParams {
+        m,
+        p_swap,
+        ..ZombieParams::default()
+    }
+    .validate()
+    .unwrap();
+    let zombies: Vec<Zombie> = zombies
+        .iter()
+        .map(|&(flow, count)| Zombie {
+            flow: FlowId(flow),
+            count,
+            stamp: Nanos::ZERO,
+        })
+        .collect();
+    ZombieList::from_zombies(cfg, &zombies).unwrap()
+}
+
+/// Runs one observe per (flow, seed) on its own thread, then checks the invariants.
+fn run(list: ZombieList, ops: &'static [(u64, u64)]) {
+    let list = Arc::new(list);
+    let handles: Vec<_> = ops
+        .iter()
+        .map(|&(flow, seed)| {
+            let list = list.clone();
+            thread::spawn(move || {
+                let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+                list.observe(FlowId(flow), Nanos(1), &mut rng);
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    list.check_invariants().unwrap();
+}
+
+/// M = 1, full with flow 1: one thread hits, the other overwrites (p_swap = 1).
+#[test]
+fn hit_races_overwrite_m1() {
+    model(|| run(list(1, 1.0, &[(1, 0)]), &[(1, 1), (2, 2)]));
+}
+
+/// M = 1: two different new flows overwrite the same zombie at once.
+#[test]
+fn two_overwrites_m1() {
+    model(|| run(list(1, 1.0, &[(1, 3)]), &[(2, 1), (3, 2)]));
+}
+
+/// M = 1: the same new flow inserted by both threads (concurrent claim of one key).
+#[test]
+fn same_new_flow_twice_m1() {
+    model(|| run(list(1, 1.0, &[(1, 0)]), &[(2, 1), (2, 2)]));
+}
+
+/// M = 2, empty: both threads append (concurrent claims of `len` and of table entries).
+#[test]
+fn concurrent_appends_m2() {
+    model(|| run(list(2, 1.0, &[]), &[(1, 1), (1, 2)]));
+}
+
+/// M = 2, one zombie present: an append races an observe that sees the list still filling
+/// or already full.
+#[test]
+fn append_races_compare_m2() {
+    model(|| run(list(2, 1.0, &[(1, 0)]), &[(2, 1), (3, 5)]));
+}
+
+/// M = 2, full: hits on both zombies of one flow race an overwrite of the other flow.
+#[test]
+fn hits_race_overwrite_m2() {
+    model(|| run(list(2, 1.0, &[(1, 2), (2, 0)]), &[(1, 3), (3, 4)]));
+}
