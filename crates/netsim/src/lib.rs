@@ -10,10 +10,15 @@
 #![forbid(unsafe_code)]
 
 pub mod bottleneck;
+pub mod config;
+pub mod diffserv;
 pub(crate) mod event;
 pub mod flow;
 pub(crate) mod packet;
+pub mod probe;
 pub(crate) mod receiver;
+pub mod report;
+pub mod scenario;
 pub mod sim;
 pub mod tcp;
 pub mod udp;

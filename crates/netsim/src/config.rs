@@ -1,0 +1,376 @@
+//! Scenario files (`configs/netsim/*.toml`): one base run, a sweep over any of its keys, and
+//! what to plot. Unknown keys are rejected, and every invalid value is reported with its key.
+//!
+//! ```toml
+//! name = "zlred-fairness"
+//! title = "Reno vs Vegas under SRED and ZL-RED"
+//! [run]                       # one simulation (RunConfig)
+//! seed = 1
+//! duration_s = 500.0
+//! ...
+//! [[sweep]]                   # cartesian product over axes; `keys` moves several keys together
+//! key = "bottleneck.buffer_packets"
+//! values = [1000, 5000, 10000]
+//! [plot]
+//! x = "bottleneck.buffer_packets"
+//! y = "goodput_mean_kbps"
+//! ```
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use zl_aqm::{AqmParams, AqmPolicy, BuildContext};
+use zl_core::Nanos;
+use zl_zombie::{ZombieList, ZombieParams};
+
+use crate::bottleneck::{Bottleneck, FifoQueue};
+use crate::diffserv::{DiffservBottleneck, DiffservConfig};
+use crate::probe::{EwmaProbe, ZombieProbe};
+use crate::sim::{FlowSpec, Probe, SimError, SimSpec, SourceSpec};
+use crate::tcp::{TcpParams, WebParams};
+use crate::udp::{CbrParams, TfrcParams};
+
+fn invalid(key: impl Into<String>, reason: impl Into<String>) -> SimError {
+    SimError::Invalid {
+        key: key.into(),
+        reason: reason.into(),
+    }
+}
+
+/// How the bottleneck buffer is sized (spec/03).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BufferRule {
+    /// `buffer_packets` as given.
+    #[default]
+    Fixed,
+    /// Bandwidth-delay product `C * RTT`.
+    Bdp,
+    /// `C * RTT / sqrt(N)`, N = the number of long-lived TCP flows configured.
+    SqrtN,
+    /// `C * RTT / sqrt(1/P(t))` with 1/P(t) the Zombie List's live flow estimate, re-evaluated at
+    /// every sample tick, never below `buffer_floor_packets` (spec/03 "decided").
+    LiveSqrtN,
+}
+
+/// The bottleneck router and link.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BottleneckConfig {
+    pub rate_mbps: f64,
+    /// One-way propagation delay of the bottleneck link.
+    pub delay_ms: f64,
+    #[serde(default)]
+    pub buffer: BufferRule,
+    /// Capacity for `buffer = "fixed"`; the ceiling for the other rules when set.
+    #[serde(default)]
+    pub buffer_packets: Option<u32>,
+    /// Capacity in bytes (optional second bound).
+    #[serde(default)]
+    pub buffer_bytes: Option<u64>,
+    /// RTT the sizing rules use, ms; default: the mean propagation RTT of the flows.
+    #[serde(default)]
+    pub buffer_rtt_ms: Option<f64>,
+    /// Lowest capacity a rule may give, packets.
+    #[serde(default = "default_floor")]
+    pub buffer_floor_packets: u32,
+    /// The queue's admission policy (zl-aqm), for a single FIFO.
+    #[serde(default)]
+    pub aqm: AqmParams,
+    /// A Diffserv pipeline (zl-qos) instead of a single FIFO.
+    #[serde(default)]
+    pub diffserv: Option<DiffservConfig>,
+}
+
+fn default_floor() -> u32 {
+    2
+}
+
+/// What the flows of a group send.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SourceKind {
+    #[default]
+    Tcp,
+    Cbr,
+    Tfrc,
+}
+
+/// `count` flows with the same settings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupConfig {
+    pub name: String,
+    pub count: u32,
+    #[serde(default)]
+    pub kind: SourceKind,
+    #[serde(default)]
+    pub tcp: TcpParams,
+    /// On/off transfers instead of one endless transfer (TCP only).
+    #[serde(default)]
+    pub web: Option<WebParams>,
+    #[serde(default)]
+    pub cbr: Option<CbrParams>,
+    #[serde(default)]
+    pub tfrc: Option<TfrcParams>,
+    /// Sender -> router delay, ms; with `access_delay_max_ms` the group's flows are spread
+    /// evenly from this value to that one.
+    pub access_delay_ms: f64,
+    #[serde(default)]
+    pub access_delay_max_ms: Option<f64>,
+    /// Access link rate, Mb/s (0 = unlimited).
+    #[serde(default)]
+    pub access_rate_mbps: f64,
+    #[serde(default)]
+    pub egress_delay_ms: f64,
+    /// Start times are drawn uniformly in `[start_s, start_s + start_spread_s]`.
+    #[serde(default)]
+    pub start_s: f64,
+    #[serde(default = "default_spread")]
+    pub start_spread_s: f64,
+    /// Diffserv class index at the bottleneck.
+    #[serde(default)]
+    pub class: u8,
+}
+
+fn default_spread() -> f64 {
+    1.0
+}
+
+/// A passive observer traced over time.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum ProbeConfig {
+    /// A Zombie List beside the queue; traces 1/P(t) (spec/01 figure 2).
+    Zombie {
+        #[serde(default)]
+        zombie: ZombieParams,
+    },
+    /// RED's average queue with weight `w_q` (the quantity spec/04 plots).
+    Ewma { w_q: f64 },
+}
+
+/// One simulation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunConfig {
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    pub duration_s: f64,
+    #[serde(default)]
+    pub warmup_s: f64,
+    #[serde(default)]
+    pub sample_interval_s: Option<f64>,
+    pub bottleneck: BottleneckConfig,
+    pub groups: Vec<GroupConfig>,
+    #[serde(default)]
+    pub probe: Option<ProbeConfig>,
+}
+
+fn default_seed() -> u64 {
+    1
+}
+
+fn positive(key: &str, v: f64) -> Result<f64, SimError> {
+    if v.is_finite() && v > 0.0 {
+        Ok(v)
+    } else {
+        Err(invalid(key, format!("{v} must be a finite number > 0")))
+    }
+}
+
+fn non_negative(key: &str, v: f64) -> Result<f64, SimError> {
+    if v.is_finite() && v >= 0.0 {
+        Ok(v)
+    } else {
+        Err(invalid(key, format!("{v} must be a finite number >= 0")))
+    }
+}
+
+fn ms(v: f64) -> Nanos {
+    Nanos::from_secs_f64(v * 1e-3)
+}
+
+/// A run ready to start: the spec, the bottleneck and the probe.
+pub struct BuiltRun {
+    pub spec: SimSpec,
+    pub bottleneck: Box<dyn Bottleneck>,
+    pub probe: Option<Box<dyn Probe>>,
+    /// Bottleneck capacity in packets at the start.
+    pub capacity_packets: u32,
+}
+
+impl RunConfig {
+    /// Checks every value and builds the run.
+    pub fn build(&self) -> Result<BuiltRun, SimError> {
+        let duration = positive("duration_s", self.duration_s)?;
+        let warmup = non_negative("warmup_s", self.warmup_s)?;
+        if warmup >= duration {
+            return Err(invalid("warmup_s", "must be shorter than duration_s"));
+        }
+        let b = &self.bottleneck;
+        let rate = positive("bottleneck.rate_mbps", b.rate_mbps)? * 1e6;
+        let delay = non_negative("bottleneck.delay_ms", b.delay_ms)?;
+        if self.groups.is_empty() {
+            return Err(invalid("groups", "at least one group is needed"));
+        }
+        let mut rng = <crate::SimRng as rand::SeedableRng>::seed_from_u64(self.seed ^ 0x5eed);
+        let mut flows = Vec::new();
+        let mut rtt_sum = 0.0;
+        let mut long_lived = 0u32;
+        let mut pkt_size = None;
+        for (gi, g) in self.groups.iter().enumerate() {
+            let key = |k: &str| format!("groups[{gi}].{k}");
+            if g.count == 0 {
+                return Err(invalid(key("count"), "must be >= 1"));
+            }
+            let d0 = non_negative(&key("access_delay_ms"), g.access_delay_ms)?;
+            let d1 = match g.access_delay_max_ms {
+                Some(v) => non_negative(&key("access_delay_max_ms"), v)?,
+                None => d0,
+            };
+            let access_rate = non_negative(&key("access_rate_mbps"), g.access_rate_mbps)? * 1e6;
+            let egress = non_negative(&key("egress_delay_ms"), g.egress_delay_ms)?;
+            let start = non_negative(&key("start_s"), g.start_s)?;
+            let spread = non_negative(&key("start_spread_s"), g.start_spread_s)?;
+            let source =
+                match g.kind {
+                    SourceKind::Tcp => {
+                        pkt_size.get_or_insert(g.tcp.packet_size);
+                        if g.web.is_none() {
+                            long_lived += g.count;
+                        }
+                        SourceSpec::Tcp {
+                            params: g.tcp,
+                            web: g.web,
+                        }
+                    }
+                    SourceKind::Cbr => SourceSpec::Cbr(g.cbr.ok_or_else(|| {
+                        invalid(key("cbr"), "kind = \"cbr\" needs a [cbr] table")
+                    })?),
+                    SourceKind::Tfrc => SourceSpec::Tfrc(g.tfrc.ok_or_else(|| {
+                        invalid(key("tfrc"), "kind = \"tfrc\" needs a [tfrc] table")
+                    })?),
+                };
+            for i in 0..g.count {
+                let frac = if g.count > 1 {
+                    i as f64 / (g.count - 1) as f64
+                } else {
+                    0.0
+                };
+                let access = d0 + (d1 - d0) * frac;
+                let jitter: f64 = rand::Rng::random::<f64>(&mut rng) * spread;
+                rtt_sum += 2.0 * (access + delay + egress);
+                flows.push(FlowSpec {
+                    source,
+                    access_delay: ms(access),
+                    access_rate_bps: access_rate,
+                    egress_delay: ms(egress),
+                    start: Nanos::from_secs_f64(start + jitter),
+                    class: g.class,
+                    group: gi as u16,
+                });
+            }
+        }
+        let n_flows = flows.len() as f64;
+        let rtt_ms = match b.buffer_rtt_ms {
+            Some(v) => positive("bottleneck.buffer_rtt_ms", v)?,
+            None => rtt_sum / n_flows,
+        };
+        let pkt = pkt_size.unwrap_or(1000) as f64;
+        let bdp = rate * rtt_ms * 1e-3 / (8.0 * pkt);
+        let floor = b.buffer_floor_packets.max(1);
+        let capacity = match b.buffer {
+            BufferRule::Fixed => b.buffer_packets.ok_or_else(|| {
+                invalid(
+                    "bottleneck.buffer_packets",
+                    "needed when buffer = \"fixed\"",
+                )
+            })?,
+            BufferRule::Bdp => (bdp.round() as u32).max(floor),
+            BufferRule::SqrtN | BufferRule::LiveSqrtN => {
+                ((bdp / (long_lived.max(1) as f64).sqrt()).round() as u32).max(floor)
+            }
+        };
+        let capacity = match (b.buffer, b.buffer_packets) {
+            (BufferRule::Fixed, _) | (_, None) => capacity,
+            (_, Some(ceiling)) => capacity.min(ceiling),
+        };
+        if capacity == 0 {
+            return Err(invalid("bottleneck.buffer_packets", "must be >= 1"));
+        }
+        let cap_bytes = b.buffer_bytes.unwrap_or(u64::MAX);
+        let sample_interval = match self.sample_interval_s {
+            Some(s) => Some(Nanos::from_secs_f64(positive("sample_interval_s", s)?)),
+            None if b.buffer == BufferRule::LiveSqrtN => Some(Nanos::from_millis(100)),
+            None => None,
+        };
+        let spec = SimSpec {
+            seed: self.seed,
+            duration: Nanos::from_secs_f64(duration),
+            warmup: Nanos::from_secs_f64(warmup),
+            bottleneck_rate_bps: rate,
+            bottleneck_delay: ms(delay),
+            sample_interval,
+            flows,
+        };
+        let ctx = BuildContext::new(rate as u64, capacity);
+        if b.buffer == BufferRule::LiveSqrtN && matches!(self.probe, Some(ProbeConfig::Ewma { .. }))
+        {
+            return Err(invalid(
+                "probe",
+                "buffer = \"live-sqrt-n\" needs the zombie probe (or none)",
+            ));
+        }
+        let zombie_params = match &self.probe {
+            Some(ProbeConfig::Zombie { zombie }) => Some(*zombie),
+            _ if b.buffer == BufferRule::LiveSqrtN => Some(ZombieParams::default()),
+            _ => None,
+        };
+        let list = match zombie_params {
+            Some(p) => {
+                let cfg = p
+                    .validate()
+                    .map_err(|e| invalid("probe.zombie", e.to_string()))?;
+                Some(Arc::new(ZombieList::new(cfg)))
+            }
+            None => None,
+        };
+        let probe: Option<Box<dyn Probe>> = match (&self.probe, &list) {
+            (Some(ProbeConfig::Ewma { w_q }), _) => {
+                if !(w_q.is_finite() && *w_q > 0.0 && *w_q <= 1.0) {
+                    return Err(invalid("probe.w_q", "must be in (0, 1]"));
+                }
+                Some(Box::new(EwmaProbe::new(*w_q)))
+            }
+            (_, Some(l)) => Some(Box::new(ZombieProbe::new(l.clone()))),
+            _ => None,
+        };
+        let bottleneck: Box<dyn Bottleneck> = if let Some(ds) = &b.diffserv {
+            Box::new(DiffservBottleneck::build(ds, rate, capacity)?)
+        } else {
+            let policy: AqmPolicy = b
+                .aqm
+                .build(&ctx)
+                .map_err(|e| invalid(format!("bottleneck.aqm.{}", e.param), e.to_string()))?;
+            let q = FifoQueue::new(policy, capacity, cap_bytes);
+            if let (BufferRule::LiveSqrtN, Some(list)) = (b.buffer, list) {
+                let ceiling = b.buffer_packets.unwrap_or(u32::MAX);
+                let resize = move |_now: Nanos| -> u32 {
+                    let n = list.estimated_flows();
+                    let n = if n.is_finite() && n >= 1.0 { n } else { 1.0 };
+                    ((bdp / n.sqrt()).round() as u32).clamp(floor, ceiling)
+                };
+                Box::new(q.with_resizer(Box::new(resize)))
+            } else {
+                Box::new(q)
+            }
+        };
+        Ok(BuiltRun {
+            spec,
+            bottleneck,
+            probe,
+            capacity_packets: capacity,
+        })
+    }
+}

@@ -1,0 +1,54 @@
+//! Passive observers of the bottleneck's arrivals, traced over time.
+
+use std::sync::Arc;
+
+use zl_core::{FlowId, Nanos};
+use zl_zombie::ZombieList;
+
+use crate::bottleneck::SimRng;
+use crate::sim::Probe;
+
+/// A Zombie List (zl-zombie, the same one SRED and ZL-RED use) fed every arrival; its value is
+/// the flow-count estimate 1/P(t) (spec/01 §2 step 3, figure 2 of the ZL-RED paper).
+pub struct ZombieProbe {
+    list: Arc<ZombieList>,
+}
+
+impl ZombieProbe {
+    pub fn new(list: Arc<ZombieList>) -> Self {
+        ZombieProbe { list }
+    }
+}
+
+impl Probe for ZombieProbe {
+    fn on_arrival(&mut self, now: Nanos, _queue_len: u32, flow: FlowId, rng: &mut SimRng) {
+        self.list.observe(flow, now, rng);
+    }
+
+    fn value(&self) -> f64 {
+        self.list.estimated_flows()
+    }
+}
+
+/// RED's average queue, eq. (1) of spec/04 (`avg <- (1 - w_q) avg + w_q q` at each arrival),
+/// without the idle-time decay: the quantity the nonlinear-RED paper plots against its model.
+pub struct EwmaProbe {
+    w_q: f64,
+    avg: f64,
+}
+
+impl EwmaProbe {
+    pub fn new(w_q: f64) -> Self {
+        EwmaProbe { w_q, avg: 0.0 }
+    }
+}
+
+impl Probe for EwmaProbe {
+    fn on_arrival(&mut self, _now: Nanos, queue_len: u32, _flow: FlowId, _rng: &mut SimRng) {
+        self.avg = (1.0 - self.w_q) * self.avg + self.w_q * queue_len as f64;
+    }
+
+    fn value(&self) -> f64 {
+        self.avg
+    }
+}

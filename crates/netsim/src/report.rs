@@ -1,0 +1,303 @@
+//! Writing results: CSV (every metric), a markdown table (chosen metrics), and plots (PNG and
+//! SVG, plotters).
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use crate::scenario::{PlotConfig, PlotKind, PointResult, Row, METRICS};
+use crate::sim::SojournStats;
+
+/// Result rows as CSV: sweep labels, group, then every metric.
+pub fn csv(rows: &[Row]) -> String {
+    let mut s = String::new();
+    if let Some(r) = rows.first() {
+        for (k, _) in &r.labels {
+            let _ = write!(s, "{},", csv_field(k));
+        }
+        s.push_str("group");
+        for m in METRICS {
+            let _ = write!(s, ",{m}");
+        }
+        s.push('\n');
+    }
+    for r in rows {
+        for (_, v) in &r.labels {
+            let _ = write!(s, "{},", csv_field(v));
+        }
+        s.push_str(&csv_field(&r.group));
+        for (_, v) in &r.metrics {
+            let _ = write!(s, ",{}", fmt_num(*v));
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// The probe/queue traces as CSV: point label, t, queue, probe, cwnd of flow 0.
+pub fn trace_csv(results: &[PointResult]) -> String {
+    let mut s = String::from("point,t_s,queue_pkts,probe,cwnd0\n");
+    for r in results {
+        let name = point_name(r);
+        for x in &r.report.samples {
+            let _ = writeln!(
+                s,
+                "{},{},{},{},{}",
+                csv_field(&name),
+                x.t,
+                x.queue_packets,
+                fmt_num(x.probe),
+                x.cwnd0
+            );
+        }
+    }
+    s
+}
+
+fn csv_field(v: &str) -> String {
+    if v.contains([',', '"', '\n']) {
+        format!("\"{}\"", v.replace('"', "\"\""))
+    } else {
+        v.to_string()
+    }
+}
+
+fn fmt_num(v: f64) -> String {
+    if v.is_nan() {
+        String::new()
+    } else if v == v.trunc() && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        format!("{v:.6}")
+    }
+}
+
+fn point_name(r: &PointResult) -> String {
+    r.point
+        .labels
+        .iter()
+        .map(|(k, v)| format!("{}={v}", short(k)))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn short(k: &str) -> &str {
+    k.rsplit('.').next().unwrap_or(k)
+}
+
+/// A markdown table of `metrics` (names from [`METRICS`]), 4 significant digits.
+pub fn markdown(rows: &[Row], metrics: &[String]) -> String {
+    let mut s = String::new();
+    let Some(first) = rows.first() else { return s };
+    s.push('|');
+    for (k, _) in &first.labels {
+        let _ = write!(s, " {} |", short(k));
+    }
+    s.push_str(" group |");
+    for m in metrics {
+        let _ = write!(s, " {m} |");
+    }
+    s.push_str("\n|");
+    for _ in 0..first.labels.len() + 1 + metrics.len() {
+        s.push_str("---|");
+    }
+    s.push('\n');
+    for r in rows {
+        s.push('|');
+        for (_, v) in &r.labels {
+            let _ = write!(s, " {v} |");
+        }
+        let _ = write!(s, " {} |", r.group);
+        for m in metrics {
+            let v = r.metric(m).unwrap_or(f64::NAN);
+            let _ = write!(s, " {} |", sig4(v));
+        }
+        s.push('\n');
+    }
+    s
+}
+
+fn sig4(v: f64) -> String {
+    if v.is_nan() {
+        "-".into()
+    } else if v == v.trunc() || v.abs() >= 1000.0 {
+        format!("{v:.0}")
+    } else {
+        let digits = (3 - v.abs().log10().floor() as i32).clamp(0, 6) as usize;
+        format!("{v:.digits$}")
+    }
+}
+
+type Series = Vec<(String, Vec<(f64, f64)>)>;
+
+/// The lines a plot shows.
+pub fn plot_series(cfg: &PlotConfig, rows: &[Row], results: &[PointResult]) -> Series {
+    match cfg.kind {
+        PlotKind::Lines => {
+            let x = cfg.x.clone().unwrap_or_default();
+            let mut series: Series = Vec::new();
+            for r in rows {
+                if !cfg.groups.is_empty() && !cfg.groups.contains(&r.group) {
+                    continue;
+                }
+                let Some(xv) = r.label(&x).and_then(|v| v.parse::<f64>().ok()) else {
+                    continue;
+                };
+                let Some(yv) = r.metric(&cfg.y) else { continue };
+                let mut name: Vec<String> = r
+                    .labels
+                    .iter()
+                    .filter(|(k, _)| *k != x)
+                    .map(|(k, v)| format!("{}={v}", short(k)))
+                    .collect();
+                name.push(r.group.clone());
+                let name = name.join(" ");
+                match series.iter_mut().find(|(n, _)| *n == name) {
+                    Some((_, pts)) => pts.push((xv, yv)),
+                    None => series.push((name, vec![(xv, yv)])),
+                }
+            }
+            series
+        }
+        PlotKind::Trace => results
+            .iter()
+            .map(|r| {
+                let pts = r
+                    .report
+                    .samples
+                    .iter()
+                    .map(|s| {
+                        (
+                            s.t,
+                            if cfg.y == "queue" {
+                                s.queue_packets as f64
+                            } else {
+                                s.probe
+                            },
+                        )
+                    })
+                    .filter(|(_, y)| y.is_finite())
+                    .collect();
+                (point_name(r), pts)
+            })
+            .collect(),
+        PlotKind::Sojourn => {
+            let mut out = Vec::new();
+            for r in results {
+                for (ci, s) in r.report.sojourn.iter().enumerate() {
+                    if s.n == 0 {
+                        continue;
+                    }
+                    let pts = (0..SojournStats::BINS)
+                        .map(|b| (b as f64 + 0.5, s.hist_ms[b] as f64 / s.n as f64))
+                        .filter(|(x, _)| *x < 400.0)
+                        .collect();
+                    out.push((format!("{} class {ci}", point_name(r)), pts));
+                }
+            }
+            out
+        }
+    }
+}
+
+/// Draws `series` to `<dir>/<file>.png` and `.svg`.
+pub fn plot(dir: &Path, cfg: &PlotConfig, title: &str, series: &Series) -> Result<(), String> {
+    let png = dir.join(format!("{}.png", cfg.file));
+    let svg = dir.join(format!("{}.svg", cfg.file));
+    {
+        let root = BitMapBackend::new(&png, (1000, 640)).into_drawing_area();
+        draw(root, cfg, title, series)?;
+    }
+    let root = SVGBackend::new(&svg, (1000, 640)).into_drawing_area();
+    draw(root, cfg, title, series)
+}
+
+fn draw<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    cfg: &PlotConfig,
+    title: &str,
+    series: &Series,
+) -> Result<(), String> {
+    let e = |x: DrawingAreaErrorKind<DB::ErrorType>| x.to_string();
+    root.fill(&WHITE).map_err(e)?;
+    let pts = series.iter().flat_map(|(_, p)| p.iter());
+    let (mut x0, mut x1, mut y0, mut y1) =
+        (f64::INFINITY, f64::NEG_INFINITY, 0.0f64, f64::NEG_INFINITY);
+    for &(x, y) in pts {
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        y0 = y0.min(y);
+        y1 = y1.max(y);
+    }
+    if !x0.is_finite() || !y1.is_finite() {
+        return Err("nothing to plot".into());
+    }
+    if x1 <= x0 {
+        x1 = x0 + 1.0;
+    }
+    if y1 <= y0 {
+        y1 = y0 + 1.0;
+    }
+    y1 += (y1 - y0) * 0.05;
+    let xlabel = match cfg.kind {
+        PlotKind::Lines => cfg.x.clone().unwrap_or_default(),
+        PlotKind::Trace => "time (s)".into(),
+        PlotKind::Sojourn => "queueing delay (ms)".into(),
+    };
+    let ylabel = match cfg.kind {
+        PlotKind::Sojourn => "fraction of packets".to_string(),
+        _ => cfg.y.clone(),
+    };
+    let mut chart = ChartBuilder::on(&root);
+    chart
+        .caption(title, ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70);
+    macro_rules! body {
+        ($c:expr) => {{
+            let mut c = $c;
+            c.configure_mesh()
+                .x_desc(xlabel.as_str())
+                .y_desc(ylabel.as_str())
+                .draw()
+                .map_err(e)?;
+            for (i, (name, p)) in series.iter().enumerate() {
+                let color = Palette99::pick(i).to_rgba();
+                let mut p = p.clone();
+                if cfg.kind == PlotKind::Lines {
+                    p.sort_by(|a, b| a.0.total_cmp(&b.0));
+                }
+                c.draw_series(LineSeries::new(p.iter().copied(), color.stroke_width(2)))
+                    .map_err(e)?
+                    .label(name.as_str())
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+                    });
+                if cfg.kind == PlotKind::Lines {
+                    c.draw_series(
+                        p.iter()
+                            .map(|&(x, y)| Circle::new((x, y), 3, color.filled())),
+                    )
+                    .map_err(e)?;
+                }
+            }
+            c.configure_series_labels()
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .position(SeriesLabelPosition::UpperRight)
+                .draw()
+                .map_err(e)?;
+        }};
+    }
+    if cfg.log_x && x0 > 0.0 {
+        body!(chart
+            .build_cartesian_2d((x0..x1).log_scale(), y0..y1)
+            .map_err(e)?);
+    } else {
+        body!(chart.build_cartesian_2d(x0..x1, y0..y1).map_err(e)?);
+    }
+    root.present().map_err(e)
+}
