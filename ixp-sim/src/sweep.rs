@@ -1,0 +1,414 @@
+//! Sweeps over latency profile, workload, Zombie List size M and placement (SRAM or SDRAM),
+//! threads per ME and the receive/transmit split; CSV and PNG/SVG plots of the results.
+
+use crate::params::{LatencyProfile, MachineParams, ParamError, Unit};
+use crate::workload::WorkloadSpec;
+use crate::{simulate_with_counts, workload_counts, RunLength};
+use plotters::prelude::*;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// The shipped workloads, by name.
+pub const SHIPPED: [(&str, &str); 5] = [
+    ("ipv4", include_str!("../workloads/ipv4.toml")),
+    ("red", include_str!("../workloads/red.toml")),
+    ("sred", include_str!("../workloads/sred.toml")),
+    ("zlred-table", include_str!("../workloads/zlred-table.toml")),
+    ("zlred-scan", include_str!("../workloads/zlred-scan.toml")),
+];
+
+/// The text of a shipped workload.
+pub fn shipped_workload(name: &str) -> Option<&'static str> {
+    SHIPPED.iter().find(|s| s.0 == name).map(|s| s.1)
+}
+
+/// Regions that move together when the Zombie List is placed on another unit.
+pub const ZOMBIE_REGIONS: [&str; 2] = ["zombie_list", "occurrence_table"];
+
+/// What to sweep. Both latency profiles and all shipped workloads are always swept.
+#[derive(Clone, Debug)]
+pub struct SweepSpec {
+    /// The machine every point starts from (its profile is replaced by each profile in turn).
+    pub base: MachineParams,
+    /// Zombie List sizes for the ZL-RED workloads.
+    pub zombie_m: Vec<usize>,
+    /// Threads per ME, at the base receive/transmit split.
+    pub threads: Vec<u32>,
+    /// Minimum measured cycles; a point is run for at least 300 packets' worth of its bound.
+    pub len: RunLength,
+}
+
+/// One simulated point.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SweepRow {
+    pub profile: LatencyProfile,
+    pub workload: String,
+    /// Unit holding the Zombie List and occurrence table ("-" for workloads without one).
+    pub placement: String,
+    pub m: usize,
+    pub mes: u32,
+    pub threads_per_me: u32,
+    pub rx_threads: u32,
+    pub tx_threads: u32,
+    pub mpps: f64,
+    pub bound_mpps: f64,
+    pub bottleneck: String,
+    pub latency_ns: f64,
+    pub rx_busy: f64,
+    pub rx_stalled: f64,
+    pub rx_idle: f64,
+    pub tx_busy: f64,
+    pub sram_util: f64,
+    pub sdram_util: f64,
+    pub sram_queue_cycles: f64,
+    pub sdram_queue_cycles: f64,
+}
+
+fn profile_name(p: LatencyProfile) -> &'static str {
+    match p {
+        LatencyProfile::Seed => "seed",
+        LatencyProfile::Datasheet => "datasheet",
+    }
+}
+
+/// One point: `placement` moves the Zombie List regions, `m` sets M, `rx_threads` the split.
+fn point(
+    base: &MachineParams,
+    name: &str,
+    placement: Option<Unit>,
+    m: Option<usize>,
+    len: RunLength,
+) -> Result<SweepRow, ParamError> {
+    let mut spec = WorkloadSpec::from_toml(shipped_workload(name).unwrap_or_default())?;
+    if let Some(u) = placement {
+        for r in ZOMBIE_REGIONS {
+            if spec.regions.contains_key(r) {
+                spec.place(r, u)?;
+            }
+        }
+    }
+    if let (Some(m), Some(z)) = (m, spec.zombie.as_mut()) {
+        z.m = m;
+    }
+    let w = spec.compile()?;
+    let cfg = base.validate(w.tx.is_some())?;
+    let counts = workload_counts(&w);
+    let bound = crate::Bounds::new(&cfg, &w, &counts).limit().1;
+    let measure = ((300.0 / bound).ceil() as u64).clamp(len.measure, 40_000_000);
+    let r = simulate_with_counts(
+        &cfg,
+        &w,
+        &counts,
+        RunLength {
+            warmup: len.warmup.max(measure / 20),
+            measure,
+        },
+    );
+    Ok(SweepRow {
+        profile: base.profile,
+        workload: name.to_string(),
+        placement: placement.map_or("-".into(), |u| u.name().into()),
+        m: w.zombie.as_ref().map_or(0, |z| z.m),
+        mes: r.mes,
+        threads_per_me: r.threads_per_me,
+        rx_threads: r.rx_threads,
+        tx_threads: r.tx_threads,
+        mpps: r.mpps,
+        bound_mpps: r.bound_limit * r.clock_mhz,
+        bottleneck: r.bottleneck.clone(),
+        latency_ns: r.latency_mean_ns,
+        rx_busy: r.rx_me.busy,
+        rx_stalled: r.rx_me.stalled,
+        rx_idle: r.rx_me.idle,
+        tx_busy: r.tx_me.map_or(0.0, |t| t.busy),
+        sram_util: r.unit(Unit::Sram).utilisation,
+        sdram_util: r.unit(Unit::Sdram).utilisation,
+        sram_queue_cycles: r.unit(Unit::Sram).mean_queue_delay_cycles,
+        sdram_queue_cycles: r.unit(Unit::Sdram).mean_queue_delay_cycles,
+    })
+}
+
+/// Runs the sweep: for each profile, (a) every workload at the base machine and at each
+/// thread count and each receive/transmit split (whole MEs), with ZL-RED at its file's M in
+/// SRAM; (b) both ZL-RED workloads at every M with the Zombie List in SRAM and in SDRAM.
+pub fn run(spec: &SweepSpec) -> Result<Vec<SweepRow>, ParamError> {
+    let mut rows = Vec::new();
+    let base_threads = spec.base.threads_per_me;
+    for profile in [LatencyProfile::Seed, LatencyProfile::Datasheet] {
+        let base = MachineParams {
+            profile,
+            ..spec.base.clone()
+        };
+        base.validate(true)?;
+        let mut machines = vec![base.clone()];
+        for &t in &spec.threads {
+            if t != base_threads {
+                machines.push(MachineParams {
+                    threads_per_me: t,
+                    rx_threads: base.rx_threads.map(|rx| rx / base_threads * t),
+                    ..base.clone()
+                });
+            }
+        }
+        let base_rx = base.validate(true)?.rx_mes;
+        for rx_mes in 1..base.mes {
+            if rx_mes != base_rx {
+                machines.push(MachineParams {
+                    rx_threads: Some(rx_mes * base_threads),
+                    ..base.clone()
+                });
+            }
+        }
+        for (name, _) in SHIPPED {
+            for m in &machines {
+                rows.push(point(m, name, None, None, spec.len)?);
+            }
+        }
+        for name in ["zlred-table", "zlred-scan"] {
+            for &m in &spec.zombie_m {
+                for unit in [Unit::Sram, Unit::Sdram] {
+                    rows.push(point(&base, name, Some(unit), Some(m), spec.len)?);
+                }
+            }
+        }
+    }
+    Ok(rows)
+}
+
+/// The rows as CSV with a header line.
+pub fn to_csv(rows: &[SweepRow]) -> String {
+    let mut s = String::from(
+        "profile,workload,placement,m,mes,threads_per_me,rx_threads,tx_threads,mpps,bound_mpps,\
+         bottleneck,latency_ns,rx_busy,rx_stalled,rx_idle,tx_busy,sram_util,sdram_util,\
+         sram_queue_cycles,sdram_queue_cycles\n",
+    );
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "{},{},{},{},{},{},{},{},{:.4},{:.4},{},{:.1},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.2},{:.2}",
+            profile_name(r.profile),
+            r.workload,
+            r.placement,
+            r.m,
+            r.mes,
+            r.threads_per_me,
+            r.rx_threads,
+            r.tx_threads,
+            r.mpps,
+            r.bound_mpps,
+            r.bottleneck,
+            r.latency_ns,
+            r.rx_busy,
+            r.rx_stalled,
+            r.rx_idle,
+            r.tx_busy,
+            r.sram_util,
+            r.sdram_util,
+            r.sram_queue_cycles,
+            r.sdram_queue_cycles
+        );
+    }
+    s
+}
+
+type Series = (String, Vec<(f64, f64)>);
+
+const COLORS: [RGBColor; 8] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+];
+
+/// Draws one panel of line series; `log_x`/`log_y` plot log10 of the values.
+fn panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    title: &str,
+    x_desc: &str,
+    series: &[Series],
+    log_x: bool,
+    log_y: bool,
+) -> Result<(), Box<dyn std::error::Error>>
+where
+    DB::ErrorType: 'static,
+{
+    let tx = |v: f64| if log_x { v.max(1e-9).log10() } else { v };
+    let ty = |v: f64| if log_y { v.max(1e-9).log10() } else { v };
+    let pts = series.iter().flat_map(|s| s.1.iter());
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+    for &(x, y) in pts {
+        x0 = x0.min(tx(x));
+        x1 = x1.max(tx(x));
+        y0 = y0.min(ty(y));
+        y1 = y1.max(ty(y));
+    }
+    if x0 > x1 {
+        return Ok(());
+    }
+    let pad_x = ((x1 - x0) * 0.05).max(0.1);
+    let pad_y = ((y1 - y0) * 0.1).max(0.1);
+    let y_lo = if log_y { y0 - pad_y } else { 0.0 };
+    let mut chart = ChartBuilder::on(area)
+        .caption(title, ("sans-serif", 18))
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d((x0 - pad_x)..(x1 + pad_x), y_lo..(y1 + pad_y))?;
+    let fx = move |v: &f64| {
+        let r = if log_x { 10f64.powf(*v) } else { *v };
+        format!("{}", (r * 100.0).round() / 100.0)
+    };
+    let fy = move |v: &f64| {
+        let r = if log_y { 10f64.powf(*v) } else { *v };
+        format!("{}", (r * 1000.0).round() / 1000.0)
+    };
+    chart
+        .configure_mesh()
+        .x_desc(x_desc)
+        .y_desc("Mpps")
+        .x_label_formatter(&fx)
+        .y_label_formatter(&fy)
+        .draw()?;
+    for (i, (name, points)) in series.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let data: Vec<(f64, f64)> = points.iter().map(|&(x, y)| (tx(x), ty(y))).collect();
+        chart
+            .draw_series(LineSeries::new(data.clone(), color.stroke_width(2)))?
+            .label(name.as_str())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+            });
+        chart.draw_series(data.into_iter().map(|p| Circle::new(p, 3, color.filled())))?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()?;
+    Ok(())
+}
+
+struct Figure {
+    file: &'static str,
+    x_desc: &'static str,
+    log_x: bool,
+    log_y: bool,
+    /// Title and series of each panel (one per profile).
+    panels: Vec<(String, Vec<Series>)>,
+}
+
+fn figures(rows: &[SweepRow]) -> Vec<Figure> {
+    let paper = |r: &SweepRow| r.threads_per_me == 4 && r.rx_threads == 16 && r.tx_threads == 8;
+    let mut by_m = Vec::new();
+    let mut by_threads = Vec::new();
+    let mut by_split = Vec::new();
+    for profile in [LatencyProfile::Seed, LatencyProfile::Datasheet] {
+        let pr: Vec<&SweepRow> = rows.iter().filter(|r| r.profile == profile).collect();
+        let title = |what: &str| format!("{what}, {} latencies", profile_name(profile));
+        let mut m_series = Vec::new();
+        for w in ["zlred-table", "zlred-scan"] {
+            for pl in ["sram", "sdram"] {
+                let mut pts: Vec<(f64, f64)> = pr
+                    .iter()
+                    .filter(|r| r.workload == w && r.placement == pl && paper(r))
+                    .map(|r| (r.m as f64, r.mpps))
+                    .collect();
+                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                if !pts.is_empty() {
+                    m_series.push((format!("{w} ({pl})"), pts));
+                }
+            }
+        }
+        by_m.push((title("ZL-RED vs Zombie List size, 16 rx / 8 tx"), m_series));
+        let mut t_series = Vec::new();
+        let mut s_series = Vec::new();
+        for (w, _) in SHIPPED {
+            let base: Vec<&&SweepRow> = pr
+                .iter()
+                .filter(|r| r.workload == w && r.placement == "-")
+                .collect();
+            let mut t: Vec<(f64, f64)> = base
+                .iter()
+                .filter(|r| r.rx_threads * 3 == (r.rx_threads + r.tx_threads) * 2)
+                .map(|r| (r.threads_per_me as f64, r.mpps))
+                .collect();
+            t.sort_by(|a, b| a.0.total_cmp(&b.0));
+            t.dedup_by(|a, b| a.0 == b.0);
+            t_series.push((w.to_string(), t));
+            let mut s: Vec<(f64, f64)> = base
+                .iter()
+                .filter(|r| r.threads_per_me == 4)
+                .map(|r| (r.rx_threads as f64, r.mpps))
+                .collect();
+            s.sort_by(|a, b| a.0.total_cmp(&b.0));
+            s.dedup_by(|a, b| a.0 == b.0);
+            s_series.push((w.to_string(), s));
+        }
+        by_threads.push((
+            title("Packet rate vs threads per ME (2/3 receive)"),
+            t_series,
+        ));
+        by_split.push((title("Packet rate vs receive threads (of 24)"), s_series));
+    }
+    vec![
+        Figure {
+            file: "mpps_vs_m",
+            x_desc: "Zombie List size M",
+            log_x: true,
+            log_y: true,
+            panels: by_m,
+        },
+        Figure {
+            file: "mpps_vs_threads",
+            x_desc: "threads per ME",
+            log_x: false,
+            log_y: true,
+            panels: by_threads,
+        },
+        Figure {
+            file: "mpps_vs_split",
+            x_desc: "receive threads (the rest transmit)",
+            log_x: false,
+            log_y: true,
+            panels: by_split,
+        },
+    ]
+}
+
+fn draw<DB: DrawingBackend>(
+    root: DrawingArea<DB, plotters::coord::Shift>,
+    fig: &Figure,
+) -> Result<(), Box<dyn std::error::Error>>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE)?;
+    let areas = root.split_evenly((1, fig.panels.len().max(1)));
+    for (area, (title, series)) in areas.iter().zip(&fig.panels) {
+        panel(area, title, fig.x_desc, series, fig.log_x, fig.log_y)?;
+    }
+    root.present()?;
+    Ok(())
+}
+
+/// Writes every figure as PNG and SVG under `dir`; returns the files written.
+pub fn plot_all(rows: &[SweepRow], dir: &Path) -> Result<Vec<PathBuf>, Box<dyn std::error::Error>> {
+    let mut out = Vec::new();
+    for fig in figures(rows) {
+        let png = dir.join(format!("{}.png", fig.file));
+        draw(
+            BitMapBackend::new(&png, (1400, 520)).into_drawing_area(),
+            &fig,
+        )?;
+        out.push(png);
+        let svg = dir.join(format!("{}.svg", fig.file));
+        draw(SVGBackend::new(&svg, (1400, 520)).into_drawing_area(), &fig)?;
+        out.push(svg);
+    }
+    Ok(out)
+}

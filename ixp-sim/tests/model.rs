@@ -1,0 +1,169 @@
+//! The model against theory: unloaded latencies, latency hiding, bandwidth saturation.
+
+use ixp_sim::{simulate, MachineParams, RunLength, Unit, UnitParams, WorkloadSpec};
+
+fn workload(rx: &str) -> ixp_sim::Workload {
+    WorkloadSpec::from_toml(&format!("name = \"t\"\n{rx}"))
+        .expect("parse")
+        .compile()
+        .expect("compile")
+}
+
+fn one_me(threads: u32) -> MachineParams {
+    MachineParams {
+        mes: 1,
+        threads_per_me: threads,
+        ..MachineParams::default()
+    }
+}
+
+fn fixed_latency(p: &mut MachineParams, unit: Unit, lat: u32) {
+    *p.units.get_mut(unit) = Some(UnitParams {
+        latency: Some([lat, lat]),
+        ..UnitParams::default()
+    });
+}
+
+const LEN: RunLength = RunLength {
+    warmup: 5_000,
+    measure: 200_000,
+};
+
+#[test]
+fn unloaded_latency_equals_configured_value() {
+    for (unit, op) in [
+        (
+            Unit::Scratch,
+            "op = \"read\"\nunit = \"scratch\"\nbytes = 4",
+        ),
+        (Unit::Sram, "op = \"read\"\nunit = \"sram\"\nbytes = 4"),
+        (Unit::Sdram, "op = \"read\"\nunit = \"sdram\"\nbytes = 8"),
+        (Unit::Hash, "op = \"hash\"\nbits = 64"),
+        (Unit::IxBus, "op = \"ix_rx\"\nbytes = 8"),
+    ] {
+        for lat in [7u32, 23, 45] {
+            let mut p = one_me(1);
+            fixed_latency(&mut p, unit, lat);
+            let w = workload(&format!("[[rx]]\n{op}\n"));
+            let r = simulate(&p, &w, LEN).unwrap();
+            let u = r.unit(unit);
+            assert_eq!(u.mean_latency_cycles, lat as f64, "{unit:?}");
+            assert_eq!(u.mean_queue_delay_cycles, 0.0, "{unit:?}");
+            // One thread: issue cycle + latency per packet.
+            let expect = 1.0 / (1.0 + lat as f64);
+            assert!(
+                (r.packets_per_cycle - expect).abs() / expect < 1e-3,
+                "{unit:?} {lat}: {} vs {expect}",
+                r.packets_per_cycle
+            );
+        }
+    }
+}
+
+#[test]
+fn profile_latencies_fall_in_their_ranges() {
+    for (profile, unit, lo, hi) in [
+        (ixp_sim::LatencyProfile::Datasheet, Unit::Scratch, 12, 14),
+        (ixp_sim::LatencyProfile::Datasheet, Unit::Sram, 16, 20),
+        (ixp_sim::LatencyProfile::Datasheet, Unit::Sdram, 33, 40),
+        (ixp_sim::LatencyProfile::Seed, Unit::Sram, 30, 30),
+        (ixp_sim::LatencyProfile::Seed, Unit::Sdram, 40, 50),
+    ] {
+        let p = MachineParams {
+            profile,
+            ..one_me(1)
+        };
+        let w = workload(&format!(
+            "[[rx]]\nop = \"read\"\nunit = \"{}\"\nbytes = 4\n",
+            unit.name()
+        ));
+        let r = simulate(&p, &w, LEN).unwrap();
+        let mean = r.unit(unit).mean_latency_cycles;
+        let mid = (lo + hi) as f64 / 2.0;
+        assert!(
+            (mean - mid).abs() < 0.05 * (hi - lo) as f64 + 1e-9,
+            "{profile:?} {unit:?}: mean {mean}, expected {mid}"
+        );
+    }
+}
+
+/// Spec 06's example: one ME, 10 ALU cycles (9 + the issue cycle) and one SRAM read of
+/// latency 20: k/30 iterations per cycle for k <= 3 threads, then 1/10.
+#[test]
+fn latency_hiding_matches_spec_example() {
+    let w = workload(
+        "[[rx]]\nop = \"compute\"\ncycles = 9\n[[rx]]\nop = \"read\"\nunit = \"sram\"\nbytes = 4\n",
+    );
+    for k in 1..=8u32 {
+        let mut p = one_me(k);
+        fixed_latency(&mut p, Unit::Sram, 20);
+        let r = simulate(&p, &w, LEN).unwrap();
+        let expect = if k <= 3 { k as f64 / 30.0 } else { 0.1 };
+        let err = (r.packets_per_cycle - expect).abs() / expect;
+        assert!(err < 0.03, "k={k}: {} vs {expect}", r.packets_per_cycle);
+        if k >= 4 {
+            assert!(r.rx_me.busy > 0.97, "k={k}: busy {}", r.rx_me.busy);
+        } else {
+            let idle = 1.0 - k as f64 * 10.0 / 30.0;
+            assert!(
+                (r.rx_me.idle - idle).abs() < 0.03,
+                "k={k}: idle {}",
+                r.rx_me.idle
+            );
+        }
+    }
+}
+
+/// 24 threads issuing back-to-back reads saturate each unit's bus: the reference rate
+/// plateaus at 1 / occupancy, utilisation near 1, and the command queues fill.
+#[test]
+fn back_to_back_reads_plateau_at_bandwidth() {
+    for (unit, bytes) in [
+        (Unit::Sram, 4),
+        (Unit::Sram, 16),
+        (Unit::Sdram, 32),
+        (Unit::Scratch, 4),
+    ] {
+        let p = MachineParams::default();
+        let cfg = p.validate(false).unwrap();
+        let occ = cfg.unit(unit).occupancy(bytes);
+        let w = workload(&format!(
+            "[[rx]]\nop = \"read\"\nunit = \"{}\"\nbytes = {bytes}\n",
+            unit.name()
+        ));
+        let r = simulate(&p, &w, LEN).unwrap();
+        let expect = 1.0 / occ;
+        let err = (r.packets_per_cycle - expect).abs() / expect;
+        assert!(
+            err < 0.03,
+            "{unit:?}/{bytes}: {} vs {expect}",
+            r.packets_per_cycle
+        );
+        assert!(r.unit(unit).utilisation > 0.97);
+        assert!(r.unit(unit).mean_queue_delay_cycles > 5.0);
+        // Fewer threads: still the latency bound k*N/(1+L) when that is below the bus.
+        let few = MachineParams {
+            mes: 1,
+            threads_per_me: 1,
+            ..p.clone()
+        };
+        let r1 = simulate(&few, &w, LEN).unwrap();
+        assert!(r1.packets_per_cycle < 0.5 * r.packets_per_cycle);
+    }
+}
+
+#[test]
+fn full_command_queue_stalls_the_me() {
+    let mut p = MachineParams::default();
+    *p.units.get_mut(Unit::Sram) = Some(UnitParams {
+        queue_depth: Some(2),
+        ..UnitParams::default()
+    });
+    let w = workload(
+        "[[rx]]\nop = \"read\"\nunit = \"sram\"\nbytes = 4\nsync = false\n[[rx]]\nop = \"read\"\nunit = \"sram\"\nbytes = 4\nsync = false\n[[rx]]\nop = \"wait\"\n",
+    );
+    let r = simulate(&p, &w, LEN).unwrap();
+    assert!(r.rx_me.stalled > 0.3, "stalled {}", r.rx_me.stalled);
+    let sum = r.rx_me.busy + r.rx_me.stalled + r.rx_me.idle;
+    assert!((sum - 1.0).abs() < 0.01, "fractions sum {sum}");
+}
