@@ -21,15 +21,19 @@ mod policy;
 pub mod priority_ecn;
 pub mod red;
 pub mod sojourn;
+pub mod sred;
 pub mod tail_drop;
+pub mod zlred;
 
 pub use nonlinear_red::{NonlinearRed, NonlinearRedConfig, NonlinearRedParams};
 pub use policy::{AqmParams, AqmPolicy, BuildContext};
 pub use priority_ecn::{PriorityEcnRed, PriorityEcnRedConfig, PriorityEcnRedParams};
 pub use red::{QueueUnit, Red, RedConfig, RedParams, RedRegion};
 pub use sojourn::{Sojourn, SojournColorParams, SojournConfig, SojournParams};
+pub use sred::{Sred, SredConfig, SredParams, SredTerms};
 pub use tail_drop::{TailDrop, TailDropParams};
 pub use zl_core::{Color, Ecn, FlowId, Nanos};
+pub use zlred::{ZlRed, ZlRedConfig, ZlRedInputs, ZlRedParams, ZlRedTerms};
 
 /// What the policy may know about the arriving packet.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

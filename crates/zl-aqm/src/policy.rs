@@ -8,13 +8,18 @@
 //! max_th = 15
 //! ```
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
+use zl_zombie::ZombieList;
 
 use crate::nonlinear_red::{NonlinearRed, NonlinearRedParams};
 use crate::priority_ecn::{PriorityEcnRed, PriorityEcnRedParams};
 use crate::red::{Red, RedParams};
 use crate::sojourn::{Sojourn, SojournParams};
+use crate::sred::{Sred, SredParams};
 use crate::tail_drop::{TailDrop, TailDropParams};
+use crate::zlred::{ZlRed, ZlRedParams};
 use crate::{Aqm, AqmConfigError, AqmStats, Nanos, PacketMeta, QueueView, Verdict};
 
 /// What a policy needs that its parameters cannot say: facts about the queue and port it
@@ -26,6 +31,9 @@ pub struct BuildContext {
     pub link_rate_bps: u64,
     /// The queue's capacity `B` in packets (SRED / ZL-RED thresholds `B/6`, `B/3`).
     pub capacity_packets: u32,
+    /// A Zombie List shared by several SRED / ZL-RED queues or forwarding threads; `None`
+    /// gives each such policy its own list built from its `zombie` parameters.
+    pub zombie_list: Option<Arc<ZombieList>>,
 }
 
 impl BuildContext {
@@ -33,7 +41,14 @@ impl BuildContext {
         BuildContext {
             link_rate_bps,
             capacity_packets,
+            zombie_list: None,
         }
+    }
+
+    /// Shares `list` with every SRED / ZL-RED policy built from this context.
+    pub fn with_zombie_list(mut self, list: Arc<ZombieList>) -> Self {
+        self.zombie_list = Some(list);
+        self
     }
 }
 
@@ -43,6 +58,8 @@ impl BuildContext {
 pub enum AqmParams {
     TailDrop(TailDropParams),
     Red(RedParams),
+    Sred(SredParams),
+    ZlRed(ZlRedParams),
     PriorityEcnRed(PriorityEcnRedParams),
     NonlinearRed(NonlinearRedParams),
     Sojourn(SojournParams),
@@ -60,6 +77,8 @@ impl AqmParams {
         match self {
             AqmParams::TailDrop(_) => "tail-drop",
             AqmParams::Red(_) => "red",
+            AqmParams::Sred(_) => "sred",
+            AqmParams::ZlRed(_) => "zl-red",
             AqmParams::PriorityEcnRed(_) => "priority-ecn-red",
             AqmParams::NonlinearRed(_) => "nonlinear-red",
             AqmParams::Sojourn(_) => "sojourn",
@@ -71,6 +90,20 @@ impl AqmParams {
         Ok(match self {
             AqmParams::TailDrop(p) => AqmPolicy::TailDrop(p.build()),
             AqmParams::Red(p) => AqmPolicy::Red(Red::new(p.validate(ctx.link_rate_bps)?)),
+            AqmParams::Sred(p) => {
+                let cfg = p.validate(ctx.capacity_packets)?;
+                AqmPolicy::Sred(match &ctx.zombie_list {
+                    Some(list) => Sred::with_list(cfg, Arc::clone(list)),
+                    None => Sred::new(cfg),
+                })
+            }
+            AqmParams::ZlRed(p) => {
+                let cfg = p.validate(ctx.capacity_packets)?;
+                AqmPolicy::ZlRed(match &ctx.zombie_list {
+                    Some(list) => ZlRed::with_list(cfg, Arc::clone(list)),
+                    None => ZlRed::new(cfg),
+                })
+            }
             AqmParams::PriorityEcnRed(p) => {
                 AqmPolicy::PriorityEcnRed(PriorityEcnRed::new(p.validate(ctx.link_rate_bps)?))
             }
@@ -81,10 +114,12 @@ impl AqmParams {
 }
 
 /// Every policy behind one type, dispatched by `match` (no vtable, inlinable).
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub enum AqmPolicy {
     TailDrop(TailDrop),
     Red(Red),
+    Sred(Sred),
+    ZlRed(ZlRed),
     PriorityEcnRed(PriorityEcnRed),
     NonlinearRed(NonlinearRed),
     Sojourn(Sojourn),
@@ -95,6 +130,8 @@ macro_rules! dispatch {
         match $self {
             AqmPolicy::TailDrop($p) => $e,
             AqmPolicy::Red($p) => $e,
+            AqmPolicy::Sred($p) => $e,
+            AqmPolicy::ZlRed($p) => $e,
             AqmPolicy::PriorityEcnRed($p) => $e,
             AqmPolicy::NonlinearRed($p) => $e,
             AqmPolicy::Sojourn($p) => $e,
