@@ -322,8 +322,16 @@ impl RunConfig {
                 "buffer = \"live-sqrt-n\" needs the zombie probe (or none)",
             ));
         }
-        let zombie_params = match &self.probe {
-            Some(ProbeConfig::Zombie { zombie }) => Some(*zombie),
+        // SRED and ZL-RED keep a Zombie List; the probe and the live sqrt(N) rule read that
+        // same list rather than a second one, so 1/P(t) is the policy's own estimate.
+        let policy_zombie = match &b.aqm {
+            AqmParams::Sred(p) if b.diffserv.is_none() => Some(p.zombie),
+            AqmParams::ZlRed(p) if b.diffserv.is_none() => Some(p.zombie),
+            _ => None,
+        };
+        let zombie_params = match (&self.probe, policy_zombie) {
+            (_, Some(p)) => Some(p),
+            (Some(ProbeConfig::Zombie { zombie }), None) => Some(*zombie),
             _ if b.buffer == BufferRule::LiveSqrtN => Some(ZombieParams::default()),
             _ => None,
         };
@@ -336,6 +344,8 @@ impl RunConfig {
             }
             None => None,
         };
+        let wants_zombie = matches!(self.probe, Some(ProbeConfig::Zombie { .. }))
+            || b.buffer == BufferRule::LiveSqrtN;
         let probe: Option<Box<dyn Probe>> = match (&self.probe, &list) {
             (Some(ProbeConfig::Ewma { w_q }), _) => {
                 if !(w_q.is_finite() && *w_q > 0.0 && *w_q <= 1.0) {
@@ -343,8 +353,15 @@ impl RunConfig {
                 }
                 Some(Box::new(EwmaProbe::new(*w_q)))
             }
-            (_, Some(l)) => Some(Box::new(ZombieProbe::new(l.clone()))),
+            (_, Some(l)) if wants_zombie && policy_zombie.is_some() => {
+                Some(Box::new(ZombieProbe::passive(l.clone())))
+            }
+            (_, Some(l)) if wants_zombie => Some(Box::new(ZombieProbe::new(l.clone()))),
             _ => None,
+        };
+        let ctx = match (&list, policy_zombie) {
+            (Some(l), Some(_)) => ctx.with_zombie_list(l.clone()),
+            _ => ctx,
         };
         let bottleneck: Box<dyn Bottleneck> = if let Some(ds) = &b.diffserv {
             Box::new(DiffservBottleneck::build(ds, rate, capacity)?)

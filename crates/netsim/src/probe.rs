@@ -10,19 +10,37 @@ use crate::sim::Probe;
 
 /// A Zombie List (zl-zombie, the same one SRED and ZL-RED use) fed every arrival; its value is
 /// the flow-count estimate 1/P(t) (spec/01 §2 step 3, figure 2 of the ZL-RED paper).
+///
+/// When the bottleneck's own SRED / ZL-RED policy shares the list, the probe only reads it
+/// ([`ZombieProbe::passive`]): the policy already shows it every arrival.
 pub struct ZombieProbe {
     list: Arc<ZombieList>,
+    observe: bool,
 }
 
 impl ZombieProbe {
+    /// A probe that feeds `list` every arrival.
     pub fn new(list: Arc<ZombieList>) -> Self {
-        ZombieProbe { list }
+        ZombieProbe {
+            list,
+            observe: true,
+        }
+    }
+
+    /// A probe that only reads `list`, which something else feeds.
+    pub fn passive(list: Arc<ZombieList>) -> Self {
+        ZombieProbe {
+            list,
+            observe: false,
+        }
     }
 }
 
 impl Probe for ZombieProbe {
     fn on_arrival(&mut self, now: Nanos, _queue_len: u32, flow: FlowId, rng: &mut SimRng) {
-        self.list.observe(flow, now, rng);
+        if self.observe {
+            self.list.observe(flow, now, rng);
+        }
     }
 
     fn value(&self) -> f64 {

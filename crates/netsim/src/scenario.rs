@@ -367,7 +367,7 @@ impl Row {
 }
 
 /// Metric names, in column order.
-pub const METRICS: [&str; 19] = [
+pub const METRICS: [&str; 20] = [
     "flows",
     "goodput_mean_kbps",
     "goodput_total_mbps",
@@ -387,7 +387,38 @@ pub const METRICS: [&str; 19] = [
     "capacity_pkts",
     "probe_mean",
     "probe_last",
+    "model_q_star",
 ];
+
+/// The fixed point q* of spec/04's 1-D model (zl-aqm) for a run whose bottleneck is nonlinear
+/// RED: N = the TCP flows, C and d = the bottleneck's rate and round-trip propagation delay,
+/// M and rwnd from the first TCP group.
+fn model_q_star(run: &RunConfig) -> f64 {
+    let zl_aqm::AqmParams::NonlinearRed(p) = &run.bottleneck.aqm else {
+        return f64::NAN;
+    };
+    let tcp: Vec<_> = run
+        .groups
+        .iter()
+        .filter(|g| g.kind == crate::config::SourceKind::Tcp)
+        .collect();
+    let Some(first) = tcp.first() else {
+        return f64::NAN;
+    };
+    let model = zl_aqm::nonlinear_model::NonlinearRedModel {
+        w_q: p.w_q,
+        p_max: p.p_max,
+        q_min: p.q_min,
+        q_max: p.q_max,
+        gamma: p.gamma,
+        n: tcp.iter().map(|g| g.count as f64).sum(),
+        c_bps: run.bottleneck.rate_mbps * 1e6,
+        d_secs: 2.0 * run.bottleneck.delay_ms * 1e-3,
+        m_bits: first.tcp.packet_size as f64 * 8.0,
+        rwnd: first.tcp.window_cap as f64,
+    };
+    model.fixed_point().unwrap_or(f64::NAN)
+}
 
 /// Flattens results into rows (one per point and group).
 pub fn rows(results: &[PointResult]) -> Vec<Row> {
@@ -409,6 +440,7 @@ pub fn rows(results: &[PointResult]) -> Vec<Row> {
             trace.iter().sum::<f64>() / trace.len() as f64
         };
         let probe_last = trace.last().copied().unwrap_or(f64::NAN);
+        let q_star = model_q_star(&r.point.run);
         for (gi, g) in r.point.run.groups.iter().enumerate() {
             let fl: Vec<_> = rep
                 .flows
@@ -457,6 +489,7 @@ pub fn rows(results: &[PointResult]) -> Vec<Row> {
                     ("capacity_pkts", r.capacity_packets as f64),
                     ("probe_mean", probe_mean),
                     ("probe_last", probe_last),
+                    ("model_q_star", q_star),
                 ],
             });
         }
