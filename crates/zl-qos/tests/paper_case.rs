@@ -194,4 +194,6 @@ fn sojourn_manager_keeps_af1_delay_low_behind_wrr() {
         proposal.af2_sojourn_ms < baseline.af2_sojourn_ms,
         "{proposal:?}"
     );
+    // The CBR-overload artefact described above: AF2 pays for its short queue.
+    assert!(proposal.af2_loss > baseline.af2_loss, "{proposal:?}");
 }
