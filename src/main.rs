@@ -1,4 +1,208 @@
+//! `zlrouter`: run the router on a config (or the built-in default), check a config, or read
+//! a running router's statistics.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+use zl_core::Nanos;
+use zl_dataplane::metrics::{ControlThread, MetricsHub};
+use zl_dataplane::{build, report, Dataplane, Observer, RouterConfig, StopReason, DEFAULT_CONFIG};
+
+#[derive(Parser)]
+#[command(
+    name = "zlrouter",
+    version,
+    about = "A userspace router with ZL-RED / SRED / RED and Diffserv AQM"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the router. Without CONFIG: the built-in default (generator traffic through ZL-RED
+    /// and the Diffserv classes for 10 s of virtual time; no root needed).
+    Run {
+        /// The TOML config file.
+        config: Option<PathBuf>,
+        /// Override `run.duration_s`.
+        #[arg(long)]
+        duration: Option<f64>,
+        /// Override `run.seed`.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Serve Prometheus metrics on this address (overrides `metrics.listen`), e.g.
+        /// 127.0.0.1:9464.
+        #[arg(long)]
+        metrics: Option<String>,
+        /// No progress line.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Load and validate a config (and build it, opening its files), then exit.
+    Check { config: PathBuf },
+    /// Print a running router's metrics (from its metrics endpoint).
+    Stats {
+        /// The router's metrics address.
+        #[arg(long, default_value = "127.0.0.1:9464")]
+        addr: String,
+    },
+}
+
+fn load(config: Option<&Path>) -> Result<(RouterConfig, PathBuf)> {
+    match config {
+        Some(p) => {
+            let cfg = RouterConfig::load(p).with_context(|| format!("config {}", p.display()))?;
+            let base = p.parent().map(Path::to_path_buf).unwrap_or_default();
+            Ok((cfg, base))
+        }
+        None => {
+            let cfg =
+                RouterConfig::from_toml(DEFAULT_CONFIG).context("the built-in default config")?;
+            Ok((cfg, PathBuf::from(".")))
+        }
+    }
+}
+
+/// The progress line on stderr, at most twice a second of wall time.
+struct Progress {
+    quiet: bool,
+    last: Option<Instant>,
+    hub: Option<Arc<MetricsHub>>,
+}
+
+impl Observer for Progress {
+    fn progress(&mut self, now: Nanos, dp: &Dataplane) {
+        if let Some(h) = &self.hub {
+            h.publish(now, dp);
+        }
+        if self.quiet
+            || self
+                .last
+                .is_some_and(|t| t.elapsed() < Duration::from_millis(500))
+        {
+            return;
+        }
+        self.last = Some(Instant::now());
+        let t = dp.totals();
+        eprint!(
+            "\r[{:>8.3} s] rx {} fwd {} drop {} mark {} queued {}   ",
+            now.as_secs_f64(),
+            t.received,
+            t.forwarded,
+            t.dropped(),
+            t.marked,
+            dp.queued()
+        );
+        let _ = std::io::stderr().flush();
+    }
+}
+
+fn run(
+    config: Option<PathBuf>,
+    duration: Option<f64>,
+    seed: Option<u64>,
+    metrics: Option<String>,
+    quiet: bool,
+) -> Result<()> {
+    let (mut cfg, base) = load(config.as_deref())?;
+    if let Some(d) = duration {
+        cfg.run.duration_s = d;
+    }
+    if let Some(s) = seed {
+        cfg.run.seed = s;
+    }
+    if metrics.is_some() {
+        cfg.metrics.listen = metrics;
+    }
+    let mut dp = build(&cfg, &base)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let hub = Arc::new(MetricsHub::new(&dp));
+    let server = ControlThread::start(cfg.metrics.listen.as_deref(), hub.clone(), stop.clone())
+        .context("starting the control thread")?;
+    if let Some(addr) = server.local_addr() {
+        eprintln!("zlrouter: metrics on http://{addr}/metrics");
+    }
+    let mut progress = Progress {
+        quiet,
+        last: None,
+        hub: Some(hub.clone()),
+    };
+    let end = Nanos::from_secs_f64(cfg.run.duration_s);
+    let drain = Nanos::from_secs_f64(cfg.run.drain_s);
+    let reason = dp.run_virtual(end, drain, &stop, Nanos::from_millis(100), &mut progress)?;
+    if !quiet {
+        eprintln!();
+    }
+    let secs = dp
+        .now()
+        .as_secs_f64()
+        .max(cfg.run.duration_s.min(dp.now().as_secs_f64()));
+    println!("{}", report::render(&dp, secs));
+    match reason {
+        StopReason::Finished => println!("stopped: every source finished and every queue drained"),
+        StopReason::DrainTimeout => {
+            println!("stopped: drain time over; what was queued is counted as shutdown drops")
+        }
+        StopReason::Interrupted => {
+            println!("stopped: interrupted; what was queued is counted as shutdown drops")
+        }
+    }
+    server.stop();
+    Ok(())
+}
+
+fn check(config: &Path) -> Result<()> {
+    let (cfg, base) = load(Some(config))?;
+    let dp = build(&cfg, &base)?;
+    println!(
+        "{}: ok ({} ports, {} packet buffers)",
+        config.display(),
+        dp.slots().len(),
+        dp.pool_total()
+    );
+    Ok(())
+}
+
+fn stats(addr: &str) -> Result<()> {
+    let mut s = TcpStream::connect(addr)
+        .with_context(|| format!("connecting to the router's metrics endpoint at {addr}"))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(s, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+    let mut body = String::new();
+    s.read_to_string(&mut body)?;
+    let Some((head, text)) = body.split_once("\r\n\r\n") else {
+        bail!("{addr} answered without an HTTP header");
+    };
+    if !head.starts_with("HTTP/1.0 200") && !head.starts_with("HTTP/1.1 200") {
+        bail!("{addr} answered: {}", head.lines().next().unwrap_or(""));
+    }
+    print!("{text}");
+    Ok(())
+}
+
 fn main() {
-    eprintln!("zlrouter: the data plane is not built yet");
-    std::process::exit(2);
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run {
+            config,
+            duration,
+            seed,
+            metrics,
+            quiet,
+        } => run(config, duration, seed, metrics, quiet),
+        Command::Check { config } => check(&config),
+        Command::Stats { addr } => stats(&addr),
+    };
+    if let Err(e) = result {
+        eprintln!("zlrouter: {e:#}");
+        std::process::exit(2);
+    }
 }

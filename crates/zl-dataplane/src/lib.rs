@@ -1,1 +1,28 @@
-//! Work in progress.
+//! The zlrouter data plane: ports, the poll-mode loop, forwarding, the TOML config and the
+//! metrics endpoint.
+//!
+//! Where it sits: above the algorithm crates (`zl-wire` parses and rewrites, `zl-qos` with
+//! `zl-aqm` and `zl-zombie` classifies, meters, admits, queues, schedules and shapes) and
+//! `zl-port` (buffers, batches, the `Port` trait); below the `zlrouter` binary.
+//!
+//! Flow of one packet (see [`dataplane`]): rx burst -> parse -> route (LPM, TTL, MACs) or
+//! bridge -> classify -> meter -> AQM admission -> per-class queue -> schedule -> shape ->
+//! tx burst. Every received packet ends forwarded, dropped by a named [`DropCause`], or still
+//! queued; [`FateCounters`] keep the identity exact.
+
+#![forbid(unsafe_code)]
+
+pub mod build;
+pub mod config;
+pub mod dataplane;
+pub mod metrics;
+pub mod port;
+pub mod priority;
+pub mod report;
+pub mod route;
+pub mod stats;
+
+pub use build::{build, BuildError};
+pub use config::{ConfigError, RouterConfig, DEFAULT_CONFIG};
+pub use dataplane::{Dataplane, NoObserver, Observer, StopReason};
+pub use stats::{DropCause, FateCounters, GroupStats};

@@ -1,0 +1,128 @@
+//! Turning a validated [`RouterConfig`] into a running [`Dataplane`].
+
+use std::path::Path;
+
+use rand::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
+use zl_core::Nanos;
+use zl_port::{BufPool, Port, BATCH_CAPACITY, DEFAULT_BUF_SIZE};
+use zl_qos::QosEngine;
+
+use crate::config::{invalid, parse_mac, ConfigError, PortKind, RouterConfig};
+use crate::dataplane::{Dataplane, PortSlot, QLEN_BUCKETS};
+use crate::port::{GeneratorPort, GeneratorSetup, PcapPort, SinkPort};
+use crate::stats::GroupStats;
+
+/// A build failure: the config, or a port that could not open.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Port(#[from] zl_port::PortError),
+}
+
+/// Seeds of the independent random streams, derived from the run's seed so that adding a
+/// generator port does not shift the AQM's draws.
+fn stream_seed(seed: u64, stream: u64) -> u64 {
+    // SplitMix64 finaliser over seed + stream: distinct, well-mixed seeds per stream.
+    let mut z = seed.wrapping_add(stream.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Builds the data plane of `cfg`; relative pcap paths are taken from `base`.
+pub fn build(cfg: &RouterConfig, base: &Path) -> Result<Dataplane, BuildError> {
+    cfg.validate()?;
+    let end = Nanos::from_secs_f64(cfg.run.duration_s);
+    let mut slots = Vec::with_capacity(cfg.ports.len());
+    let mut groups = Vec::new();
+    let mut ring_total: u64 = 0;
+    for (i, p) in cfg.ports.iter().enumerate() {
+        let idx = i as u16;
+        let mac = parse_mac(&p.mac)
+            .ok_or_else(|| invalid(format!("ports[{i}].mac"), &p.mac, "a MAC address"))?;
+        let qos_params = cfg.qos_of(i);
+        let qos_key = if p.qos.is_some() {
+            format!("ports[{i}].qos")
+        } else {
+            "qos".to_owned()
+        };
+        let qos: QosEngine<zl_port::PacketBuf> =
+            QosEngine::new(&qos_params).map_err(|e| ConfigError::Invalid {
+                key: format!("{qos_key}.{}", e.key),
+                value: String::new(),
+                expected: e.reason.clone(),
+            })?;
+        ring_total += qos_params
+            .classes
+            .iter()
+            .map(|c| c.max_packets as u64)
+            .sum::<u64>();
+        let port: Box<dyn Port + Send> = match p.kind {
+            PortKind::Generator => {
+                let g = p.generator.as_ref().ok_or_else(|| {
+                    invalid(
+                        format!("ports[{i}].generator"),
+                        "(missing)",
+                        "a generator table",
+                    )
+                })?;
+                let tag_base = groups.len() as u32;
+                let key_prefix = format!("ports[{i}].generator");
+                let setup = GeneratorSetup {
+                    name: &p.name,
+                    index: idx,
+                    own_mac: mac,
+                    key_prefix: &key_prefix,
+                    seed: stream_seed(cfg.run.seed, 1 + i as u64),
+                    end,
+                    tag_base,
+                };
+                let gen = GeneratorPort::new(&setup, g)?;
+                for info in gen.groups() {
+                    groups.push(GroupStats {
+                        name: info.name,
+                        port: p.name.clone(),
+                        misbehaving: info.misbehaving,
+                        flows: info.flows,
+                        fate: Default::default(),
+                    });
+                }
+                Box::new(gen)
+            }
+            PortKind::Pcap => {
+                let pc = p.pcap.as_ref().ok_or_else(|| {
+                    invalid(format!("ports[{i}].pcap"), "(missing)", "a pcap table")
+                })?;
+                Box::new(PcapPort::open(&p.name, idx, pc, base)?)
+            }
+            PortKind::Sink => Box::new(SinkPort::new(&p.name)),
+        };
+        let classes = qos.class_names().len();
+        slots.push(PortSlot {
+            port,
+            mac,
+            qos,
+            held_until: None,
+            qlen_hist: vec![[0; QLEN_BUCKETS]; classes],
+        });
+    }
+    let pool_n = match cfg.run.pool_buffers {
+        Some(n) => n as usize,
+        None => (ring_total + 4 * BATCH_CAPACITY as u64 * cfg.ports.len() as u64).min(16_777_216)
+            as usize,
+    };
+    let pool = BufPool::new(pool_n, DEFAULT_BUF_SIZE);
+    Ok(Dataplane::new(
+        slots,
+        pool,
+        cfg.forwarding()?,
+        cfg.parse,
+        cfg.priority,
+        Xoshiro256PlusPlus::seed_from_u64(stream_seed(cfg.run.seed, 0)),
+        cfg.run.work_budget,
+        groups,
+    ))
+}

@@ -1,0 +1,438 @@
+//! The router's configuration: one TOML file (serde) describing the run, the parser, the
+//! ports, forwarding (router with static routes, or bridge), the QoS of each egress port
+//! (classes, meters, AQM per class and color, scheduler, shaper, buffer rule; see
+//! `zl_qos::QosParams`) and the metrics endpoint.
+//!
+//! Loading goes in two steps: [`RouterConfig::from_toml`] (syntax and types: unknown keys are
+//! rejected, the error names the key) and [`RouterConfig::validate`] (values and cross
+//! references: the error names the key, the value and what was expected).
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use zl_qos::{ClassParams, QosParams};
+use zl_wire::{MacAddr, ParseConfig};
+
+use crate::port::{GeneratorParams, PcapParams};
+use crate::priority::PrioritySource;
+use crate::route::{NextHop, Prefix, RouteTable};
+
+/// A configuration the router cannot run.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Bad syntax, a wrong type or an unknown key (the message names the key and the line).
+    #[error("config syntax: {0}")]
+    Syntax(String),
+    /// A value outside what is allowed.
+    #[error("invalid `{key}` = {value}: expected {expected}")]
+    Invalid {
+        key: String,
+        value: String,
+        expected: String,
+    },
+}
+
+pub(crate) fn invalid(
+    key: impl Into<String>,
+    value: impl ToString,
+    expected: impl Into<String>,
+) -> ConfigError {
+    ConfigError::Invalid {
+        key: key.into(),
+        value: value.to_string(),
+        expected: expected.into(),
+    }
+}
+
+/// Parses `aa:bb:cc:dd:ee:ff`.
+pub fn parse_mac(s: &str) -> Option<MacAddr> {
+    let mut out = [0u8; 6];
+    let mut parts = s.split(':');
+    for b in &mut out {
+        let p = parts.next()?;
+        if p.len() != 2 {
+            return None;
+        }
+        *b = u8::from_str_radix(p, 16).ok()?;
+    }
+    parts.next().is_none().then_some(MacAddr(out))
+}
+
+/// `[run]`: how long and how the loop runs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunParams {
+    /// Virtual-time length of the run in seconds (generator and pcap ports stop offering
+    /// traffic at this time). Live ports run until stopped.
+    #[serde(default = "default_duration")]
+    pub duration_s: f64,
+    /// After the sources stop, how long (virtual seconds) queues may drain before what is
+    /// left is counted as `shutdown` drops.
+    #[serde(default = "default_drain")]
+    pub drain_s: f64,
+    /// Seed of every random decision (generator, AQM): a seed reproduces the run.
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// Most packets received per port per poll (the per-poll work budget).
+    #[serde(default = "default_budget")]
+    pub work_budget: u32,
+    /// Packet buffers in the pool; default: every queue's ring plus four bursts per port.
+    #[serde(default)]
+    pub pool_buffers: Option<u32>,
+}
+
+fn default_duration() -> f64 {
+    10.0
+}
+fn default_drain() -> f64 {
+    1.0
+}
+fn default_seed() -> u64 {
+    1
+}
+fn default_budget() -> u32 {
+    256
+}
+
+impl Default for RunParams {
+    fn default() -> Self {
+        RunParams {
+            duration_s: default_duration(),
+            drain_s: default_drain(),
+            seed: default_seed(),
+            work_budget: default_budget(),
+            pool_buffers: None,
+        }
+    }
+}
+
+/// What a port is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PortKind {
+    /// The built-in traffic generator (`[ports.generator]`); also a sink for what it is sent.
+    Generator,
+    /// pcap files (`[ports.pcap]`): replay one, write one, or both.
+    Pcap,
+    /// Counts and discards what it is sent; receives nothing.
+    Sink,
+}
+
+/// `[[ports]]`: one port.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortParams {
+    pub name: String,
+    pub kind: PortKind,
+    /// The port's own MAC (the source MAC of routed frames leaving it).
+    pub mac: String,
+    #[serde(default)]
+    pub generator: Option<GeneratorParams>,
+    #[serde(default)]
+    pub pcap: Option<PcapParams>,
+    /// QoS of this port's egress; the top-level `[qos]` when absent.
+    #[serde(default)]
+    pub qos: Option<QosParams>,
+}
+
+/// Forwarding mode.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// IPv4/IPv6 longest-prefix match over `[[routes]]`, TTL / hop-limit decrement, MAC rewrite.
+    #[default]
+    Router,
+    /// Frames go unchanged (except AQM marks) between the ports of each `bridge` pair.
+    Bridge,
+}
+
+/// `[forwarding]`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForwardingParams {
+    #[serde(default)]
+    pub mode: Mode,
+    /// Bridge mode: pairs of port names, each forwarding both ways.
+    #[serde(default)]
+    pub bridge: Vec<[String; 2]>,
+}
+
+/// `[[routes]]`: one static route.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteParams {
+    /// `address/length`, IPv4 or IPv6.
+    pub prefix: String,
+    /// Egress port name.
+    pub port: String,
+    /// The next hop's MAC (destination MAC of forwarded frames).
+    pub next_hop_mac: String,
+}
+
+/// `[metrics]`: the Prometheus endpoint.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsParams {
+    /// Address to serve `/metrics` on; none disables the endpoint. Loopback by default so a
+    /// router does not expose its counters to the network unless asked.
+    #[serde(default)]
+    pub listen: Option<String>,
+}
+
+/// The whole file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouterConfig {
+    #[serde(default)]
+    pub run: RunParams,
+    #[serde(default)]
+    pub parse: ParseConfig,
+    /// Where priority and weight come from (priority-ECN RED, spec/02).
+    #[serde(default)]
+    pub priority: PrioritySource,
+    pub ports: Vec<PortParams>,
+    #[serde(default)]
+    pub forwarding: ForwardingParams,
+    #[serde(default)]
+    pub routes: Vec<RouteParams>,
+    /// QoS of every egress port without its own `qos`; one best-effort tail-drop class of
+    /// 1000 packets when absent.
+    #[serde(default)]
+    pub qos: Option<QosParams>,
+    #[serde(default)]
+    pub metrics: MetricsParams,
+}
+
+/// The built-in default configuration (`zlrouter run` with no file).
+pub const DEFAULT_CONFIG: &str = include_str!("../../../configs/default.toml");
+
+/// Forwarding, resolved to port indices.
+#[derive(Clone, Debug)]
+pub enum Forwarding {
+    Router(RouteTable),
+    /// `peer[i]`: where frames received on port i go (`None`: dropped as no route).
+    Bridge(Vec<Option<u16>>),
+}
+
+impl RouterConfig {
+    /// Parses TOML text (syntax, types, unknown keys).
+    pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Syntax(e.to_string()))
+    }
+
+    /// Reads and parses a file.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+            path: path.display().to_string(),
+            source: e,
+        })?;
+        let cfg = Self::from_toml(&text)?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// The QoS parameters of port `i`'s egress.
+    pub fn qos_of(&self, i: usize) -> QosParams {
+        self.ports[i]
+            .qos
+            .clone()
+            .or_else(|| self.qos.clone())
+            .unwrap_or_else(|| QosParams {
+                link_rate_bps: None,
+                classes: vec![ClassParams::weighted("be", 1, 1000)],
+                classifier: Default::default(),
+                scheduler: Default::default(),
+                shaper: None,
+            })
+    }
+
+    /// Checks values and cross references that serde cannot (everything the run needs
+    /// besides opening files and building the QoS engines, which check their own keys).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let r = &self.run;
+        if !(r.duration_s.is_finite() && r.duration_s > 0.0 && r.duration_s <= 1e6) {
+            return Err(invalid(
+                "run.duration_s",
+                r.duration_s,
+                "0 < seconds <= 1e6",
+            ));
+        }
+        if !(r.drain_s.is_finite() && r.drain_s >= 0.0 && r.drain_s <= 1e6) {
+            return Err(invalid("run.drain_s", r.drain_s, "0 <= seconds <= 1e6"));
+        }
+        if r.work_budget == 0 || r.work_budget > 65_536 {
+            return Err(invalid(
+                "run.work_budget",
+                r.work_budget,
+                "1..=65536 packets per poll",
+            ));
+        }
+        if let Some(n) = r.pool_buffers {
+            if !(64..=16_777_216).contains(&n) {
+                return Err(invalid("run.pool_buffers", n, "64..=16777216 buffers"));
+            }
+        }
+        self.parse
+            .validate()
+            .map_err(|e| invalid(format!("parse.{}", e.param), e.value, e.expected))?;
+        if self.ports.is_empty() {
+            return Err(invalid("ports", "[]", "at least one [[ports]] entry"));
+        }
+        if self.ports.len() > u16::MAX as usize {
+            return Err(invalid("ports", self.ports.len(), "at most 65535 ports"));
+        }
+        let mut names = HashSet::new();
+        for (i, p) in self.ports.iter().enumerate() {
+            let key = |f: &str| format!("ports[{i}].{f}");
+            if p.name.is_empty() || !names.insert(p.name.as_str()) {
+                return Err(invalid(
+                    key("name"),
+                    format!("{:?}", p.name),
+                    "a unique, non-empty port name",
+                ));
+            }
+            if parse_mac(&p.mac).is_none() {
+                return Err(invalid(
+                    key("mac"),
+                    format!("{:?}", p.mac),
+                    "a MAC address like 02:00:00:00:00:01",
+                ));
+            }
+            match p.kind {
+                PortKind::Generator if p.generator.is_none() => {
+                    return Err(invalid(
+                        key("generator"),
+                        "(missing)",
+                        "a [ports.generator] table for kind = \"generator\"",
+                    ))
+                }
+                PortKind::Pcap if p.pcap.is_none() => {
+                    return Err(invalid(
+                        key("pcap"),
+                        "(missing)",
+                        "a [ports.pcap] table for kind = \"pcap\"",
+                    ))
+                }
+                _ => {}
+            }
+            if p.kind != PortKind::Generator && p.generator.is_some() {
+                return Err(invalid(
+                    key("generator"),
+                    "(present)",
+                    "only on a port of kind = \"generator\"",
+                ));
+            }
+            if p.kind != PortKind::Pcap && p.pcap.is_some() {
+                return Err(invalid(
+                    key("pcap"),
+                    "(present)",
+                    "only on a port of kind = \"pcap\"",
+                ));
+            }
+        }
+        self.forwarding()?;
+        Ok(())
+    }
+
+    fn port_index(&self, name: &str) -> Option<u16> {
+        self.ports
+            .iter()
+            .position(|p| p.name == name)
+            .map(|i| i as u16)
+    }
+
+    /// Resolves forwarding to port indices.
+    pub fn forwarding(&self) -> Result<Forwarding, ConfigError> {
+        match self.forwarding.mode {
+            Mode::Router => {
+                if !self.forwarding.bridge.is_empty() {
+                    return Err(invalid(
+                        "forwarding.bridge",
+                        "(present)",
+                        "bridge pairs only with mode = \"bridge\"",
+                    ));
+                }
+                let mut table = RouteTable::default();
+                for (i, rt) in self.routes.iter().enumerate() {
+                    let key = |f: &str| format!("routes[{i}].{f}");
+                    let prefix: Prefix = rt.prefix.parse().map_err(|e: String| {
+                        invalid(
+                            key("prefix"),
+                            format!("{:?}", rt.prefix),
+                            format!("address/length ({e})"),
+                        )
+                    })?;
+                    let port = self.port_index(&rt.port).ok_or_else(|| {
+                        invalid(
+                            key("port"),
+                            format!("{:?}", rt.port),
+                            "the name of a configured port",
+                        )
+                    })?;
+                    let mac = parse_mac(&rt.next_hop_mac).ok_or_else(|| {
+                        invalid(
+                            key("next_hop_mac"),
+                            format!("{:?}", rt.next_hop_mac),
+                            "a MAC address like 02:00:00:00:00:01",
+                        )
+                    })?;
+                    table.add(prefix, NextHop { port, mac });
+                }
+                Ok(Forwarding::Router(table))
+            }
+            Mode::Bridge => {
+                if !self.routes.is_empty() {
+                    return Err(invalid(
+                        "routes",
+                        "(present)",
+                        "no [[routes]] with mode = \"bridge\"",
+                    ));
+                }
+                let mut peer = vec![None; self.ports.len()];
+                for (i, [a, b]) in self.forwarding.bridge.iter().enumerate() {
+                    let key = format!("forwarding.bridge[{i}]");
+                    let ia = self.port_index(a).ok_or_else(|| {
+                        invalid(&key, format!("{a:?}"), "the name of a configured port")
+                    })?;
+                    let ib = self.port_index(b).ok_or_else(|| {
+                        invalid(&key, format!("{b:?}"), "the name of a configured port")
+                    })?;
+                    if ia == ib || peer[ia as usize].is_some() || peer[ib as usize].is_some() {
+                        return Err(invalid(
+                            key,
+                            format!("[{a:?}, {b:?}]"),
+                            "two different ports, each in one pair only",
+                        ));
+                    }
+                    peer[ia as usize] = Some(ib);
+                    peer[ib as usize] = Some(ia);
+                }
+                Ok(Forwarding::Bridge(peer))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn macs_parse_strictly() {
+        assert_eq!(
+            parse_mac("02:00:00:00:00:0a"),
+            Some(MacAddr([2, 0, 0, 0, 0, 10]))
+        );
+        assert_eq!(parse_mac("02:00:00:00:00"), None);
+        assert_eq!(parse_mac("02:00:00:00:00:00:01"), None);
+        assert_eq!(parse_mac("2:00:00:00:00:00"), None);
+        assert_eq!(parse_mac("zz:00:00:00:00:00"), None);
+    }
+}

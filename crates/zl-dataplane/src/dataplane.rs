@@ -1,0 +1,404 @@
+//! The poll-mode loop: rx burst -> parse -> route or bridge -> classify -> meter -> AQM
+//! admission -> per-class queue -> schedule -> shape -> tx burst.
+//!
+//! One [`Dataplane`] runs on one thread and owns its ports, its buffer pool and one
+//! `zl_qos::QosEngine` per egress port. [`Dataplane::poll`] does one round at a given `now`:
+//! it receives at most `work_budget` packets per port, pushes each through forwarding and its
+//! egress port's QoS engine, then lets every egress port send what its scheduler and shaper
+//! release. The driver chooses the clock: [`Dataplane::run_virtual`] jumps virtual time from
+//! event to event (the next packet of a pcap or generator port, or the time a shaper releases
+//! a held packet), so a run is deterministic with its seed; a live driver passes the
+//! monotonic clock.
+//!
+//! Nothing here allocates per packet: buffers come from the pool, batches and queues are
+//! reserved at build time, counters are fixed arrays.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use rand_xoshiro::Xoshiro256PlusPlus;
+use zl_aqm::PacketMeta;
+use zl_core::{Color, Nanos};
+use zl_port::{Batch, BufPool, PacketBuf, Port, PortCounters, PortError, Readiness};
+use zl_qos::{Dequeue, QosEngine};
+use zl_wire::{MacAddr, ParseConfig, TtlOutcome};
+
+use crate::config::Forwarding;
+use crate::priority::PrioritySource;
+use crate::stats::{DropCause, FateCounters, GroupStats};
+
+/// A port plus what the data plane keeps beside it.
+pub struct PortSlot {
+    pub port: Box<dyn Port + Send>,
+    pub mac: MacAddr,
+    pub qos: QosEngine<PacketBuf>,
+    /// The shaper holds the head packet until then.
+    pub held_until: Option<Nanos>,
+    /// Queue-length samples per class, log2 buckets (`[0] = empty, [k] = 2^(k-1)..2^k - 1`).
+    pub qlen_hist: Vec<[u64; QLEN_BUCKETS]>,
+}
+
+/// Buckets of the queue-length histogram: 0, 1, 2-3, 4-7, ..., >= 2^14.
+pub const QLEN_BUCKETS: usize = 16;
+
+/// How a virtual-time run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    /// Every source finished and every queue drained.
+    Finished,
+    /// The drain time after the sources' end ran out; what was queued is counted `shutdown`.
+    DrainTimeout,
+    /// Stopped from outside (SIGINT / SIGTERM).
+    Interrupted,
+}
+
+/// Called by the loop at a low rate (every `period` of the driver's time).
+pub trait Observer {
+    fn progress(&mut self, now: Nanos, dp: &Dataplane);
+}
+
+/// An observer that does nothing.
+pub struct NoObserver;
+impl Observer for NoObserver {
+    fn progress(&mut self, _: Nanos, _: &Dataplane) {}
+}
+
+/// The forwarding engine of one thread.
+pub struct Dataplane {
+    pub(crate) slots: Vec<PortSlot>,
+    pool: BufPool,
+    forwarding: Forwarding,
+    parse: ParseConfig,
+    priority: PrioritySource,
+    rng: Xoshiro256PlusPlus,
+    budget: usize,
+    rx: Batch,
+    tx: Batch,
+    totals: FateCounters,
+    groups: Vec<GroupStats>,
+    now: Nanos,
+}
+
+impl Dataplane {
+    /// Assembles a data plane from built parts (see `crate::build` for the config path).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        slots: Vec<PortSlot>,
+        pool: BufPool,
+        forwarding: Forwarding,
+        parse: ParseConfig,
+        priority: PrioritySource,
+        rng: Xoshiro256PlusPlus,
+        work_budget: u32,
+        groups: Vec<GroupStats>,
+    ) -> Self {
+        Dataplane {
+            slots,
+            pool,
+            forwarding,
+            parse,
+            priority,
+            rng,
+            budget: work_budget.max(1) as usize,
+            rx: Batch::new(),
+            tx: Batch::new(),
+            totals: FateCounters::default(),
+            groups,
+            now: Nanos::ZERO,
+        }
+    }
+
+    /// Fate of every packet received so far.
+    pub fn totals(&self) -> &FateCounters {
+        &self.totals
+    }
+    /// Fate per generator flow group.
+    pub fn groups(&self) -> &[GroupStats] {
+        &self.groups
+    }
+    /// The ports, their engines and histograms.
+    pub fn slots(&self) -> &[PortSlot] {
+        &self.slots
+    }
+    /// Counters of every port.
+    pub fn port_counters(&self) -> Vec<(String, PortCounters)> {
+        self.slots
+            .iter()
+            .map(|s| (s.port.name().to_owned(), s.port.counters()))
+            .collect()
+    }
+    /// Packets waiting in every egress queue.
+    pub fn queued(&self) -> u64 {
+        self.slots.iter().map(|s| s.qos.len() as u64).sum()
+    }
+    /// Buffers handed out by the pool right now (queued packets plus none in flight between
+    /// polls): the memory bound the configured buffers impose.
+    pub fn buffers_in_use(&self) -> usize {
+        self.pool.in_use()
+    }
+    pub fn pool_total(&self) -> usize {
+        self.pool.total()
+    }
+    /// The time of the last poll.
+    pub fn now(&self) -> Nanos {
+        self.now
+    }
+
+    #[inline]
+    fn count_drop(&mut self, buf: PacketBuf, cause: DropCause) {
+        self.totals.drop(cause);
+        if let Some(g) = (buf.tag as usize)
+            .checked_sub(1)
+            .and_then(|i| self.groups.get_mut(i))
+        {
+            g.fate.drop(cause);
+        }
+        self.pool.free(buf);
+    }
+
+    /// One poll at `now`: receive up to the work budget per port, forward and enqueue, then
+    /// transmit what the schedulers and shapers release. Returns the packets received.
+    pub fn poll(&mut self, now: Nanos) -> Result<usize, PortError> {
+        self.now = now;
+        let mut received = 0;
+        for p in 0..self.slots.len() {
+            let mut left = self.budget;
+            while left > 0 {
+                let n = self.slots[p].port.recv(now, &mut self.pool, &mut self.rx)?;
+                if n == 0 {
+                    break;
+                }
+                received += n;
+                left = left.saturating_sub(n);
+                let mut rx = std::mem::take(&mut self.rx);
+                for buf in rx.drain() {
+                    self.process(now, buf);
+                }
+                self.rx = rx;
+            }
+        }
+        self.transmit(now)?;
+        Ok(received)
+    }
+
+    /// Forwarding, classification, metering and admission of one received packet.
+    #[inline]
+    fn process(&mut self, now: Nanos, mut buf: PacketBuf) {
+        let len = buf.len() as u32;
+        self.totals.received += 1;
+        self.totals.received_bytes += len as u64;
+        if let Some(g) = (buf.tag as usize)
+            .checked_sub(1)
+            .and_then(|i| self.groups.get_mut(i))
+        {
+            g.fate.received += 1;
+            g.fate.received_bytes += len as u64;
+        }
+        let parsed = zl_wire::parse(buf.as_slice(), &self.parse);
+        let out = match (&self.forwarding, &parsed) {
+            (Forwarding::Router(_), Err(_)) => return self.count_drop(buf, DropCause::ParseError),
+            (Forwarding::Router(table), Ok(info)) => match table.lookup(info.dst) {
+                Some(nh) => Some(nh),
+                None => return self.count_drop(buf, DropCause::NoRoute),
+            },
+            (Forwarding::Bridge(peer), _) => {
+                match peer.get(buf.in_port as usize).copied().flatten() {
+                    Some(p) => {
+                        buf.out_port = p;
+                        None
+                    }
+                    None => return self.count_drop(buf, DropCause::NoRoute),
+                }
+            }
+        };
+        let mut info = parsed.ok();
+        if let (Some(nh), Some(info)) = (out, info.as_mut()) {
+            match zl_wire::decrement_ttl(buf.as_mut_slice(), info) {
+                Ok(TtlOutcome::Forwarded { .. }) => {}
+                Ok(TtlOutcome::Expired) | Err(_) => {
+                    return self.count_drop(buf, DropCause::TtlExpired)
+                }
+            }
+            let src = self.slots[nh.port as usize].mac;
+            if zl_wire::set_macs(buf.as_mut_slice(), nh.mac, src).is_err() {
+                return self.count_drop(buf, DropCause::ParseError);
+            }
+            buf.out_port = nh.port;
+        }
+        let meta = match &info {
+            Some(i) => PacketMeta {
+                len,
+                flow: i.flow,
+                ecn: i.ecn(),
+                has_cc_ext: i.cc_ext.is_some(),
+                priority: self.priority.priority(i),
+                weight: self.priority.weight(i),
+                color: Color::Green,
+            },
+            None => PacketMeta {
+                len,
+                ..PacketMeta::default()
+            },
+        };
+        let slot = &mut self.slots[buf.out_port as usize];
+        let class = slot.qos.classify(now, info.as_ref().map(|i| i.dscp()), len);
+        if let (Some(d), Some(i)) = (class.remark, info.as_mut()) {
+            // Cannot fail: `i` was parsed from these bytes and only rewritten in place since.
+            let _ = zl_wire::set_dscp(buf.as_mut_slice(), i, d);
+        }
+        let tag = buf.tag;
+        let mut marked = false;
+        let result = slot
+            .qos
+            .enqueue_classified(now, &mut self.rng, &class, meta, buf, |b| {
+                if let Some(i) = info.as_mut() {
+                    marked = matches!(
+                        zl_wire::mark(b.as_mut_slice(), i),
+                        Ok(zl_wire::MarkOutcome::Ce
+                            | zl_wire::MarkOutcome::CcExtEcn
+                            | zl_wire::MarkOutcome::AlreadyMarked)
+                    );
+                }
+            });
+        match result {
+            Ok(_) => {
+                if marked {
+                    self.totals.marked += 1;
+                    if let Some(g) = (tag as usize)
+                        .checked_sub(1)
+                        .and_then(|i| self.groups.get_mut(i))
+                    {
+                        g.fate.marked += 1;
+                    }
+                }
+            }
+            Err(dropped) => {
+                let cause = DropCause::of_verdict(dropped.verdict).unwrap_or(DropCause::Tail);
+                self.count_drop(dropped.item, cause);
+            }
+        }
+    }
+
+    /// Lets every egress port send what its scheduler and shaper release, a burst at a time.
+    fn transmit(&mut self, now: Nanos) -> Result<(), PortError> {
+        for p in 0..self.slots.len() {
+            let slot = &mut self.slots[p];
+            slot.held_until = None;
+            for c in 0..slot.qlen_hist.len() {
+                let len = slot.qos.class_stats(c).map_or(0, |s| s.len_packets);
+                let bucket = (u32::BITS - len.leading_zeros()) as usize;
+                slot.qlen_hist[c][bucket.min(QLEN_BUCKETS - 1)] += 1;
+            }
+            loop {
+                while !self.tx.is_full() {
+                    match slot.qos.dequeue(now) {
+                        Dequeue::Packet(d) => {
+                            let b = d.item;
+                            self.totals.forwarded += 1;
+                            self.totals.forwarded_bytes += b.len() as u64;
+                            if let Some(g) = (b.tag as usize)
+                                .checked_sub(1)
+                                .and_then(|i| self.groups.get_mut(i))
+                            {
+                                g.fate.forwarded += 1;
+                                g.fate.forwarded_bytes += b.len() as u64;
+                            }
+                            // Cannot fail: the loop checks for room first.
+                            if let Err(b) = self.tx.push(b) {
+                                self.pool.free(b);
+                            }
+                        }
+                        Dequeue::Hold { until } => {
+                            slot.held_until = Some(until);
+                            break;
+                        }
+                        Dequeue::Empty => break,
+                    }
+                }
+                if self.tx.is_empty() {
+                    break;
+                }
+                let full = self.tx.is_full();
+                slot.port.send(now, &mut self.tx, &mut self.pool)?;
+                if !full {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The earliest time something can happen after a poll at `now`: a virtual port's next
+    /// packet, or a shaper releasing a held packet. `Some(now)` when a queue could send at
+    /// once; `None` when every port is exhausted and every queue is empty.
+    pub fn next_event(&self, now: Nanos) -> Option<Nanos> {
+        let mut next: Option<Nanos> = None;
+        let mut consider = |t: Nanos| next = Some(next.map_or(t, |n: Nanos| n.min(t)));
+        for s in &self.slots {
+            match s.port.readiness() {
+                Readiness::Live => consider(now),
+                Readiness::NextPacketAt(t) => consider(t.max(now)),
+                Readiness::Exhausted => {}
+            }
+            if !s.qos.is_empty() {
+                consider(s.held_until.unwrap_or(now).max(now));
+            }
+        }
+        next
+    }
+
+    /// Drives the loop in virtual time from 0: sources stop offering at `end`, queues may
+    /// drain until `end + drain`; then what is still queued is counted as `shutdown`. `stop`
+    /// is checked every poll; `observer` is called every `period` of virtual time.
+    pub fn run_virtual(
+        &mut self,
+        end: Nanos,
+        drain: Nanos,
+        stop: &AtomicBool,
+        period: Nanos,
+        observer: &mut dyn Observer,
+    ) -> Result<StopReason, PortError> {
+        let deadline = end + drain;
+        let mut now = Nanos::ZERO;
+        let mut next_report = period;
+        let reason = loop {
+            // Relaxed: the flag only asks the loop to stop; no data is published with it.
+            if stop.load(Ordering::Relaxed) {
+                break StopReason::Interrupted;
+            }
+            self.poll(now)?;
+            if now >= next_report {
+                observer.progress(now, self);
+                next_report = now + period;
+            }
+            match self.next_event(now) {
+                None => break StopReason::Finished,
+                Some(t) if t > deadline => break StopReason::DrainTimeout,
+                Some(t) => now = t,
+            }
+        };
+        self.shutdown()?;
+        observer.progress(self.now, self);
+        Ok(reason)
+    }
+
+    /// Stops: counts every packet still queued as a `shutdown` drop, recycles its buffer,
+    /// and flushes the ports.
+    pub fn shutdown(&mut self) -> Result<(), PortError> {
+        for p in 0..self.slots.len() {
+            // Dequeue in (virtual) time steps the shaper allows; the packets are counted, not
+            // sent. They also appear in their class's `dequeued` count.
+            let mut t = self.now;
+            loop {
+                match self.slots[p].qos.dequeue(t) {
+                    Dequeue::Packet(d) => self.count_drop(d.item, DropCause::Shutdown),
+                    Dequeue::Hold { until } => t = until.max(t + Nanos(1)),
+                    Dequeue::Empty => break,
+                }
+            }
+        }
+        for s in &mut self.slots {
+            s.port.flush()?;
+        }
+        Ok(())
+    }
+}
