@@ -48,11 +48,12 @@ impl Default for RunLength {
     }
 }
 
-/// The per-packet counters the workload needs (empty when it uses none).
-pub fn workload_counts(w: &Workload) -> Vec<PacketCounts> {
+/// The per-packet counters the workload needs (empty when it uses none), from running the
+/// real Zombie List on the workload's trace.
+pub fn workload_counts(w: &Workload) -> Result<Vec<PacketCounts>, ParamError> {
     match (&w.zombie, w.uses_counters) {
         (Some(z), true) => zombie_trace::trace_counts(z),
-        _ => Vec::new(),
+        _ => Ok(Vec::new()),
     }
 }
 
@@ -75,6 +76,6 @@ pub fn simulate(
     len: RunLength,
 ) -> Result<Report, ParamError> {
     let cfg = machine.validate(workload.tx.is_some())?;
-    let counts = workload_counts(workload);
+    let counts = workload_counts(workload)?;
     Ok(simulate_with_counts(&cfg, workload, &counts, len))
 }

@@ -92,7 +92,7 @@ fn point(
     }
     let w = spec.compile()?;
     let cfg = base.validate(w.tx.is_some())?;
-    let counts = workload_counts(&w);
+    let counts = workload_counts(&w)?;
     let bound = crate::Bounds::new(&cfg, &w, &counts).limit().1;
     let measure = ((300.0 / bound).ceil() as u64).clamp(len.measure, 40_000_000);
     let r = simulate_with_counts(

@@ -6,7 +6,8 @@
 //! `ix_rx`/`ix_tx` (FIFO moves over the IX bus), `wait` (wait for this thread's outstanding
 //! asynchronous references: the completion signals), `ctx_arb` (yield), and `repeat` (a body
 //! run a fixed number of times or as many times as a per-packet counter says). Per-packet
-//! counters come from running the real Zombie List on a trace (see `zombie_trace`).
+//! counters come from running the real Zombie List (`zl-zombie`) on a trace (see
+//! `zombie_trace`).
 
 use crate::params::{ParamError, Unit};
 use serde::{Deserialize, Serialize};
@@ -16,18 +17,18 @@ use std::collections::BTreeMap;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Counter {
-    /// The random Zombie List slot read (0 while the list is still filling, else 1).
+    /// Zombie slot words loaded (the drawn zombie, or every zombie in scan mode).
     SlotReads,
-    /// Zombie List slots written.
+    /// Zombie slot writes (CAS of the slot word, store of its timestamp).
     SlotWrites,
-    /// Occurrence-table entries read (closed-hashing probes).
+    /// Occurrence-table words examined (closed-hashing probes, keys).
     TableProbes,
-    /// Occurrence-table entries rewritten (1 on a hit, 2 on a miss with overwrite).
+    /// Occurrence-table writes (count reservations and releases, entry claims).
     TableWrites,
-    /// 1 on a miss with overwrite (the evicted flow's entry must be found too), else 0.
+    /// Writes of the global words T and P(t).
+    TotalWrites,
+    /// 1 on a miss with overwrite (the evicted flow's entry changes too), else 0.
     Overwrites,
-    /// Zombie List slots read by the naive O(M) scan for F and T (the occupied slots).
-    ScanReads,
     /// 1 when the packet hit its zombie, else 0.
     Hit,
 }
@@ -38,8 +39,8 @@ impl Counter {
         Counter::SlotWrites,
         Counter::TableProbes,
         Counter::TableWrites,
+        Counter::TotalWrites,
         Counter::Overwrites,
-        Counter::ScanReads,
         Counter::Hit,
     ];
     pub const COUNT: usize = 7;
@@ -52,8 +53,8 @@ impl Counter {
             Counter::SlotWrites => "slot_writes",
             Counter::TableProbes => "table_probes",
             Counter::TableWrites => "table_writes",
+            Counter::TotalWrites => "total_writes",
             Counter::Overwrites => "overwrites",
-            Counter::ScanReads => "scan_reads",
             Counter::Hit => "hit",
         }
     }
@@ -291,6 +292,9 @@ impl WorkloadSpec {
         if let Some(z) = &self.zombie {
             if z.m == 0 || z.m > 1_000_000 {
                 return Err(ParamError::new("zombie.m", "must be 1..=1000000"));
+            }
+            if z.flows > 10_000_000 {
+                return Err(ParamError::new("zombie.flows", "must be <= 10000000"));
             }
             if !matches!(z.occurrence.as_str(), "table" | "scan" | "none") {
                 return Err(ParamError::new(
