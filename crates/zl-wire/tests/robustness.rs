@@ -1,0 +1,117 @@
+//! Arbitrary and corrupted frames: `parse` never panics, a successful parse satisfies the
+//! offset contract, and every rewrite then succeeds on that frame and keeps it parseable with
+//! a valid IPv4 header checksum.
+
+use proptest::prelude::*;
+use zl_wire::vectors::*;
+use zl_wire::*;
+
+const SAMPLES: [&[u8]; 6] = [
+    &IPV4_TCP,
+    &VLAN_IPV4_OPTIONS_UDP,
+    &QINQ_IPV4_LATER_FRAGMENT,
+    &IPV6_CC_EXT_UDP,
+    &IPV6_EXT_CHAIN_TCP,
+    &IPV6_LATER_FRAGMENT,
+];
+
+/// The contract of `PacketInfo`, checked on every successful parse.
+fn check_contract(frame: &[u8], info: &PacketInfo) {
+    assert!(info.l3_offset + info.ip_header_len <= info.ip_end());
+    assert!(info.ip_end() <= frame.len());
+    assert!(info.l3_offset + info.ip_header_len <= info.l4_offset);
+    assert!(info.l4_offset <= info.ip_end());
+    if let Some(ext) = info.cc_ext {
+        assert!(ext.offset + cc_ext::HEADER_LEN <= info.l4_offset);
+    }
+    if info.ports.is_some() {
+        assert!(info.l4_offset + 8 <= info.ip_end());
+    }
+    if info.ip_version == IpVersion::V4 {
+        assert!(checksum::verifies(
+            &frame[info.l3_offset..info.l3_offset + info.ip_header_len]
+        ));
+    }
+}
+
+/// Applies every rewrite; each must succeed, and the result must parse to the kept info.
+fn check_rewrites(frame: &[u8], info: &PacketInfo, dscp: u8) {
+    let cfg = ParseConfig::default();
+    let mut frame = frame.to_vec();
+    let mut info = *info;
+    mark(&mut frame, &mut info).unwrap();
+    set_ce(&mut frame, &mut info).unwrap();
+    set_dscp(&mut frame, &mut info, dscp).unwrap();
+    decrement_ttl(&mut frame, &mut info).unwrap();
+    set_macs(&mut frame, MacAddr([1; 6]), MacAddr([2; 6])).unwrap();
+    // `set_macs` leaves the info's record of the received MACs alone.
+    info.eth.dst = MacAddr([1; 6]);
+    info.eth.src = MacAddr([2; 6]);
+    let reparsed = parse(&frame, &cfg).unwrap();
+    assert_eq!(reparsed, info);
+    check_contract(&frame, &reparsed);
+}
+
+fn corrupted() -> impl Strategy<Value = Vec<u8>> {
+    (
+        0..SAMPLES.len(),
+        prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..4),
+        any::<prop::sample::Index>(),
+        prop::collection::vec(any::<u8>(), 0..16),
+    )
+        .prop_map(|(which, writes, cut, tail)| {
+            let mut frame = SAMPLES[which].to_vec();
+            for (at, byte) in writes {
+                let i = at.index(frame.len());
+                frame[i] = byte;
+            }
+            frame.truncate(cut.index(frame.len() + 1));
+            frame.extend_from_slice(&tail);
+            frame
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2048))]
+
+    #[test]
+    fn random_bytes_never_panic(frame in prop::collection::vec(any::<u8>(), 0..256),
+                                vlan in any::<bool>(), max_ext in 0u8..10) {
+        let cfg = ParseConfig { vlan, max_ext_headers: max_ext, ..ParseConfig::default() };
+        if let Ok(info) = parse(&frame, &cfg) {
+            check_contract(&frame, &info);
+        }
+    }
+
+    #[test]
+    fn corrupted_samples_never_panic(frame in corrupted(), dscp in 0u8..64) {
+        if let Ok(info) = parse(&frame, &ParseConfig::default()) {
+            check_contract(&frame, &info);
+            check_rewrites(&frame, &info, dscp);
+        }
+    }
+
+    #[test]
+    fn rewrites_on_a_foreign_buffer_never_panic(which in 0..SAMPLES.len(),
+                                                other in prop::collection::vec(any::<u8>(), 0..128),
+                                                dscp in any::<u8>()) {
+        let mut info = parse(SAMPLES[which], &ParseConfig::default()).unwrap();
+        let mut other = other;
+        let _ = mark(&mut other, &mut info);
+        let _ = set_dscp(&mut other, &mut info, dscp);
+        let _ = decrement_ttl(&mut other, &mut info);
+        let _ = set_macs(&mut other, MacAddr::default(), MacAddr::default());
+    }
+}
+
+#[test]
+fn samples_satisfy_the_contract() {
+    for (i, frame) in SAMPLES.iter().enumerate() {
+        let info = parse(frame, &ParseConfig::default()).unwrap();
+        check_contract(frame, &info);
+        for dscp in [0, 46, 63] {
+            check_rewrites(frame, &info, dscp);
+        }
+        assert!(info.ip_end() <= frame.len(), "sample {i}");
+    }
+}
