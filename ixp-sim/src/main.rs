@@ -5,6 +5,7 @@ use ixp_sim::sweep::{self, SweepSpec};
 use ixp_sim::{
     simulate, LatencyProfile, MachineParams, ParamError, RunLength, Unit, UnitParams, WorkloadSpec,
 };
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -217,11 +218,13 @@ fn main() -> ExitCode {
             let params = machine.params()?;
             let w = machine.workload(&workload)?.compile()?;
             let r = simulate(&params, &w, machine.len())?;
-            if raw {
-                println!("{r:#?}");
+            // A closed stdout (`| head`) is not an error worth a panic.
+            let mut stdout = std::io::stdout().lock();
+            let _ = if raw {
+                writeln!(stdout, "{r:#?}")
             } else {
-                print!("{r}");
-            }
+                write!(stdout, "{r}")
+            };
             Ok(())
         })(),
         Cmd::Sweep {
