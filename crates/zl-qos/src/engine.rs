@@ -406,6 +406,12 @@ impl<T> QosEngine<T> {
         }
     }
 
+    /// [`QosEngine::offer_flow_estimate`] with the estimate read from `zombies`.
+    #[inline]
+    pub fn offer_zombie_estimate(&mut self, now: Nanos, zombies: &zl_zombie::ZombieList) {
+        self.offer_flow_estimate(now, zombies.estimated_flows());
+    }
+
     /// The active limits of class `class`.
     pub fn capacity(&self, class: usize) -> Option<Capacity> {
         self.classes.get(class).map(|c| c.queue.capacity())
