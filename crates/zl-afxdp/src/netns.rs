@@ -1,0 +1,116 @@
+//! Throw-away network namespaces for the port's tests and benchmarks (Linux, root).
+//!
+//! A [`Netns`] is created with a unique `zlr-` name and deleted on drop, also when a test
+//! panics; interfaces inside it (veth pairs) go with it. [`Netns::run_in`] runs a closure on a
+//! fresh thread that has joined the namespace, so the caller's thread never changes namespace.
+
+use std::io;
+use std::os::fd::AsRawFd;
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Whether the process runs as root (the tests that need it skip otherwise).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A network namespace deleted on drop.
+#[derive(Debug)]
+pub struct Netns {
+    name: String,
+}
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+fn run(cmd: &mut Command) -> io::Result<String> {
+    let out = cmd.output()?;
+    if !out.status.success() {
+        return Err(io::Error::other(format!(
+            "{cmd:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+impl Netns {
+    /// Creates `zlr-<tag>-<pid>-<seq>`.
+    pub fn create(tag: &str) -> io::Result<Self> {
+        let name = format!(
+            "zlr-{tag}-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        );
+        run(Command::new("ip").args(["netns", "add", &name]))?;
+        let ns = Netns { name };
+        ns.ip(&["link", "set", "lo", "up"])?;
+        Ok(ns)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// `ip -n <ns> <args>`.
+    pub fn ip(&self, args: &[&str]) -> io::Result<String> {
+        run(Command::new("ip").arg("-n").arg(&self.name).args(args))
+    }
+
+    /// `ip netns exec <ns> <argv>`.
+    pub fn exec(&self, argv: &[&str]) -> io::Result<String> {
+        run(Command::new("ip")
+            .args(["netns", "exec", &self.name])
+            .args(argv))
+    }
+
+    /// Creates a veth pair `a` <-> `b` inside the namespace, both up, IPv6 off on both (no
+    /// router solicitations on the wire).
+    pub fn add_veth_pair(&self, a: &str, b: &str) -> io::Result<()> {
+        self.ip(&["link", "add", a, "type", "veth", "peer", "name", b])?;
+        for dev in [a, b] {
+            self.exec(&[
+                "sysctl",
+                "-qw",
+                &format!("net.ipv6.conf.{dev}.disable_ipv6=1"),
+            ])?;
+            self.ip(&["link", "set", dev, "up"])?;
+        }
+        Ok(())
+    }
+
+    /// A counter of `/sys/class/net/<dev>/statistics/<name>` as seen inside the namespace.
+    pub fn link_stat(&self, dev: &str, name: &str) -> io::Result<u64> {
+        let text = self.exec(&["cat", &format!("/sys/class/net/{dev}/statistics/{name}")])?;
+        text.trim()
+            .parse()
+            .map_err(|e| io::Error::other(format!("{dev} {name}: {e}")))
+    }
+
+    /// Runs `f` on a new thread that has joined this namespace.
+    pub fn run_in<R: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> R + Send + 'static,
+    ) -> io::Result<R> {
+        let path = format!("/var/run/netns/{}", self.name);
+        let file = std::fs::File::open(&path)?;
+        let handle = std::thread::spawn(move || -> io::Result<R> {
+            // SAFETY: `file` is an open netns file; setns moves only this (new) thread into it.
+            let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+            if r != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(f())
+        });
+        match handle.join() {
+            Ok(r) => r,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = run(Command::new("ip").args(["netns", "del", &self.name]));
+    }
+}

@@ -1,0 +1,510 @@
+//! One AF_XDP socket bound to one RX/TX queue, with its own UMEM.
+//!
+//! UMEM layout: `frame_count` chunks of `frame_size` bytes (aligned mode). The first
+//! `rx_ring_size` chunks belong to receive: they circulate fill ring -> kernel -> RX ring ->
+//! (frame copied out) -> fill ring, so the fill ring, sized to hold all of them, can always
+//! take a chunk back. The remaining chunks belong to transmit: free list -> TX ring -> kernel
+//! -> completion ring -> free list.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use crate::error::{classify, AfXdpError, ModeContext, Op};
+use crate::ring::{ConsumerRing, Mapping, ProducerRing, RingLayout};
+use crate::{AfXdpConfig, BindMode};
+
+/// Counters of one socket, by cause. Kernel-side counters come from [`XskSocket::kernel_stats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct XskCounters {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    /// RX descriptors pointing outside the UMEM (never seen from a correct kernel; dropped).
+    pub rx_invalid_desc: u64,
+    /// Received chunks that could not go back to the fill ring at once (fill-ring starvation
+    /// on our side; the kernel's side is `rx_fill_ring_empty_descs`).
+    pub fill_starved: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    /// Frames refused because the TX ring or the TX chunk pool was full.
+    pub tx_ring_full: u64,
+    /// Frames refused because they do not fit a UMEM chunk.
+    pub tx_too_long: u64,
+    /// Wakeups (sendto) answered ENOBUFS.
+    pub tx_kick_enobufs: u64,
+    /// Wakeups answered EAGAIN or EBUSY (the kernel will take the rest on the next wakeup).
+    pub tx_kick_eagain: u64,
+    /// Wakeups or health checks answered ENETDOWN (link administratively down).
+    pub link_down: u64,
+}
+
+/// The kernel's counters for the socket (`struct xdp_statistics`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct XskKernelStats {
+    pub rx_dropped: u64,
+    pub rx_invalid_descs: u64,
+    pub tx_invalid_descs: u64,
+    pub rx_ring_full: u64,
+    pub rx_fill_ring_empty_descs: u64,
+    pub tx_ring_empty_descs: u64,
+}
+
+/// How many empty receive polls pass between two liveness checks of the binding.
+const HEALTH_CHECK_EVERY: u32 = 256;
+
+/// An AF_XDP socket on one queue.
+///
+/// Field order is drop order: rings are unmapped, then the socket closed, then the UMEM
+/// unmapped (the kernel keeps its own pin on the UMEM pages until the socket is released).
+#[derive(Debug)]
+pub struct XskSocket {
+    fill: ProducerRing<u64>,
+    completion: ConsumerRing<u64>,
+    rx: ConsumerRing<libc::xdp_desc>,
+    tx: ProducerRing<libc::xdp_desc>,
+    fd: OwnedFd,
+    umem: Mapping,
+    frame_size: u32,
+    /// Free TX chunk addresses (preallocated to the TX chunk count).
+    tx_free: Vec<u64>,
+    tx_chunks: usize,
+    /// TX descriptors staged but not yet published.
+    tx_staged: u32,
+    ifname: String,
+    queue_id: u32,
+    idle_polls: u32,
+    counters: XskCounters,
+}
+
+// SAFETY: the raw pointers inside the rings point into mappings owned by this value; nothing
+// else references them, so moving the socket to another thread moves sole ownership.
+unsafe impl Send for XskSocket {}
+
+fn setsockopt<T>(fd: RawFd, name: libc::c_int, value: &T) -> io::Result<()> {
+    // SAFETY: `value` is a live `T` of the size passed; the kernel copies it in.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_XDP,
+            name,
+            value as *const T as *const libc::c_void,
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+fn getsockopt<T>(fd: RawFd, name: libc::c_int, value: &mut T) -> io::Result<()> {
+    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: `value` is a writable `T` and `len` its size; the kernel writes at most `len`.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_XDP,
+            name,
+            value as *mut T as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+fn layout(o: &libc::xdp_ring_offset) -> RingLayout {
+    RingLayout {
+        producer: o.producer,
+        consumer: o.consumer,
+        desc: o.desc,
+        flags: o.flags,
+    }
+}
+
+impl XskSocket {
+    /// Creates the socket, its UMEM and rings, and binds it to `queue_id` of `ifindex`.
+    /// The caller registers [`XskSocket::fd`] in the XSKMAP for packets to arrive.
+    pub fn open(cfg: &AfXdpConfig, ifindex: u32, queue_id: u32) -> Result<Self, AfXdpError> {
+        let ifname = cfg.ifname.as_str();
+        let sys = |op: Op| move |e: io::Error| classify(op, ifname, ModeContext::None, e);
+        // SAFETY: plain socket(2) call; the result is checked before use.
+        let raw = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+        if raw < 0 {
+            return Err(sys(Op::CreateSocket)(io::Error::last_os_error()));
+        }
+        // SAFETY: `raw` is a fresh fd that nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+
+        let frame_count = cfg.rx_ring_size + cfg.tx_ring_size;
+        let umem_len = frame_count as usize * cfg.frame_size as usize;
+        let umem = Mapping::new(-1, umem_len, 0).map_err(sys(Op::MapUmem))?;
+        let reg = libc::xdp_umem_reg {
+            addr: umem.as_ptr() as u64,
+            len: umem_len as u64,
+            chunk_size: cfg.frame_size,
+            headroom: 0,
+            flags: 0,
+            tx_metadata_len: 0,
+        };
+        setsockopt(fd.as_raw_fd(), libc::XDP_UMEM_REG, &reg).map_err(sys(Op::RegisterUmem))?;
+        for (opt, size) in [
+            (libc::XDP_UMEM_FILL_RING, cfg.rx_ring_size),
+            (libc::XDP_UMEM_COMPLETION_RING, cfg.tx_ring_size),
+            (libc::XDP_RX_RING, cfg.rx_ring_size),
+            (libc::XDP_TX_RING, cfg.tx_ring_size),
+        ] {
+            setsockopt(fd.as_raw_fd(), opt, &size).map_err(sys(Op::SetupRings))?;
+        }
+        let zero = libc::xdp_ring_offset {
+            producer: 0,
+            consumer: 0,
+            desc: 0,
+            flags: 0,
+        };
+        let mut off = libc::xdp_mmap_offsets {
+            rx: zero,
+            tx: zero,
+            fr: zero,
+            cr: zero,
+        };
+        getsockopt(fd.as_raw_fd(), libc::XDP_MMAP_OFFSETS, &mut off)
+            .map_err(sys(Op::SetupRings))?;
+
+        let map = |o: &libc::xdp_ring_offset, entries: u32, entry_size: usize, pgoff: u64| {
+            Mapping::new(
+                fd.as_raw_fd(),
+                o.desc as usize + entries as usize * entry_size,
+                pgoff as libc::off_t,
+            )
+            .map_err(sys(Op::MapRings))
+        };
+        let u64_size = std::mem::size_of::<u64>();
+        let desc_size = std::mem::size_of::<libc::xdp_desc>();
+        let fill_map = map(
+            &off.fr,
+            cfg.rx_ring_size,
+            u64_size,
+            libc::XDP_UMEM_PGOFF_FILL_RING,
+        )?;
+        let comp_map = map(
+            &off.cr,
+            cfg.tx_ring_size,
+            u64_size,
+            libc::XDP_UMEM_PGOFF_COMPLETION_RING,
+        )?;
+        let rx_map = map(
+            &off.rx,
+            cfg.rx_ring_size,
+            desc_size,
+            libc::XDP_PGOFF_RX_RING as u64,
+        )?;
+        let tx_map = map(
+            &off.tx,
+            cfg.tx_ring_size,
+            desc_size,
+            libc::XDP_PGOFF_TX_RING as u64,
+        )?;
+        // SAFETY: each mapping is the kernel's ring of the size set above with the entry type
+        // the kernel uses for it (u64 addresses for fill/completion, xdp_desc for RX/TX),
+        // sized `desc + entries * entry_size`, at the offsets XDP_MMAP_OFFSETS gave.
+        let mut fill = unsafe { ProducerRing::new(fill_map, layout(&off.fr), cfg.rx_ring_size) };
+        // SAFETY: as above.
+        let completion = unsafe { ConsumerRing::new(comp_map, layout(&off.cr), cfg.tx_ring_size) };
+        // SAFETY: as above.
+        let rx = unsafe { ConsumerRing::new(rx_map, layout(&off.rx), cfg.rx_ring_size) };
+        // SAFETY: as above.
+        let tx = unsafe { ProducerRing::new(tx_map, layout(&off.tx), cfg.tx_ring_size) };
+
+        // Hand every RX chunk to the kernel before binding, so the first packet finds room.
+        let fs = u64::from(cfg.frame_size);
+        let n = fill.free(cfg.rx_ring_size);
+        for i in 0..n {
+            fill.stage(i, u64::from(i) * fs);
+        }
+        fill.submit(n);
+        let tx_free = (cfg.rx_ring_size..frame_count)
+            .map(|i| u64::from(i) * fs)
+            .collect();
+
+        let (bind_flags, mode) = match cfg.bind_mode {
+            BindMode::Copy => (libc::XDP_COPY, ModeContext::CopyBind),
+            BindMode::ZeroCopy => (libc::XDP_ZEROCOPY, ModeContext::ZeroCopyBind),
+        };
+        let addr = libc::sockaddr_xdp {
+            sxdp_family: libc::AF_XDP as u16,
+            sxdp_flags: bind_flags | libc::XDP_USE_NEED_WAKEUP,
+            sxdp_ifindex: ifindex,
+            sxdp_queue_id: queue_id,
+            sxdp_shared_umem_fd: 0,
+        };
+        // SAFETY: `addr` is a valid sockaddr_xdp of the size passed.
+        let r = unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                &addr as *const libc::sockaddr_xdp as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
+            )
+        };
+        if r < 0 {
+            return Err(classify(Op::Bind, ifname, mode, io::Error::last_os_error()));
+        }
+
+        Ok(XskSocket {
+            fill,
+            completion,
+            rx,
+            tx,
+            fd,
+            umem,
+            frame_size: cfg.frame_size,
+            tx_free,
+            tx_chunks: cfg.tx_ring_size as usize,
+            tx_staged: 0,
+            ifname: cfg.ifname.clone(),
+            queue_id,
+            idle_polls: 0,
+            counters: XskCounters::default(),
+        })
+    }
+
+    /// The socket's fd (to register in the XSKMAP, or to poll(2) on).
+    pub fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    pub fn queue_id(&self) -> u32 {
+        self.queue_id
+    }
+
+    pub fn counters(&self) -> XskCounters {
+        self.counters
+    }
+
+    /// Calls `on_frame` with each received frame (at most `max`), then gives the chunks back
+    /// to the fill ring. Returns the number of frames.
+    ///
+    /// An idle socket checks every [`HEALTH_CHECK_EVERY`] polls that it is still bound, so an
+    /// interface that disappears is reported as [`AfXdpError::InterfaceGone`], not spun on.
+    pub fn recv_with(
+        &mut self,
+        max: usize,
+        mut on_frame: impl FnMut(&[u8]),
+    ) -> Result<usize, AfXdpError> {
+        let n = self.rx.peek(max.min(u32::MAX as usize) as u32);
+        if n == 0 {
+            self.idle_polls = self.idle_polls.wrapping_add(1);
+            if self.fill.needs_wakeup() || self.idle_polls % HEALTH_CHECK_EVERY == 0 {
+                self.wakeup_rx()?;
+            }
+            return Ok(0);
+        }
+        self.idle_polls = 0;
+        let room = self.fill.free(n);
+        let mask = !u64::from(self.frame_size - 1);
+        let mut refilled = 0;
+        for i in 0..n {
+            let desc = self.rx.get(i);
+            let start = desc.addr as usize;
+            let end = start.saturating_add(desc.len as usize);
+            if end > self.umem.len() {
+                self.counters.rx_invalid_desc += 1;
+            } else {
+                // SAFETY: `start..end` lies inside the UMEM mapping (checked just above); the
+                // kernel wrote this chunk before publishing the RX descriptor (acquire in
+                // `peek`) and will not touch it until we put it back on the fill ring below.
+                let frame = unsafe {
+                    std::slice::from_raw_parts(self.umem.as_ptr().add(start), end - start)
+                };
+                self.counters.rx_packets += 1;
+                self.counters.rx_bytes += u64::from(desc.len);
+                on_frame(frame);
+            }
+            if refilled < room {
+                self.fill.stage(refilled, desc.addr & mask);
+                refilled += 1;
+            } else {
+                self.counters.fill_starved += 1;
+            }
+        }
+        self.fill.submit(refilled);
+        self.rx.release(n);
+        Ok(n as usize)
+    }
+
+    /// A zero-length non-blocking recvfrom: wakes the driver to refill (zero-copy mode) and
+    /// reports whether the socket is still bound.
+    fn wakeup_rx(&mut self) -> Result<(), AfXdpError> {
+        // SAFETY: a zero-length recvfrom with null buffers is the documented AF_XDP wakeup.
+        let r = unsafe {
+            libc::recvfrom(
+                self.fd.as_raw_fd(),
+                std::ptr::null_mut(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        };
+        if r >= 0 {
+            return Ok(());
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::ENETDOWN) => {
+                self.counters.link_down += 1;
+                Ok(())
+            }
+            Some(libc::EAGAIN | libc::EINTR | libc::EBUSY) => Ok(()),
+            _ => Err(classify(Op::Receive, &self.ifname, ModeContext::None, err)),
+        }
+    }
+
+    /// Takes completed TX chunks back into the free list.
+    fn reclaim(&mut self) {
+        let n = self.completion.peek(u32::MAX);
+        for i in 0..n {
+            self.tx_free.push(self.completion.get(i));
+        }
+        self.completion.release(n);
+    }
+
+    /// Copies `frame` into a TX chunk and stages it; returns false (and counts why) when it
+    /// cannot. Staged frames leave on the next [`XskSocket::flush_tx`].
+    pub fn stage_tx(&mut self, frame: &[u8]) -> bool {
+        if frame.len() > self.frame_size as usize {
+            self.counters.tx_too_long += 1;
+            return false;
+        }
+        if self.tx_free.is_empty() {
+            self.reclaim();
+        }
+        if self.tx.free(self.tx_staged + 1) <= self.tx_staged {
+            self.counters.tx_ring_full += 1;
+            return false;
+        }
+        let Some(addr) = self.tx_free.pop() else {
+            self.counters.tx_ring_full += 1;
+            return false;
+        };
+        // SAFETY: `addr` is a TX chunk from our free list (the kernel completed it or never
+        // had it), so nothing else reads or writes it; `addr + len <= umem.len()` since chunks
+        // are `frame_size` bytes inside the UMEM and `len <= frame_size`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                frame.as_ptr(),
+                self.umem.as_ptr().add(addr as usize),
+                frame.len(),
+            );
+        }
+        self.tx.stage(
+            self.tx_staged,
+            libc::xdp_desc {
+                addr,
+                len: frame.len() as u32,
+                options: 0,
+            },
+        );
+        self.tx_staged += 1;
+        self.counters.tx_packets += 1;
+        self.counters.tx_bytes += frame.len() as u64;
+        true
+    }
+
+    /// Publishes the staged TX descriptors and wakes the kernel to send them.
+    pub fn flush_tx(&mut self) -> Result<(), AfXdpError> {
+        self.tx.submit(self.tx_staged);
+        self.tx_staged = 0;
+        // In copy mode the kernel sends only on a wakeup, at most 32 frames per call (it
+        // answers EAGAIN when more remain), so a full burst may need a few.
+        for _ in 0..8 {
+            if self.tx.outstanding() == 0 || !self.tx.needs_wakeup() {
+                break;
+            }
+            if !self.kick_tx()? {
+                break;
+            }
+        }
+        self.reclaim();
+        Ok(())
+    }
+
+    /// One sendto wakeup. Returns whether another one may make progress.
+    fn kick_tx(&mut self) -> Result<bool, AfXdpError> {
+        // SAFETY: a zero-length sendto with null buffers is the documented AF_XDP TX wakeup.
+        let r = unsafe {
+            libc::sendto(
+                self.fd.as_raw_fd(),
+                std::ptr::null(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null(),
+                0,
+            )
+        };
+        if r >= 0 {
+            return Ok(false);
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EAGAIN | libc::EBUSY) => {
+                self.counters.tx_kick_eagain += 1;
+                Ok(true)
+            }
+            Some(libc::ENOBUFS) => {
+                self.counters.tx_kick_enobufs += 1;
+                Ok(false)
+            }
+            Some(libc::ENETDOWN) => {
+                self.counters.link_down += 1;
+                Ok(false)
+            }
+            Some(libc::EINTR) => Ok(true),
+            _ => Err(classify(Op::Transmit, &self.ifname, ModeContext::None, err)),
+        }
+    }
+
+    /// Stages and flushes a burst; returns how many frames were accepted.
+    pub fn send_burst<'a>(
+        &mut self,
+        frames: impl IntoIterator<Item = &'a [u8]>,
+    ) -> Result<usize, AfXdpError> {
+        let mut sent = 0;
+        for f in frames {
+            sent += usize::from(self.stage_tx(f));
+        }
+        self.flush_tx()?;
+        Ok(sent)
+    }
+
+    /// TX frames handed to the kernel and not yet completed.
+    pub fn tx_in_flight(&mut self) -> usize {
+        self.reclaim();
+        self.tx_chunks - self.tx_free.len() - self.tx_staged as usize
+    }
+
+    /// The kernel's counters for this socket.
+    pub fn kernel_stats(&self) -> Result<XskKernelStats, AfXdpError> {
+        let mut s = libc::xdp_statistics {
+            rx_dropped: 0,
+            rx_invalid_descs: 0,
+            tx_invalid_descs: 0,
+            rx_ring_full: 0,
+            rx_fill_ring_empty_descs: 0,
+            tx_ring_empty_descs: 0,
+        };
+        getsockopt(self.fd.as_raw_fd(), libc::XDP_STATISTICS, &mut s)
+            .map_err(|e| classify(Op::ReadStatistics, &self.ifname, ModeContext::None, e))?;
+        Ok(XskKernelStats {
+            rx_dropped: s.rx_dropped,
+            rx_invalid_descs: s.rx_invalid_descs,
+            tx_invalid_descs: s.tx_invalid_descs,
+            rx_ring_full: s.rx_ring_full,
+            rx_fill_ring_empty_descs: s.rx_fill_ring_empty_descs,
+            tx_ring_empty_descs: s.tx_ring_empty_descs,
+        })
+    }
+}

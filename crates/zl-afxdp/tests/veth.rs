@@ -1,0 +1,433 @@
+//! The AF_XDP port on a real veth pair inside a throw-away namespace (needs root; each test
+//! says so on stderr and passes trivially without it).
+//!
+//! Frames are injected on the peer with a raw AF_PACKET socket and read back from it, with
+//! the local experimental EtherType 0x88B5 so nothing else on the link is counted.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+use zl_afxdp::netns::{is_root, Netns};
+use zl_afxdp::{AfXdpConfig, AfXdpError, AfXdpPort, BindMode, XdpMode};
+use zl_core::Nanos;
+use zl_port::{Batch, BufPool, Port, PortError};
+
+const ETHERTYPE: u16 = 0x88b5;
+/// A guard against hanging forever if frames never arrive; never a pass criterion.
+const GIVE_UP_AFTER: Duration = Duration::from_secs(5);
+
+/// A namespace with the veth pair zx0 <-> zx1, or `None` (with a SKIPPED line on stderr) when
+/// this machine cannot make one: not root, or no `ip` / netns support.
+fn veth_ns(test: &str, tag: &str) -> Option<Netns> {
+    if !is_root() {
+        eprintln!("SKIPPED {test}: needs root (network namespaces, veth, XDP)");
+        return None;
+    }
+    match Netns::create(tag).and_then(|ns| ns.add_veth_pair("zx0", "zx1").map(|()| ns)) {
+        Ok(ns) => Some(ns),
+        Err(e) => {
+            eprintln!("SKIPPED {test}: cannot create a namespace with a veth pair: {e}");
+            None
+        }
+    }
+}
+
+fn frame(seq: u32, len: usize) -> Vec<u8> {
+    let mut f = vec![0u8; len];
+    f[0..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x01]);
+    f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x02]);
+    f[12..14].copy_from_slice(&ETHERTYPE.to_be_bytes());
+    f[14..18].copy_from_slice(&seq.to_be_bytes());
+    for (i, b) in f[18..].iter_mut().enumerate() {
+        *b = (i as u8) ^ (seq as u8);
+    }
+    f
+}
+
+fn seq_of(f: &[u8]) -> Option<u32> {
+    (f.len() >= 18 && f[12..14] == ETHERTYPE.to_be_bytes())
+        .then(|| u32::from_be_bytes([f[14], f[15], f[16], f[17]]))
+}
+
+/// A raw AF_PACKET socket on `ifname` for EtherType 0x88B5.
+struct RawSocket {
+    fd: OwnedFd,
+    ifindex: i32,
+}
+
+impl RawSocket {
+    fn open(ifname: &str) -> io::Result<Self> {
+        let ifindex = zl_afxdp_ifindex(ifname)? as i32;
+        let proto = ETHERTYPE.to_be() as i32;
+        // SAFETY: plain socket(2); checked below.
+        let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, proto) };
+        if raw < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: fresh fd owned by nobody else.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let addr = sockaddr_ll(ifindex);
+        // SAFETY: `addr` is a valid sockaddr_ll of the size passed.
+        let r = unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                &addr as *const libc::sockaddr_ll as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_ll>() as u32,
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(RawSocket { fd, ifindex })
+    }
+
+    fn send(&self, frame: &[u8]) -> io::Result<()> {
+        let addr = sockaddr_ll(self.ifindex);
+        // SAFETY: `frame` and `addr` are valid for the sizes passed.
+        let r = unsafe {
+            libc::sendto(
+                self.fd.as_raw_fd(),
+                frame.as_ptr().cast(),
+                frame.len(),
+                0,
+                &addr as *const libc::sockaddr_ll as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_ll>() as u32,
+            )
+        };
+        if r < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    }
+
+    fn try_recv(&self, buf: &mut [u8]) -> Option<usize> {
+        // SAFETY: `buf` is writable for its length.
+        let r = unsafe {
+            libc::recv(
+                self.fd.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
+        (r > 0).then_some(r as usize)
+    }
+}
+
+fn sockaddr_ll(ifindex: i32) -> libc::sockaddr_ll {
+    libc::sockaddr_ll {
+        sll_family: libc::AF_PACKET as u16,
+        sll_protocol: ETHERTYPE.to_be(),
+        sll_ifindex: ifindex,
+        sll_hatype: 0,
+        sll_pkttype: 0,
+        sll_halen: 6,
+        sll_addr: [0x02, 0, 0, 0, 0, 0x01, 0, 0],
+    }
+}
+
+fn zl_afxdp_ifindex(ifname: &str) -> io::Result<u32> {
+    let c = std::ffi::CString::new(ifname).map_err(io::Error::other)?;
+    // SAFETY: valid C string.
+    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if i == 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(i)
+    }
+}
+
+/// Injects `n` frames on zx1 and reads them from the port on zx0; returns the sequence
+/// numbers received in order.
+fn inject_and_receive(port: &mut AfXdpPort, n: u32, len: usize) -> Vec<u32> {
+    let peer = RawSocket::open("zx1").expect("AF_PACKET on zx1");
+    let mut got = Vec::new();
+    let start = Instant::now();
+    for seq in 0..n {
+        peer.send(&frame(seq, len)).expect("inject");
+        port.recv_with(64, |f| {
+            if let Some(s) = seq_of(f) {
+                assert_eq!(f, &frame(s, len)[..], "payload of frame {s}");
+                got.push(s);
+            }
+        })
+        .expect("recv");
+    }
+    while got.len() < n as usize && start.elapsed() < GIVE_UP_AFTER {
+        port.recv_with(64, |f| got.extend(seq_of(f))).expect("recv");
+    }
+    got
+}
+
+fn receive_case(test: &str, tag: &str, mode: XdpMode) {
+    let Some(ns) = veth_ns(test, tag) else {
+        return;
+    };
+    let link_while_open = ns
+        .run_in(move || {
+            let mut cfg = AfXdpConfig::new("zx0");
+            cfg.xdp_mode = mode;
+            cfg.rx_ring_size = 256;
+            cfg.tx_ring_size = 256;
+            let mut port = AfXdpPort::open("p0", 0, &cfg).expect("open AF_XDP port");
+            let got = inject_and_receive(&mut port, 1000, 128);
+            assert_eq!(got, (0..1000).collect::<Vec<_>>(), "every frame, in order");
+            let k = port.kernel_stats().unwrap();
+            assert_eq!(k.rx_dropped + k.rx_ring_full, 0, "{k:?}");
+            assert_eq!(port.sockets()[0].counters().rx_packets, 1000);
+            let out = std::process::Command::new("ip")
+                .args(["link", "show", "zx0"])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        })
+        .unwrap();
+    let expect = match mode {
+        XdpMode::Generic => "xdpgeneric",
+        XdpMode::Native => "xdp",
+    };
+    assert!(link_while_open.contains(expect), "{link_while_open}");
+    // Dropping the port closed the BPF link: the program is gone from the interface. A child
+    // process forked at that moment by a test running in parallel holds a copy of the link fd
+    // until its exec closes it, so allow for that window (bounded; not a timing assertion).
+    let start = Instant::now();
+    let mut after = ns.ip(&["link", "show", "zx0"]).unwrap();
+    while after.contains("prog/xdp") && start.elapsed() < GIVE_UP_AFTER {
+        std::thread::yield_now();
+        after = ns.ip(&["link", "show", "zx0"]).unwrap();
+    }
+    assert!(
+        !after.contains("prog/xdp"),
+        "program still attached: {after}"
+    );
+}
+
+#[test]
+fn receives_injected_frames_in_generic_mode() {
+    receive_case(
+        "receives_injected_frames_in_generic_mode",
+        "xrxg",
+        XdpMode::Generic,
+    );
+}
+
+#[test]
+fn receives_injected_frames_in_native_mode() {
+    receive_case(
+        "receives_injected_frames_in_native_mode",
+        "xrxn",
+        XdpMode::Native,
+    );
+}
+
+#[test]
+fn transmits_frames_the_peer_receives() {
+    let Some(ns) = veth_ns("transmits_frames_the_peer_receives", "xtx") else {
+        return;
+    };
+    ns.run_in(|| {
+        let mut cfg = AfXdpConfig::new("zx0");
+        cfg.attach_program = false;
+        cfg.rx_ring_size = 64;
+        cfg.tx_ring_size = 64;
+        let mut port = AfXdpPort::open("p0", 0, &cfg).expect("open");
+        let peer = RawSocket::open("zx1").unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 2048];
+        // 500 frames through a 64-entry TX ring: completions must recycle chunks.
+        for burst in 0..50u32 {
+            let frames: Vec<Vec<u8>> = (0..10).map(|i| frame(burst * 10 + i, 200)).collect();
+            let sent = port
+                .send_burst(frames.iter().map(|f| f.as_slice()))
+                .unwrap();
+            assert_eq!(sent, 10);
+            while let Some(n) = peer.try_recv(&mut buf) {
+                let s = seq_of(&buf[..n]).unwrap();
+                assert_eq!(&buf[..n], &frame(s, 200)[..]);
+                got.push(s);
+            }
+        }
+        let start = Instant::now();
+        while got.len() < 500 && start.elapsed() < GIVE_UP_AFTER {
+            port.send_burst(std::iter::empty()).unwrap();
+            while let Some(n) = peer.try_recv(&mut buf) {
+                got.extend(seq_of(&buf[..n]));
+            }
+        }
+        assert_eq!(got, (0..500).collect::<Vec<_>>());
+        let c = port.sockets()[0].counters();
+        assert_eq!((c.tx_packets, c.tx_ring_full), (500, 0), "{c:?}");
+    })
+    .unwrap();
+}
+
+#[test]
+fn port_trait_round_trip_through_pool_buffers() {
+    let Some(ns) = veth_ns("port_trait_round_trip_through_pool_buffers", "xport") else {
+        return;
+    };
+    ns.run_in(|| {
+        let cfg = AfXdpConfig {
+            rx_ring_size: 128,
+            tx_ring_size: 128,
+            ..AfXdpConfig::new("zx0")
+        };
+        let mut port = AfXdpPort::open("p0", 3, &cfg).unwrap();
+        let peer = RawSocket::open("zx1").unwrap();
+        let mut pool = BufPool::new(64, 2048);
+        let mut batch = Batch::new();
+        for seq in 0..20 {
+            peer.send(&frame(seq, 60 + seq as usize)).unwrap();
+        }
+        let start = Instant::now();
+        let mut received = Vec::new();
+        while received.len() < 20 && start.elapsed() < GIVE_UP_AFTER {
+            port.recv(Nanos(77), &mut pool, &mut batch).unwrap();
+            for b in batch.iter() {
+                assert_eq!((b.in_port, b.rx_time), (3, Nanos(77)));
+                received.extend(seq_of(b.as_slice()));
+            }
+            // Send everything straight back out of the same port.
+            port.send(Nanos(78), &mut batch, &mut pool).unwrap();
+        }
+        assert_eq!(received, (0..20).collect::<Vec<_>>());
+        assert!(batch.is_empty());
+        assert_eq!(pool.available(), 64, "every buffer back in the pool");
+        let mut buf = [0u8; 2048];
+        let mut echoed = Vec::new();
+        while echoed.len() < 20 && start.elapsed() < GIVE_UP_AFTER {
+            port.send(Nanos(79), &mut batch, &mut pool).unwrap();
+            if let Some(n) = peer.try_recv(&mut buf) {
+                echoed.extend(seq_of(&buf[..n]));
+            }
+        }
+        assert_eq!(echoed, (0..20).collect::<Vec<_>>());
+        let c = port.counters();
+        assert_eq!((c.rx_packets, c.tx_packets, c.rx_dropped()), (20, 20, 0));
+    })
+    .unwrap();
+}
+
+#[test]
+fn zero_copy_on_veth_is_reported_as_unsupported_mode() {
+    let Some(ns) = veth_ns("zero_copy_on_veth_is_reported_as_unsupported_mode", "xzc") else {
+        return;
+    };
+    let err = ns
+        .run_in(|| {
+            let cfg = AfXdpConfig {
+                bind_mode: BindMode::ZeroCopy,
+                rx_ring_size: 64,
+                tx_ring_size: 64,
+                ..AfXdpConfig::new("zx0")
+            };
+            AfXdpPort::open("p0", 0, &cfg).unwrap_err()
+        })
+        .unwrap();
+    assert!(matches!(err, AfXdpError::ModeUnsupported { .. }), "{err:?}");
+    assert!(err.to_string().contains("bind_mode = \"copy\""), "{err}");
+}
+
+#[test]
+fn missing_interface_is_named() {
+    let err = AfXdpPort::open("p0", 0, &AfXdpConfig::new("zlr-nope0")).unwrap_err();
+    assert!(
+        matches!(err, AfXdpError::InterfaceNotFound { .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("zlr-nope0"));
+}
+
+#[test]
+fn without_capabilities_the_error_says_which_are_needed() {
+    let Some(ns) = veth_ns(
+        "without_capabilities_the_error_says_which_are_needed",
+        "xcap",
+    ) else {
+        return;
+    };
+    let err = ns
+        .run_in(|| {
+            drop_effective_capabilities_of_this_thread();
+            AfXdpPort::open("p0", 0, &AfXdpConfig::new("zx0")).unwrap_err()
+        })
+        .unwrap();
+    assert!(
+        matches!(err, AfXdpError::PermissionDenied { .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("CAP_BPF"), "{err}");
+}
+
+/// capset(2) on the calling thread only: effective set emptied, permitted kept.
+fn drop_effective_capabilities_of_this_thread() {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    let mut header = Header {
+        version: 0x2008_0522,
+        pid: 0,
+    };
+    let mut data = [Data {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    // SAFETY: header and a two-element data array, as capget(2) v3 expects.
+    let r = unsafe { libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) };
+    assert_eq!(r, 0, "capget");
+    for d in &mut data {
+        d.effective = 0;
+    }
+    // SAFETY: as above; pid 0 names the calling thread.
+    let r = unsafe { libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) };
+    assert_eq!(r, 0, "capset");
+}
+
+#[test]
+fn interface_that_disappears_is_reported_not_spun_on() {
+    let Some(ns) = veth_ns("interface_that_disappears_is_reported_not_spun_on", "xgone") else {
+        return;
+    };
+    let ns_name = ns.name().to_owned();
+    let result = ns
+        .run_in(move || {
+            let cfg = AfXdpConfig {
+                rx_ring_size: 64,
+                tx_ring_size: 64,
+                ..AfXdpConfig::new("zx0")
+            };
+            let mut port = AfXdpPort::open("p0", 0, &cfg).unwrap();
+            let mut pool = BufPool::new(8, 2048);
+            let mut batch = Batch::new();
+            assert_eq!(port.recv(Nanos(0), &mut pool, &mut batch).unwrap(), 0);
+            let status = std::process::Command::new("ip")
+                .args(["-n", &ns_name, "link", "del", "zx0"])
+                .status()
+                .unwrap();
+            assert!(status.success());
+            // Bounded: the idle health check runs every 256 polls.
+            for polls in 0..10_000u32 {
+                match port.recv(Nanos(1), &mut pool, &mut batch) {
+                    Ok(_) => continue,
+                    Err(e) => return Ok((polls, e)),
+                }
+            }
+            Err("still polling after 10,000 idle polls")
+        })
+        .unwrap();
+    let (polls, err) = result.unwrap();
+    assert!(polls <= 256, "reported after {polls} polls");
+    assert!(matches!(err, PortError::InterfaceGone { .. }), "{err:?}");
+}
