@@ -71,6 +71,9 @@ pub struct BottleneckConfig {
     /// RTT the sizing rules use, ms; default: the mean propagation RTT of the flows.
     #[serde(default)]
     pub buffer_rtt_ms: Option<f64>,
+    /// N for `buffer = "sqrt-n"`; default: the long-lived TCP flows (all flows if none).
+    #[serde(default)]
+    pub buffer_n: Option<u32>,
     /// Lowest capacity a rule may give, packets.
     #[serde(default = "default_floor")]
     pub buffer_floor_packets: u32,
@@ -221,9 +224,6 @@ impl RunConfig {
         let mut pkt_size = None;
         for (gi, g) in self.groups.iter().enumerate() {
             let key = |k: &str| format!("groups[{gi}].{k}");
-            if g.count == 0 {
-                return Err(invalid(key("count"), "must be >= 1"));
-            }
             let d0 = non_negative(&key("access_delay_ms"), g.access_delay_ms)?;
             let d1 = match g.access_delay_max_ms {
                 Some(v) => non_negative(&key("access_delay_max_ms"), v)?,
@@ -252,6 +252,20 @@ impl RunConfig {
                         invalid(key("tfrc"), "kind = \"tfrc\" needs a [tfrc] table")
                     })?),
                 };
+            let probe_flow = FlowSpec {
+                source,
+                access_delay: Nanos::ZERO,
+                access_rate_bps: access_rate,
+                egress_delay: Nanos::ZERO,
+                start: Nanos::ZERO,
+                class: g.class,
+                group: gi as u16,
+            };
+            crate::sim::check_flow(0, &probe_flow).map_err(
+                |SimError::Invalid { key: k, reason }| {
+                    invalid(k.replace("flows[0]", &format!("groups[{gi}]")), reason)
+                },
+            )?;
             for i in 0..g.count {
                 let frac = if g.count > 1 {
                     i as f64 / (g.count - 1) as f64
@@ -272,7 +286,19 @@ impl RunConfig {
                 });
             }
         }
+        if flows.is_empty() {
+            return Err(invalid(
+                "groups",
+                "the groups hold no flow (every count is 0)",
+            ));
+        }
         let n_flows = flows.len() as f64;
+        let n_sqrt = match b.buffer_n {
+            Some(0) => return Err(invalid("bottleneck.buffer_n", "must be >= 1")),
+            Some(n) => n,
+            None if long_lived > 0 => long_lived,
+            None => flows.len() as u32,
+        };
         let rtt_ms = match b.buffer_rtt_ms {
             Some(v) => positive("bottleneck.buffer_rtt_ms", v)?,
             None => rtt_sum / n_flows,
@@ -289,7 +315,7 @@ impl RunConfig {
             })?,
             BufferRule::Bdp => (bdp.round() as u32).max(floor),
             BufferRule::SqrtN | BufferRule::LiveSqrtN => {
-                ((bdp / (long_lived.max(1) as f64).sqrt()).round() as u32).max(floor)
+                ((bdp / (n_sqrt as f64).sqrt()).round() as u32).max(floor)
             }
         };
         let capacity = match (b.buffer, b.buffer_packets) {

@@ -38,7 +38,7 @@ pub fn csv(rows: &[Row]) -> String {
 
 /// The probe/queue traces as CSV: point label, t, queue, probe, cwnd of flow 0.
 pub fn trace_csv(results: &[PointResult]) -> String {
-    let mut s = String::from("point,t_s,queue_pkts,probe,cwnd0\n");
+    let mut s = String::from("point,t_s,queue_pkts,capacity_pkts,probe,cwnd0\n");
     for r in results {
         let name = point_name(r);
         for x in &r.report.samples {

@@ -441,6 +441,17 @@ pub fn rows(results: &[PointResult]) -> Vec<Row> {
         };
         let probe_last = trace.last().copied().unwrap_or(f64::NAN);
         let q_star = model_q_star(&r.point.run);
+        let caps: Vec<f64> = rep
+            .samples
+            .iter()
+            .filter(|s| s.t >= warm)
+            .map(|s| s.capacity_packets as f64)
+            .collect();
+        let capacity = if caps.is_empty() {
+            r.capacity_packets as f64
+        } else {
+            caps.iter().sum::<f64>() / caps.len() as f64
+        };
         for (gi, g) in r.point.run.groups.iter().enumerate() {
             let fl: Vec<_> = rep
                 .flows
@@ -486,7 +497,7 @@ pub fn rows(results: &[PointResult]) -> Vec<Row> {
                     ("loss_all", rep.loss_rate()),
                     ("jain_all", jain_all),
                     ("queue_mean_pkts", rep.mean_queue_packets),
-                    ("capacity_pkts", r.capacity_packets as f64),
+                    ("capacity_pkts", capacity),
                     ("probe_mean", probe_mean),
                     ("probe_last", probe_last),
                     ("model_q_star", q_star),

@@ -78,6 +78,8 @@ pub trait Probe: Send {
 pub struct Sample {
     pub t: f64,
     pub queue_packets: u32,
+    /// Bottleneck capacity (packets) at this time; changes under a live sizing rule.
+    pub capacity_packets: u32,
     pub probe: f64,
     /// Congestion window of flow 0 (TCP), packets.
     pub cwnd0: f64,
@@ -421,6 +423,7 @@ impl Simulator {
                 self.samples.push(Sample {
                     t: now.as_secs_f64(),
                     queue_packets: self.bottleneck.len_packets(),
+                    capacity_packets: self.bottleneck.capacity_packets(),
                     probe: self.probe.as_ref().map_or(f64::NAN, |p| p.value()),
                     cwnd0,
                 });
@@ -590,7 +593,9 @@ impl Simulator {
     }
 }
 
-fn build_flow(i: usize, f: &FlowSpec, link_delay: Nanos) -> Result<Flow, SimError> {
+/// Checks one flow's values; the error names the key (`flows[i].x`, or `groups[g].x` once
+/// the caller renames it).
+pub fn check_flow(i: usize, f: &FlowSpec) -> Result<(), SimError> {
     let key = |k: &str| format!("flows[{i}].{k}");
     if f.access_rate_bps.is_nan() || f.access_rate_bps < 0.0 {
         return Err(invalid(
@@ -598,12 +603,7 @@ fn build_flow(i: usize, f: &FlowSpec, link_delay: Nanos) -> Result<Flow, SimErro
             "must be >= 0 (0 = unlimited)",
         ));
     }
-    let mut template = Packet {
-        class: f.class,
-        ..Packet::default()
-    };
-    let mut delack = Nanos::ZERO;
-    let source = match f.source {
+    match f.source {
         SourceSpec::Tcp { params, web } => {
             if params.packet_size < 40 {
                 return Err(invalid(key("packet_size"), "must be >= 40 bytes"));
@@ -617,23 +617,25 @@ fn build_flow(i: usize, f: &FlowSpec, link_delay: Nanos) -> Result<Flow, SimErro
             if params.initial_window == 0 {
                 return Err(invalid(key("initial_window"), "must be >= 1"));
             }
-            if params.min_rto_ms.is_nan()
-                || params.min_rto_ms <= 0.0
-                || params.initial_rto_ms.is_nan()
-                || params.initial_rto_ms <= 0.0
+            let bad_ms = |v: f64| v.is_nan() || v <= 0.0;
+            if bad_ms(params.min_rto_ms)
+                || bad_ms(params.initial_rto_ms)
+                || bad_ms(params.max_rto_ms)
             {
                 return Err(invalid(key("min_rto_ms"), "RTO bounds must be > 0"));
+            }
+            if params.delack_ms.is_nan() || params.delack_ms < 0.0 {
+                return Err(invalid(key("delack_ms"), "must be >= 0"));
             }
             if !(8..=15).contains(&params.priority) {
                 return Err(invalid(key("priority"), "must be in 8..=15 (spec/02)"));
             }
             if let Some(w) = web {
-                if w.shape.is_nan()
-                    || w.shape <= 1.0
-                    || w.mean_size_packets.is_nan()
-                    || w.mean_size_packets < 1.0
-                    || w.mean_off_ms.is_nan()
-                    || w.mean_off_ms < 0.0
+                let ok = w.shape > 1.0 && w.mean_size_packets >= 1.0 && w.mean_off_ms >= 0.0;
+                if !ok
+                    || !(w.shape.is_finite()
+                        && w.mean_size_packets.is_finite()
+                        && w.mean_off_ms.is_finite())
                 {
                     return Err(invalid(
                         key("web"),
@@ -641,6 +643,36 @@ fn build_flow(i: usize, f: &FlowSpec, link_delay: Nanos) -> Result<Flow, SimErro
                     ));
                 }
             }
+        }
+        SourceSpec::Cbr(p) => {
+            if p.rate_bps.is_nan() || p.rate_bps <= 0.0 || p.packet_size == 0 {
+                return Err(invalid(
+                    key("cbr"),
+                    "CBR needs rate_bps > 0 and packet_size > 0",
+                ));
+            }
+        }
+        SourceSpec::Tfrc(p) => {
+            if p.max_rate_bps.is_nan() || p.max_rate_bps <= 0.0 || p.packet_size == 0 {
+                return Err(invalid(
+                    key("tfrc"),
+                    "TFRC needs max_rate_bps > 0 and packet_size > 0",
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn build_flow(i: usize, f: &FlowSpec, link_delay: Nanos) -> Result<Flow, SimError> {
+    check_flow(i, f)?;
+    let mut template = Packet {
+        class: f.class,
+        ..Packet::default()
+    };
+    let mut delack = Nanos::ZERO;
+    let source = match f.source {
+        SourceSpec::Tcp { params, web } => {
             template.ecn = match params.ecn {
                 EcnMode::Off => zl_core::Ecn::NotEct,
                 EcnMode::Rfc3168 | EcnMode::PriorityExt => zl_core::Ecn::Ect0,
@@ -654,24 +686,8 @@ fn build_flow(i: usize, f: &FlowSpec, link_delay: Nanos) -> Result<Flow, SimErro
                 TcpReceiver::new(params.window_cap, params.delayed_ack),
             )
         }
-        SourceSpec::Cbr(p) => {
-            if p.rate_bps.is_nan() || p.rate_bps <= 0.0 || p.packet_size == 0 {
-                return Err(invalid(
-                    key("rate_mbps"),
-                    "CBR needs rate > 0 and packet_size > 0",
-                ));
-            }
-            Source::Cbr(CbrSender::new(p))
-        }
-        SourceSpec::Tfrc(p) => {
-            if p.max_rate_bps.is_nan() || p.max_rate_bps <= 0.0 || p.packet_size == 0 {
-                return Err(invalid(
-                    key("max_rate_mbps"),
-                    "TFRC needs max rate > 0, packet_size > 0",
-                ));
-            }
-            Source::Tfrc(TfrcSender::new(p))
-        }
+        SourceSpec::Cbr(p) => Source::Cbr(CbrSender::new(p)),
+        SourceSpec::Tfrc(p) => Source::Tfrc(TfrcSender::new(p)),
     };
     let access_ns_per_byte = if f.access_rate_bps > 0.0 {
         8e9 / f.access_rate_bps

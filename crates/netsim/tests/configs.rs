@@ -1,0 +1,137 @@
+//! Every scenario in `configs/netsim/` parses, expands (full and quick) and runs; invalid
+//! scenarios are rejected with a message naming the key.
+
+use std::path::PathBuf;
+
+use netsim::scenario::{rows, run_point, set_path, Scenario};
+
+fn config_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../configs/netsim")
+}
+
+fn scenarios() -> Vec<(String, Scenario)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(config_dir()).expect("configs/netsim exists") {
+        let p = e.expect("dir entry").path();
+        if p.extension().is_some_and(|x| x == "toml") {
+            let text = std::fs::read_to_string(&p).expect("readable");
+            let sc = Scenario::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            out.push((p.display().to_string(), sc));
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+#[test]
+fn every_scenario_expands_and_its_first_and_last_points_run() {
+    let all = scenarios();
+    assert!(
+        all.len() >= 10,
+        "expected the scenario set, found {}",
+        all.len()
+    );
+    for (path, sc) in &all {
+        let full = sc.expand(false).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let quick = sc
+            .expand(true)
+            .unwrap_or_else(|e| panic!("{path} (quick): {e}"));
+        assert_eq!(full.len(), quick.len(), "{path}");
+        assert!(!sc.plots.is_empty(), "{path}: no plot");
+        for p in [full.first(), full.last()].into_iter().flatten() {
+            // A 3-second cut of the point, enough to exercise every component it uses.
+            let mut p = p.clone();
+            p.run.duration_s = 3.0;
+            p.run.warmup_s = 1.0;
+            let r = run_point(&p, &|_| {}).unwrap_or_else(|e| panic!("{path}: {e}"));
+            let rs = rows(std::slice::from_ref(&r));
+            assert!(!rs.is_empty(), "{path}: no rows");
+            assert!(r.report.events > 0, "{path}");
+            assert!((0.0..=1.0 + 1e-9).contains(&r.report.utilisation), "{path}");
+        }
+    }
+}
+
+fn base() -> toml::Value {
+    toml::from_str(
+        r#"
+        name = "t"
+        title = "t"
+        [run]
+        duration_s = 2.0
+        [run.bottleneck]
+        rate_mbps = 10.0
+        delay_ms = 5.0
+        buffer_packets = 50
+        aqm = { kind = "red", min_th = 5.0, max_th = 15.0, max_p = 0.1, w_q = 0.002 }
+        [[run.groups]]
+        name = "a"
+        count = 2
+        access_delay_ms = 5.0
+        "#,
+    )
+    .expect("valid toml")
+}
+
+fn error_with(key: &str, value: toml::Value) -> String {
+    let mut v = base();
+    set_path(&mut v, key, &value).expect("settable");
+    let text = toml::to_string(&v).expect("serialisable");
+    match Scenario::parse(&text).and_then(|s| s.expand(false)) {
+        Ok(_) => panic!("{key} = {value} was accepted"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn the_base_scenario_is_valid() {
+    let text = toml::to_string(&base()).expect("serialisable");
+    let sc = Scenario::parse(&text).expect("parses");
+    assert_eq!(sc.expand(false).expect("valid").len(), 1);
+}
+
+#[test]
+fn invalid_values_are_rejected_with_their_key() {
+    let cases: [(&str, toml::Value, &str); 9] = [
+        ("run.duration_s", (-1.0).into(), "duration_s"),
+        ("run.warmup_s", 5.0.into(), "warmup_s"),
+        (
+            "run.bottleneck.rate_mbps",
+            0.0.into(),
+            "bottleneck.rate_mbps",
+        ),
+        ("run.bottleneck.aqm.max_p", 2.0.into(), "max_p"),
+        ("run.groups.0.tcp.priority", 3.into(), "groups[0].priority"),
+        (
+            "run.groups.0.tcp.window_cap",
+            0.into(),
+            "groups[0].window_cap",
+        ),
+        (
+            "run.groups.0.access_delay_ms",
+            (-3.0).into(),
+            "groups[0].access_delay_ms",
+        ),
+        ("run.groups.0.kind", "cbr".into(), "groups[0].cbr"),
+        ("run.groups.0.bogus", 1.into(), "bogus"),
+    ];
+    for (key, value, expect) in cases {
+        let msg = error_with(key, value);
+        assert!(
+            msg.contains(expect),
+            "{key}: message `{msg}` does not name `{expect}`"
+        );
+    }
+}
+
+#[test]
+fn sweep_errors_name_the_axis() {
+    let mut v = base();
+    let axis: toml::Value = toml::from_str("key = \"groups.5.count\"\nvalues = [1]").expect("toml");
+    set_path(&mut v, "sweep", &toml::Value::Array(vec![axis])).expect("settable");
+    let text = toml::to_string(&v).expect("serialisable");
+    let err = Scenario::parse(&text)
+        .and_then(|s| s.expand(false))
+        .expect_err("index out of range");
+    assert!(err.to_string().contains("groups.5.count"), "{err}");
+}
