@@ -85,6 +85,7 @@ impl ClassAqm {
 struct Class<T> {
     queue: ClassQueue<T>,
     meter: Option<Meter>,
+    drop_red: bool,
     remark: Option<[u8; 3]>,
     aqm: ClassAqm,
     live: Option<LiveSqrtN>,
@@ -185,6 +186,7 @@ fn build_class<T>(
     let class = Class {
         queue: ClassQueue::new(p.max_packets, cap),
         meter,
+        drop_red: p.drop_red,
         remark,
         aqm,
         live,
@@ -303,10 +305,14 @@ impl<T> QosEngine<T> {
         let shaper_fits = self.shaper.as_ref().is_none_or(|s| s.fits(meta.len));
         let class = &mut self.classes[c.class];
         let view = class.queue.view();
-        let mut verdict = class
-            .aqm
-            .for_color(c.color)
-            .on_arrival(now, rng, &view, &meta);
+        let mut verdict = if class.drop_red && c.color == Color::Red {
+            Verdict::ForcedDrop
+        } else {
+            class
+                .aqm
+                .for_color(c.color)
+                .on_arrival(now, rng, &view, &meta)
+        };
         let stats = &mut class.stats.per_color[c.color.index()];
         if verdict.admits() {
             if !shaper_fits || view.is_full_for(meta.len) {

@@ -71,6 +71,10 @@ pub struct ClassParams {
     /// Three-color meter; none = every packet keeps its incoming color.
     #[serde(default)]
     pub meter: Option<MeterParams>,
+    /// Police: drop red packets on arrival (counted as forced drops), as a strict-priority
+    /// class must be to keep it from starving the others (RFC 3246 §2.1). Default false.
+    #[serde(default)]
+    pub drop_red: bool,
     /// DSCP written for green, yellow, red after metering. Default: AFx1/AFx2/AFx3 for a
     /// metered class named `afx`, no re-marking otherwise.
     #[serde(default)]
@@ -93,6 +97,7 @@ impl ClassParams {
             max_packets,
             buffer: None,
             meter: None,
+            drop_red: false,
             remark: None,
             aqm: None,
             aqm_by_color: None,

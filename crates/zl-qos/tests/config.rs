@@ -1,0 +1,227 @@
+//! Config loading (every example in `crates/zl-qos/configs/` is loaded and run), rejections
+//! that name the key, and the classifier / re-marker end to end.
+
+use rand::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
+use zl_aqm::{PacketMeta, Verdict};
+use zl_core::{Color, Ecn, Nanos};
+use zl_qos::{Dequeue, QosEngine, QosParams};
+
+fn load(text: &str) -> QosParams {
+    toml::from_str(text).unwrap_or_else(|e| panic!("parse: {e}"))
+}
+
+fn example(name: &str) -> QosParams {
+    let path = format!("{}/configs/{name}", env!("CARGO_MANIFEST_DIR"));
+    load(&std::fs::read_to_string(&path).unwrap())
+}
+
+fn meta(len: u32) -> PacketMeta {
+    PacketMeta {
+        len,
+        ..PacketMeta::default()
+    }
+}
+
+fn rng() -> Xoshiro256PlusPlus {
+    Xoshiro256PlusPlus::seed_from_u64(5)
+}
+
+#[test]
+fn every_example_config_loads_and_runs() {
+    let dir = format!("{}/configs", env!("CARGO_MANIFEST_DIR"));
+    let mut n = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let p = load(&std::fs::read_to_string(&path).unwrap());
+        let mut e: QosEngine<u32> =
+            QosEngine::new(&p).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+        let mut r = rng();
+        // One second of mixed traffic at 1 packet/ms on every code point, drained as allowed.
+        let mut now = Nanos::ZERO;
+        let (mut sent, mut offered) = (0u64, 0u64);
+        for i in 0..1000u64 {
+            now = Nanos::from_millis(i);
+            let dscp = Some((i % 64) as u8);
+            offered += 1;
+            let _ = e.enqueue(
+                now,
+                &mut r,
+                dscp,
+                meta(500 + (i % 3) as u32 * 500),
+                0,
+                |_| {},
+            );
+            while let Dequeue::Packet(_) = e.dequeue(now) {
+                sent += 1;
+            }
+        }
+        assert!(
+            sent > 0 && sent <= offered,
+            "{}: sent {sent}",
+            path.display()
+        );
+        assert!(e.dequeue(now) != Dequeue::Empty || e.is_empty());
+        n += 1;
+    }
+    assert!(n >= 2);
+}
+
+#[test]
+fn standard_table_classifies_and_remarks() {
+    let mut e: QosEngine<()> = QosEngine::new(&example("paper-setting1.toml")).unwrap();
+    let [ef, af1, af2, af3] = ["ef", "af1", "af2", "af3"].map(|n| e.class_index(n).unwrap());
+    let t = Nanos::ZERO;
+    let c = e.classify(t, Some(46), 100);
+    assert_eq!((c.class, c.color, c.remark), (ef, Color::Green, None));
+    // AF11 within the committed burst: green, code point unchanged.
+    let c = e.classify(t, Some(10), 1000);
+    assert_eq!((c.class, c.color, c.remark), (af1, Color::Green, None));
+    // af1 is color-aware: AF12 stays yellow, AF13 stays red, and they keep their code points.
+    assert_eq!(e.classify(t, Some(12), 100).color, Color::Yellow);
+    assert_eq!(e.classify(t, Some(14), 100).color, Color::Red);
+    // AF21 beyond the committed burst (6000 bytes) is re-marked AF22 (20), beyond the peak
+    // burst (9000 bytes) AF23 (22). After 5000 bytes C holds 1000, P 4000.
+    let c = e.classify(t, Some(18), 5000);
+    assert_eq!((c.class, c.color, c.remark), (af2, Color::Green, None));
+    let c = e.classify(t, Some(18), 1001);
+    assert_eq!((c.color, c.remark), (Color::Yellow, Some(20)));
+    let c = e.classify(t, Some(18), 3000); // P holds 2999
+    assert_eq!((c.color, c.remark), (Color::Red, Some(22)));
+    // Unmapped and unparsable packets go to the default class (af3), counted apart.
+    assert_eq!(e.classify(t, Some(1), 100).class, af3);
+    assert_eq!(e.classify(t, None, 100).class, af3);
+    assert_eq!(e.classify(t, Some(200), 100).class, af3);
+    let s = e.classifier_stats();
+    assert_eq!((s.unmapped, s.unparsed), (1, 2));
+}
+
+#[test]
+fn explicit_rules_override_the_standard_table() {
+    let mut e: QosEngine<()> = QosEngine::new(&example("drr-live-buffer.toml")).unwrap();
+    let be = e.class_index("be").unwrap();
+    let ef = e.class_index("ef").unwrap();
+    let c = e.classify(Nanos::ZERO, Some(8), 100); // CS1 -> be, red
+    assert_eq!((c.class, c.color), (be, Color::Red));
+    assert_eq!(e.classify(Nanos::ZERO, Some(40), 100).class, ef); // CS5 -> ef
+}
+
+#[test]
+fn policed_class_drops_red_and_mark_hook_runs() {
+    let mut e: QosEngine<bool> = QosEngine::new(&example("paper-setting1.toml")).unwrap();
+    let mut r = rng();
+    // EF's srTCM holds 3000 + 3000 bytes: at t = 0 two 1500-byte packets are green, two
+    // yellow, and the fifth is red and dropped.
+    let verdicts: Vec<_> = (0..5)
+        .map(|_| {
+            let (c, res) = e.enqueue(Nanos::ZERO, &mut r, Some(46), meta(1500), false, |_| {});
+            (c.color, res.map_err(|d| d.verdict))
+        })
+        .collect();
+    let ok = Ok(Verdict::Enqueue);
+    assert_eq!(
+        verdicts,
+        [
+            (Color::Green, ok),
+            (Color::Green, ok),
+            (Color::Yellow, ok),
+            (Color::Yellow, ok),
+            (Color::Red, Err(Verdict::ForcedDrop))
+        ]
+    );
+    let ef = e.class_index("ef").unwrap();
+    assert_eq!(e.class_stats(ef).unwrap().color(Color::Red).forced_drops, 1);
+
+    // A sojourn manager with p = 1 and ECN on marks every ECN-capable arrival: the hook
+    // sets the flag on the item before it is queued.
+    let p = load(
+        "link_rate_bps = 1_000_000\n[[classes]]\nname = 'be'\nweight = 1\n\
+         aqm = { kind = 'sojourn', ecn = true, green = { min_th_ms = 0.0, max_th_ms = 1000.0, p = 1.0 } }\n",
+    );
+    let mut e: QosEngine<bool> = QosEngine::new(&p).unwrap();
+    let m = PacketMeta {
+        ecn: Ecn::Ect0,
+        ..meta(100)
+    };
+    let (_, res) = e.enqueue(Nanos::ZERO, &mut r, Some(0), m, false, |ce| *ce = true);
+    assert_eq!(res.unwrap(), Verdict::MarkCe);
+    match e.dequeue(Nanos::ZERO) {
+        Dequeue::Packet(d) => assert!(d.item, "the mark hook ran"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(e.class_stats(0).unwrap().color(Color::Green).marks, 1);
+}
+
+/// Builds `text` and returns the rejected key.
+fn rejected_key(text: &str) -> String {
+    match QosEngine::<()>::new(&load(text)) {
+        Ok(_) => panic!("accepted: {text}"),
+        Err(e) => {
+            assert!(!e.reason.is_empty());
+            assert!(e.to_string().contains(&e.key));
+            e.key
+        }
+    }
+}
+
+#[test]
+fn invalid_configs_name_the_key() {
+    let base = "link_rate_bps = 1_000_000\n";
+    let cases = [
+        (
+            "[[classes]]\nname = 'be'\nweight = 1\nmeter = { kind = 'trtcm', cir_bps = 2, cbs_bytes = 1, pir_bps = 1, pbs_bytes = 1 }\n",
+            "classes[0].meter.pir_bps",
+        ),
+        (
+            "[[classes]]\nname = 'be'\nweight = 1\nmeter = { kind = 'srtcm', cir_bps = 2, cbs_bytes = 0, ebs_bytes = 1 }\n",
+            "classes[0].meter.cbs_bytes",
+        ),
+        (
+            "[[classes]]\nname = 'be'\nweight = 1\n[[classes]]\nname = 'ef'\nweight = 1\nstrict_rank = 0\n",
+            "classes[1].weight",
+        ),
+        ("[[classes]]\nname = 'be'\nweight = 0\n", "classes[0].weight"),
+        (
+            "[[classes]]\nname = 'be'\nweight = 1\n[[classes]]\nname = 'BE'\nweight = 1\n",
+            "classes[1].name",
+        ),
+        (
+            "[[classes]]\nname = 'be'\nweight = 1\naqm = { kind = 'red', min_th = 10.0, max_th = 5.0 }\n",
+            "classes[0].aqm.max_th",
+        ),
+        (
+            "[[classes]]\nname = 'be'\nweight = 1\nbuffer = { rule = 'sqrt-n-live', rate_bps = 1, rtt_ms = 1.0, floor_bytes = 10, ceiling_bytes = 5, period_ms = 1.0 }\n",
+            "classes[0].buffer.ceiling_bytes",
+        ),
+        (
+            "[[classes]]\nname = 'be'\nweight = 1\nremark = [10, 12, 99]\n",
+            "classes[0].remark[2]",
+        ),
+        (
+            "[classifier]\ndscp = [{ dscp = 'af11', class = 'af1' }]\n[[classes]]\nname = 'be'\nweight = 1\n",
+            "classifier.dscp[0].class",
+        ),
+        (
+            "[classifier]\ndefault_class = 'x'\n[[classes]]\nname = 'be'\nweight = 1\n",
+            "classifier.default_class",
+        ),
+        (
+            "[shaper]\nrate_bps = 1000\nburst_bytes = 100\n[[classes]]\nname = 'be'\nweight = 1\n",
+            "shaper.burst_bytes",
+        ),
+        ("classes = []\n", "classes"),
+    ];
+    for (text, key) in cases {
+        assert_eq!(rejected_key(&format!("{base}{text}")), key, "{text}");
+    }
+    // Without a shaper the link rate is required.
+    assert_eq!(
+        rejected_key("[[classes]]\nname = 'be'\nweight = 1\n"),
+        "link_rate_bps"
+    );
+    // Unknown keys are a parse error that names them.
+    let err = toml::from_str::<QosParams>("link_rate_bps = 1\nclasses = []\nshapr = {}\n")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("shapr"), "{err}");
+}
