@@ -206,6 +206,8 @@ pub struct Engine<'a> {
     blocked_rx: VecDeque<u32>,
     rng: Xoshiro256PlusPlus,
     now: u64,
+    /// End of the current `run_until` window.
+    horizon: u64,
     packets: u64,
     ring_full_waits: u64,
     latency_count: u64,
@@ -284,6 +286,7 @@ impl<'a> Engine<'a> {
             blocked_rx: VecDeque::new(),
             rng: Xoshiro256PlusPlus::seed_from_u64(cfg.seed),
             now: 0,
+            horizon: 0,
             packets: 0,
             ring_full_waits: 0,
             latency_count: 0,
@@ -412,6 +415,7 @@ impl<'a> Engine<'a> {
     }
 
     fn run_until(&mut self, end: u64) {
+        self.horizon = end;
         while let Some(&Reverse((time, key))) = self.events.peek() {
             if time >= end {
                 break;
@@ -461,127 +465,188 @@ impl<'a> Engine<'a> {
         None
     }
 
-    /// Gives the ME up: the next thread runs after the context-swap cost.
-    fn swap_out(&mut self, me: u32, local: u64) {
-        let m = &mut self.mes[me as usize];
-        m.current = None;
-        let at = local + self.cfg.ctx_swap_cycles as u64;
-        self.push(at, RUN_ME, me);
+    /// True when the ME may go on to cycle `at` without going through the event queue: no
+    /// pending event is due at or before `at` (so nothing it could observe changes meanwhile)
+    /// and `at` is inside the current run window. This keeps the common "issue, swap, run the
+    /// next ready thread" path off the heap.
+    fn inline_ok(&self, at: u64) -> bool {
+        at < self.horizon
+            && self
+                .events
+                .peek()
+                .is_none_or(|Reverse((time, _))| *time > at)
     }
 
-    fn run_me(&mut self, me: u32, now: u64) {
-        let t = match self.mes[me as usize].current {
-            Some(t) => t,
-            None => match self.pick(me) {
-                Some(t) => {
-                    let m = &mut self.mes[me as usize];
-                    m.current = Some(t);
-                    m.last = t - m.first_thread;
-                    t
-                }
-                None => {
-                    let m = &mut self.mes[me as usize];
-                    m.state = MeState::Idle;
-                    m.idle_since = now;
-                    return;
-                }
-            },
-        };
-        let mut local = now;
-        loop {
-            let th = &self.threads[t as usize];
-            let program = match th.role {
-                Role::Rx => self.rx,
-                Role::Tx => self.tx.unwrap_or(self.rx),
+    /// Continues ME `me` at cycle `at`: inline when safe, else through the event queue.
+    /// Returns the new current time when the caller should go on inline.
+    fn resume_at(&mut self, me: u32, at: u64) -> Option<u64> {
+        if self.inline_ok(at) {
+            self.now = at;
+            Some(at)
+        } else {
+            self.push(at, RUN_ME, me);
+            None
+        }
+    }
+
+    fn run_me(&mut self, me: u32, mut now: u64) {
+        'pick: loop {
+            let t = match self.mes[me as usize].current {
+                Some(t) => t,
+                None => match self.pick(me) {
+                    Some(t) => {
+                        let m = &mut self.mes[me as usize];
+                        m.current = Some(t);
+                        m.last = t - m.first_thread;
+                        t
+                    }
+                    None => {
+                        let m = &mut self.mes[me as usize];
+                        m.state = MeState::Idle;
+                        m.idle_since = now;
+                        return;
+                    }
+                },
             };
-            let pc = th.pc as usize;
-            if pc >= program.instrs.len() {
-                if local > now {
-                    self.push(local, RUN_ME, me);
-                    return;
-                }
-                if !self.finish_packet(t, me, now) {
-                    return;
-                }
-                continue;
-            }
-            match program.instrs[pc] {
-                Instr::Compute(n) => {
-                    local += n as u64;
-                    self.mes[me as usize].busy += n as u64;
-                    self.threads[t as usize].pc += 1;
-                }
-                Instr::Ref { unit, bytes, sync } => {
+            let mut local = now;
+            loop {
+                let th = &self.threads[t as usize];
+                let program = match th.role {
+                    Role::Rx => self.rx,
+                    Role::Tx => self.tx.unwrap_or(self.rx),
+                };
+                let pc = th.pc as usize;
+                if pc >= program.instrs.len() {
                     if local > now {
-                        self.push(local, RUN_ME, me);
-                        return;
+                        match self.resume_at(me, local) {
+                            Some(n) => {
+                                now = n;
+                                continue;
+                            }
+                            None => return,
+                        }
                     }
-                    let issue = self.cfg.issue_cycles as u64;
-                    let u = &mut self.units[unit.index()];
-                    if u.full_at(now + issue) {
-                        let retry = u.slot_free_at().max(now + 1);
-                        self.mes[me as usize].stalled += retry - now;
-                        self.push(retry, RUN_ME, me);
-                        return;
+                    if !self.finish_packet(t, now) {
+                        self.mes[me as usize].current = None;
+                        match self.resume_at(me, now) {
+                            Some(_) => continue 'pick,
+                            None => return,
+                        }
                     }
-                    local += issue;
-                    self.mes[me as usize].busy += issue;
-                    let done = u.issue(local, bytes, &mut self.rng);
-                    let th = &mut self.threads[t as usize];
-                    th.outstanding += 1;
-                    th.pc += 1;
-                    self.push(done, SIGNAL, t);
-                    if sync {
-                        self.threads[t as usize].wait = ThreadWait::Signals;
-                        self.swap_out(me, local);
-                        return;
-                    }
+                    continue;
                 }
-                Instr::Wait => {
-                    let th = &mut self.threads[t as usize];
-                    th.pc += 1;
-                    if th.outstanding > 0 {
-                        th.wait = ThreadWait::Signals;
-                        self.swap_out(me, local);
-                        return;
+                match program.instrs[pc] {
+                    Instr::Compute(n) => {
+                        local += n as u64;
+                        self.mes[me as usize].busy += n as u64;
+                        self.threads[t as usize].pc += 1;
                     }
-                }
-                Instr::CtxArb => {
-                    self.threads[t as usize].pc += 1;
-                    self.swap_out(me, local);
-                    return;
-                }
-                Instr::LoopStart { times, end } => {
-                    let th = &mut self.threads[t as usize];
-                    let n = match times {
-                        Count::Fixed(n) => n,
-                        Count::Counter(c) => th.counts.get(c),
-                    };
-                    if n == 0 {
-                        th.pc = end + 1;
-                    } else {
-                        th.loops[th.depth as usize] = (pc as u32, n);
-                        th.depth += 1;
+                    Instr::Ref { unit, bytes, sync } => {
+                        if local > now {
+                            match self.resume_at(me, local) {
+                                Some(n) => {
+                                    now = n;
+                                    continue;
+                                }
+                                None => return,
+                            }
+                        }
+                        let issue = self.cfg.issue_cycles as u64;
+                        let u = &mut self.units[unit.index()];
+                        if u.full_at(now + issue) {
+                            let retry = u.slot_free_at().max(now + 1);
+                            self.mes[me as usize].stalled += retry - now;
+                            match self.resume_at(me, retry) {
+                                Some(n) => {
+                                    now = n;
+                                    local = n;
+                                    continue;
+                                }
+                                None => return,
+                            }
+                        }
+                        local += issue;
+                        self.mes[me as usize].busy += issue;
+                        let done = u.issue(local, bytes, &mut self.rng);
+                        let th = &mut self.threads[t as usize];
+                        th.outstanding += 1;
                         th.pc += 1;
+                        self.push(done, SIGNAL, t);
+                        if sync {
+                            self.threads[t as usize].wait = ThreadWait::Signals;
+                            match self.swap_out(me, local) {
+                                Some(n) => {
+                                    now = n;
+                                    continue 'pick;
+                                }
+                                None => return,
+                            }
+                        }
                     }
-                }
-                Instr::LoopEnd { start } => {
-                    let th = &mut self.threads[t as usize];
-                    let top = &mut th.loops[th.depth as usize - 1];
-                    top.1 -= 1;
-                    if top.1 > 0 {
-                        th.pc = start + 1;
-                    } else {
-                        th.depth -= 1;
+                    Instr::Wait => {
+                        let th = &mut self.threads[t as usize];
                         th.pc += 1;
+                        if th.outstanding > 0 {
+                            th.wait = ThreadWait::Signals;
+                            match self.swap_out(me, local) {
+                                Some(n) => {
+                                    now = n;
+                                    continue 'pick;
+                                }
+                                None => return,
+                            }
+                        }
+                    }
+                    Instr::CtxArb => {
+                        self.threads[t as usize].pc += 1;
+                        match self.swap_out(me, local) {
+                            Some(n) => {
+                                now = n;
+                                continue 'pick;
+                            }
+                            None => return,
+                        }
+                    }
+                    Instr::LoopStart { times, end } => {
+                        let th = &mut self.threads[t as usize];
+                        let n = match times {
+                            Count::Fixed(n) => n,
+                            Count::Counter(c) => th.counts.get(c),
+                        };
+                        if n == 0 {
+                            th.pc = end + 1;
+                        } else {
+                            th.loops[th.depth as usize] = (pc as u32, n);
+                            th.depth += 1;
+                            th.pc += 1;
+                        }
+                    }
+                    Instr::LoopEnd { start } => {
+                        let th = &mut self.threads[t as usize];
+                        let top = &mut th.loops[th.depth as usize - 1];
+                        top.1 -= 1;
+                        if top.1 > 0 {
+                            th.pc = start + 1;
+                        } else {
+                            th.depth -= 1;
+                            th.pc += 1;
+                        }
                     }
                 }
             }
         }
     }
 
-    /// Ends thread `t`'s packet at `now`; true when the thread keeps the ME and goes on.
-    fn finish_packet(&mut self, t: u32, me: u32, now: u64) -> bool {
+    /// Gives the ME up: the next thread runs after the context-swap cost.
+    fn swap_out(&mut self, me: u32, local: u64) -> Option<u64> {
+        self.mes[me as usize].current = None;
+        let at = local + self.cfg.ctx_swap_cycles as u64;
+        self.resume_at(me, at)
+    }
+
+    /// Ends thread `t`'s packet at `now`; true when the thread keeps the ME and goes on, false
+    /// when it now waits (the caller gives the ME up).
+    fn finish_packet(&mut self, t: u32, now: u64) -> bool {
         let th = self.threads[t as usize];
         let spent = th.prior + (now - th.pkt_start);
         if th.role == Role::Rx && self.tx.is_some() {
@@ -597,8 +662,6 @@ impl<'a> Engine<'a> {
                 th.prior = spent;
                 th.wait = ThreadWait::Ring;
                 self.blocked_rx.push_back(t);
-                self.mes[me as usize].current = None;
-                self.push(now, RUN_ME, me);
                 return false;
             }
             self.start_rx_packet(t, now);
@@ -624,8 +687,6 @@ impl<'a> Engine<'a> {
             None => {
                 self.threads[t as usize].wait = ThreadWait::Packet;
                 self.idle_tx.push_back(t);
-                self.mes[me as usize].current = None;
-                self.push(now, RUN_ME, me);
                 false
             }
         }
