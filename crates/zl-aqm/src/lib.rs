@@ -11,6 +11,24 @@
 //! `XParams` (serde, human units, from config) -> `XConfig` (validated, constants precomputed;
 //! a bad value is an [`AqmConfigError`] naming the parameter and its allowed range) ->
 //! the runtime state (the policy struct) -> [`AqmStats`] (counted per cause).
+//!
+//! Policies, one file each ([`AqmPolicy`] dispatches over them statically, [`AqmParams`] is the
+//! serde-tagged config form, built with a [`BuildContext`]):
+//!
+//! | file | policy | `kind` | early decision on a markable packet |
+//! |---|---|---|---|
+//! | `tail_drop.rs` | drop-tail | `tail-drop` | (none) |
+//! | `red.rs` | RED, spec/01 §1 | `red` | mark (`ecn` default on) |
+//! | `sred.rs` | SRED, spec/01 §2 | `sred` | drop (`ecn` default off) |
+//! | `zlred.rs` | ZL-RED, spec/01 §3 | `zl-red` | drop (`ecn` default off) |
+//! | `priority_ecn.rs` | priority-weighted ECN RED, spec/02 | `priority-ecn-red` | mark (by design) |
+//! | `nonlinear_red.rs` | exponential nonlinear RED, spec/04 | `nonlinear-red` | drop (`ecn` default off) |
+//! | `sojourn.rs` | per-color sojourn-time manager, spec/05 | `sojourn` | drop (`ecn` default off) |
+//!
+//! `nonlinear_model.rs` holds the 1-D discrete model of spec/04 (fixed point, eq. 5).
+//!
+//! Common rules: a packet that does not fit ([`QueueView::is_full_for`]) is `TailDrop` whatever
+//! the policy says; forced and tail drops always drop, only early decisions may mark.
 
 #![forbid(unsafe_code)]
 

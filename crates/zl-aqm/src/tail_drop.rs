@@ -2,7 +2,7 @@
 //! (spec/01 §1 step 6, the baseline every paper compares against).
 //!
 //! No parameters: the capacity belongs to the queue and reaches the policy through
-//! [`QueueView`](crate::QueueView).
+//! [`QueueView`].
 
 use serde::{Deserialize, Serialize};
 
