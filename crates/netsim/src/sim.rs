@@ -631,12 +631,12 @@ pub fn check_flow(i: usize, f: &FlowSpec) -> Result<(), SimError> {
                 return Err(invalid(key("priority"), "must be in 8..=15 (spec/02)"));
             }
             if let Some(w) = web {
-                let ok = w.shape > 1.0 && w.mean_size_packets >= 1.0 && w.mean_off_ms >= 0.0;
-                if !ok
-                    || !(w.shape.is_finite()
-                        && w.mean_size_packets.is_finite()
-                        && w.mean_off_ms.is_finite())
-                {
+                let finite = w.shape.is_finite()
+                    && w.mean_size_packets.is_finite()
+                    && w.mean_off_ms.is_finite();
+                let ok =
+                    finite && w.shape > 1.0 && w.mean_size_packets >= 1.0 && w.mean_off_ms >= 0.0;
+                if !ok {
                     return Err(invalid(
                         key("web"),
                         "needs shape > 1, mean_size_packets >= 1, mean_off_ms >= 0",
