@@ -59,7 +59,12 @@ pub fn sred_terms(p1: f64, hit: bool, p_hit: f64) -> SredTerms {
     if p_hit > 0.0 {
         let s = 256.0 * p_hit;
         let p2 = p1 * (1.0 / (s * s)).min(1.0);
-        let p3 = if hit { p2 * (1.0 + 1.0 / p_hit) } else { p2 };
+        // `p2 > 0` checked apart: a subnormal `P` makes `1/P` infinite, and `0 * inf` is NaN.
+        let p3 = if hit && p2 > 0.0 {
+            p2 * (1.0 + 1.0 / p_hit)
+        } else {
+            p2
+        };
         SredTerms { p1, p2, p3 }
     } else {
         SredTerms { p1, p2: p1, p3: p1 }

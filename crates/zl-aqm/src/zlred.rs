@@ -84,7 +84,8 @@ pub fn zlred_probability(i: &ZlRedInputs) -> ZlRedTerms {
     let p1 = staged_p1(i.q, i.th_min, i.b_third, i.p_max);
     let s = sred_terms(p1, i.hit, i.p_hit);
     let mean_occurrence = i.total as f64 * i.p_hit;
-    let (p4, misbehaving) = if i.occurrence == 0 {
+    // `p3 = 0` is checked apart so that a vanishing `T P` cannot make `0 * inf = NaN`.
+    let (p4, misbehaving) = if i.occurrence == 0 || s.p3 == 0.0 {
         (0.0, false)
     } else if mean_occurrence > 0.0 {
         let f = i.occurrence as f64;
@@ -94,7 +95,7 @@ pub fn zlred_probability(i: &ZlRedInputs) -> ZlRedTerms {
     } else {
         (s.p3, false)
     };
-    let p5 = if i.p_avg > 0.0 {
+    let p5 = if i.p_avg > 0.0 && p4 > 0.0 {
         p4 * s.p3 / i.p_avg
     } else {
         p4
