@@ -197,3 +197,18 @@ fn sojourn_manager_keeps_af1_delay_low_behind_wrr() {
     // The CBR-overload artefact described above: AF2 pays for its short queue.
     assert!(proposal.af2_loss > baseline.af2_loss, "{proposal:?}");
 }
+
+#[test]
+fn setting2_lowers_af1_sojourn_further() {
+    // Table 3: stricter yellow / red thresholds for AF1, AF2 all 16 / 32 ms.
+    let s1 = run(sojourn(), sojourn(), red());
+    let s2 = run(
+        AqmParams::Sojourn(SojournParams::setting2_af1()),
+        AqmParams::Sojourn(SojournParams::setting2_af2()),
+        red(),
+    );
+    eprintln!("setting 1: {s1:?}");
+    eprintln!("setting 2: {s2:?}");
+    assert!(s2.af1_sojourn_ms < s1.af1_sojourn_ms, "{s2:?} vs {s1:?}");
+    assert!(s2.af1_loss < (0.6 - 0.5) / 0.6 + 0.02, "{s2:?}");
+}
