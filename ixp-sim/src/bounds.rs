@@ -5,7 +5,9 @@
 //! with f the clock, N MEs and k threads per ME of a stage, I its compute cycles per packet
 //! (ALU microwords plus one issue cycle per command plus context-swap cycles), n_m its
 //! references per packet to unit m, L_m their mean unloaded latency and S_m their bus
-//! occupancy. The IX bus is one of the units. A packet crosses both stages when the workload
+//! occupancy. The IX bus is one of the units. decided: the latency sum counts what a thread
+//! waits for: an asynchronous reference (`sync = false`) adds only the part of its latency
+//! that outlasts the work issued before the next `wait` (see [`Demand::serial`]). A packet crosses both stages when the workload
 //! has a transmit program, so each stage gives its own compute and latency bound and the
 //! unit bounds add the references of both. Units here are packets per core cycle.
 
@@ -24,6 +26,10 @@ pub struct Demand {
     pub occupancy: [f64; Unit::COUNT],
     /// Unloaded latency per packet, sum of L_m over the references, by unit.
     pub latency: [f64; Unit::COUNT],
+    /// One thread's unloaded cycles per packet, `I + sum n_m L_m` over the references it
+    /// waits for: asynchronous references overlap the work up to the next `wait` or
+    /// synchronous reference, so only what they stick out beyond it counts.
+    pub serial: f64,
 }
 
 impl Demand {
@@ -43,19 +49,41 @@ impl Demand {
         let mut d = Demand::default();
         let mut mult = vec![1.0f64];
         let swap = cfg.ctx_swap_cycles as f64;
+        // Critical-path walk: `t` the thread's clock, `pend` when its last asynchronous
+        // reference completes.
+        let (mut t, mut pend) = (0.0f64, 0.0f64);
         for instr in &program.instrs {
             let k = *mult.last().unwrap_or(&1.0);
             match *instr {
-                Instr::Compute(n) => d.compute += k * n as f64,
+                Instr::Compute(n) => {
+                    d.compute += k * n as f64;
+                    t += k * n as f64;
+                }
                 Instr::Ref { unit, bytes, sync } => {
                     let u = cfg.unit(unit);
                     let i = unit.index();
-                    d.compute += k * (cfg.issue_cycles as f64 + if sync { swap } else { 0.0 });
+                    let issue = cfg.issue_cycles as f64 + if sync { swap } else { 0.0 };
+                    let lat = u.mean_latency(bytes);
+                    d.compute += k * issue;
                     d.refs[i] += k;
                     d.occupancy[i] += k * u.occupancy(bytes);
-                    d.latency[i] += k * u.mean_latency(bytes);
+                    d.latency[i] += k * lat;
+                    t += k * issue;
+                    if sync {
+                        // A synchronous reference also waits for the outstanding ones.
+                        t = (t + k * lat).max(pend);
+                    } else if k > 0.0 {
+                        pend = pend.max(t + lat);
+                    }
                 }
-                Instr::Wait | Instr::CtxArb => d.compute += k * swap,
+                Instr::Wait => {
+                    d.compute += k * swap;
+                    t = (t + k * swap).max(pend);
+                }
+                Instr::CtxArb => {
+                    d.compute += k * swap;
+                    t += k * swap;
+                }
                 Instr::LoopStart { times, .. } => {
                     let n = match times {
                         Count::Fixed(n) => n as f64,
@@ -68,12 +96,8 @@ impl Demand {
                 }
             }
         }
+        d.serial = t.max(d.compute);
         d
-    }
-
-    /// `I + sum_m n_m L_m`: one thread's cycles per packet with no overlap.
-    pub fn serial_cycles(&self) -> f64 {
-        self.compute + self.latency.iter().sum::<f64>()
     }
 }
 
@@ -107,9 +131,9 @@ impl Bounds {
         let div = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::INFINITY };
         Bounds {
             rx_compute: div(rx_n, rx.compute),
-            rx_latency_hiding: div(rx_n * k, rx.serial_cycles()),
+            rx_latency_hiding: div(rx_n * k, rx.serial),
             tx_compute: tx.map(|t| div(tx_n, t.compute)),
-            tx_latency_hiding: tx.map(|t| div(tx_n * k, t.serial_cycles())),
+            tx_latency_hiding: tx.map(|t| div(tx_n * k, t.serial)),
             unit_bandwidth,
             rx_demand: rx,
             tx_demand: tx,

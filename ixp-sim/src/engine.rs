@@ -13,7 +13,8 @@
 //! (counted as "stalled"). Cycles with no ready thread are "idle".
 //!
 //! Unit model: commands are served first-come first-served by one bus; a reference of `w`
-//! words holds the bus `w * cycles_per_word` cycles from `start = max(arrival, bus_free)`, and
+//! words holds the bus `command_cycles + w * cycles_per_word` cycles from
+//! `start = max(arrival, bus_free)`, and
 //! its result arrives `latency + (w - 1) * cycles_per_word` cycles after `start`, the latency
 //! drawn uniformly from the unit's `[min, max]`. So an unloaded one-word reference takes exactly
 //! the configured latency, and a loaded unit queues commands (`start - arrival` is the
@@ -115,7 +116,7 @@ impl UnitState {
     /// Issues a command arriving at `now`; returns its completion cycle.
     fn issue(&mut self, now: u64, bytes: u32, rng: &mut Xoshiro256PlusPlus) -> u64 {
         let words = self.cfg.words(bytes);
-        let occ = words as f64 * self.cfg.cycles_per_word;
+        let occ = self.cfg.occupancy(bytes);
         let arrival = now as f64;
         let start = self.bus_free.max(arrival);
         self.bus_free = start + occ;

@@ -76,24 +76,27 @@ impl LatencyProfile {
 
     /// The profile's parameters for one unit.
     pub fn unit(self, unit: Unit) -> UnitParams {
-        let (lat, bw, word, depth) = match (self, unit) {
+        let (lat, bw, word, depth, cmd) = match (self, unit) {
             // Scratch is not in the seed; both profiles use spec 06's 12-14 cycles. Bandwidth
             // assumed: one 32-bit word per core cycle (on-chip, in the FBI).
-            (_, Unit::Scratch) => ([12, 14], Bandwidth::BytesPerCycle(4.0), 4, 8),
+            (_, Unit::Scratch) => ([12, 14], Bandwidth::BytesPerCycle(4.0), 4, 8, 0.0),
             // Seed: "32-bit bus, 400 MB/s, about 30 cycles per command".
-            (Self::Seed, Unit::Sram) => ([30, 30], Bandwidth::MbPerS(400.0), 4, 16),
+            (Self::Seed, Unit::Sram) => ([30, 30], Bandwidth::MbPerS(400.0), 4, 16, 0.0),
             // Spec 06: 16-20 cycles. Bus assumed 32 bits at half the core clock like SDRAM's
             // (464 MB/s at 232 MHz; the seed's 400 MB/s is the same bus at 200 MHz).
-            (Self::Datasheet, Unit::Sram) => ([16, 20], Bandwidth::BytesPerCycle(2.0), 4, 16),
-            // Seed: "64-bit bus, 800 MB/s, 40-50 cycles per command".
-            (Self::Seed, Unit::Sdram) => ([40, 50], Bandwidth::MbPerS(800.0), 8, 16),
+            (Self::Datasheet, Unit::Sram) => ([16, 20], Bandwidth::BytesPerCycle(2.0), 4, 16, 0.0),
+            // Seed: "64-bit bus, 800 MB/s, 40-50 cycles per command". Both SDRAM profiles
+            // assume 4 core cycles of bus time per command (two SDRAM clocks of row
+            // activate/precharge that bank interleaving does not hide for scattered small
+            // references); set `command_cycles = 0` for the peak-bandwidth reading.
+            (Self::Seed, Unit::Sdram) => ([40, 50], Bandwidth::MbPerS(800.0), 8, 16, 4.0),
             // Spec 06: 33-40 cycles, 64 bits at half the core clock (4 bytes per core cycle).
-            (Self::Datasheet, Unit::Sdram) => ([33, 40], Bandwidth::BytesPerCycle(4.0), 8, 16),
+            (Self::Datasheet, Unit::Sdram) => ([33, 40], Bandwidth::BytesPerCycle(4.0), 8, 16, 4.0),
             // Assumed: no public latency figure found; one 64-bit key per 4 cycles, result in
             // 20 cycles (about an SRAM reference), queue of 4.
-            (_, Unit::Hash) => ([20, 20], Bandwidth::BytesPerCycle(2.0), 8, 4),
+            (_, Unit::Hash) => ([20, 20], Bandwidth::BytesPerCycle(2.0), 8, 4, 0.0),
             // Spec 06: 64-bit, 66 MHz = 528 MB/s. Latency (MAC handshake to FIFO) assumed 10.
-            (_, Unit::IxBus) => ([10, 10], Bandwidth::MbPerS(528.0), 8, 8),
+            (_, Unit::IxBus) => ([10, 10], Bandwidth::MbPerS(528.0), 8, 8, 0.0),
         };
         UnitParams {
             latency: Some(lat),
@@ -107,6 +110,7 @@ impl LatencyProfile {
             },
             word_bytes: Some(word),
             queue_depth: Some(depth),
+            command_cycles: Some(cmd),
         }
     }
 }
@@ -133,6 +137,8 @@ pub struct UnitParams {
     pub word_bytes: Option<u32>,
     /// Commands that may wait for the bus; a microengine issuing to a full queue stalls.
     pub queue_depth: Option<u32>,
+    /// Bus cycles every command costs on top of its words' transfer (core cycles).
+    pub command_cycles: Option<f64>,
 }
 
 /// Per-unit overrides, by unit name.
@@ -238,6 +244,8 @@ pub struct UnitConfig {
     pub latency_max: u32,
     /// Core cycles the bus is held per word.
     pub cycles_per_word: f64,
+    /// Core cycles the bus is held per command, on top of the words.
+    pub command_cycles: f64,
     pub word_bytes: u32,
     pub queue_depth: u32,
 }
@@ -249,7 +257,7 @@ impl UnitConfig {
     }
     /// Bus occupancy of a reference of `bytes`, in core cycles: `S_m` of the bounds.
     pub fn occupancy(&self, bytes: u32) -> f64 {
-        self.words(bytes) as f64 * self.cycles_per_word
+        self.command_cycles + self.words(bytes) as f64 * self.cycles_per_word
     }
     /// Mean unloaded latency of a reference of `bytes`: the configured latency (for one word)
     /// plus the transfer time of the extra words.
@@ -360,6 +368,7 @@ impl MachineParams {
             latency_min: 0,
             latency_max: 0,
             cycles_per_word: 0.0,
+            command_cycles: 0.0,
             word_bytes: 1,
             queue_depth: 1,
         }; Unit::COUNT];
@@ -383,7 +392,7 @@ impl MachineParams {
     fn validate_unit(&self, unit: Unit) -> Result<UnitConfig, ParamError> {
         let base = self.profile.unit(unit);
         let over = self.units.get(unit).copied().unwrap_or_default();
-        let field = |f: &str| format!("units.{}.{f}", unit.name().replace('-', "_"));
+        let field = |f: &str| format!("units.{}.{f}", unit.name());
         let [lo, hi] = over.latency.or(base.latency).unwrap_or([1, 1]);
         if lo == 0 || lo > hi || hi > 100_000 {
             return Err(ParamError::new(
@@ -420,10 +429,18 @@ impl MachineParams {
                 (None, None) => 1.0,
             },
         };
+        let command_cycles = over.command_cycles.or(base.command_cycles).unwrap_or(0.0);
+        if !(command_cycles.is_finite() && (0.0..=10_000.0).contains(&command_cycles)) {
+            return Err(ParamError::new(
+                field("command_cycles"),
+                "must be a number in 0..=10000",
+            ));
+        }
         Ok(UnitConfig {
             unit,
             latency_min: lo,
             latency_max: hi,
+            command_cycles,
             cycles_per_word: word_bytes as f64 / bytes_per_cycle,
             word_bytes,
             queue_depth,

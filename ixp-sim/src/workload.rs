@@ -219,10 +219,17 @@ pub enum Count {
     Counter(Counter),
 }
 
-/// A compiled per-packet program.
+/// A compiled per-packet program. Only [`WorkloadSpec::compile`] builds one, so loops are
+/// balanced and nest at most [`MAX_LOOP_DEPTH`] deep (the engine relies on both).
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct Program {
-    pub instrs: Vec<Instr>,
+    pub(crate) instrs: Vec<Instr>,
+}
+
+impl Program {
+    pub fn instrs(&self) -> &[Instr] {
+        &self.instrs
+    }
 }
 
 /// Loops may nest this deep.

@@ -258,3 +258,29 @@ fn placement_and_profile_move_the_prediction() {
     );
     assert!(b.unit(Unit::Sram).mean_latency_cycles > a.unit(Unit::Sram).mean_latency_cycles);
 }
+
+#[test]
+fn example_machine_configs_load_and_run() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/workloads/machines");
+    let w = WorkloadSpec::from_toml(shipped_workload("ipv4").unwrap())
+        .unwrap()
+        .compile()
+        .unwrap();
+    let mut n = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let p: MachineParams = toml::from_str(&text).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+        let r = simulate(&p, &w, SHORT).unwrap();
+        assert!(r.mpps > 1.0, "{path:?}");
+        n += 1;
+    }
+    assert!(n >= 2);
+    // The fully written-out datasheet machine is the default machine.
+    let text = std::fs::read_to_string(format!("{dir}/ixp1200-datasheet.toml")).unwrap();
+    let p: MachineParams = toml::from_str(&text).unwrap();
+    assert_eq!(
+        p.validate(true).unwrap(),
+        MachineParams::default().validate(true).unwrap()
+    );
+}
