@@ -1,1 +1,128 @@
-fn main() {}
+//! Per-packet cost of the `zl-zombie` Zombie List: `observe` (SRED steps 1-3 plus F and T)
+//! with the occurrence table at M = 100, 1000, 10000 and with the O(M) scan at M = 1000, the
+//! sequential `NaiveZombieList` at M = 1000, and the update rate of 1 and 2 threads
+//! hammering one shared list. Traffic: a fixed sequence of flow ids drawn from a skewed
+//! distribution over 3M flows (heavy flows give hits, the tail gives overwrites and table
+//! churn), replayed cyclically; the list is warmed with 20 M arrivals first.
+//! Results: docs/performance/zl-zombie.md.
+
+use std::hint::black_box;
+use std::sync::Barrier;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use zl_zombie::{FlowId, NaiveZombieList, Nanos, OccurrenceMode, ZombieList, ZombieParams};
+
+const TRACE: usize = 1 << 16;
+
+fn trace(m: usize, seed: u64) -> Vec<FlowId> {
+    let k = 3 * m as u64;
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    (0..TRACE)
+        .map(|_| FlowId(rng.random_range(0..k * k).isqrt()))
+        .collect()
+}
+
+fn warmed(m: usize, occurrence: OccurrenceMode) -> ZombieList {
+    let cfg = ZombieParams {
+        m,
+        occurrence,
+        ..ZombieParams::default()
+    }
+    .validate()
+    .unwrap();
+    let list = ZombieList::new(cfg);
+    let flows = trace(m, 1);
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(2);
+    let warm = if occurrence == OccurrenceMode::Scan {
+        20 * m
+    } else {
+        20_000_000
+    };
+    for i in 0..warm {
+        list.observe(flows[i % TRACE], Nanos(i as u64), &mut rng);
+    }
+    list
+}
+
+fn bench_observe(c: &mut Criterion) {
+    let mut g = c.benchmark_group("zombie/observe");
+    g.throughput(Throughput::Elements(1));
+    for (m, mode, name) in [
+        (100, OccurrenceMode::Table, "table/M=100"),
+        (1000, OccurrenceMode::Table, "table/M=1000"),
+        (10_000, OccurrenceMode::Table, "table/M=10000"),
+        (1000, OccurrenceMode::Scan, "scan/M=1000"),
+    ] {
+        let list = warmed(m, mode);
+        let flows = trace(m, 3);
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(4);
+        let mut i = 0usize;
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                i = i.wrapping_add(1);
+                black_box(list.observe(flows[i % TRACE], Nanos(i as u64), &mut rng))
+            })
+        });
+    }
+    let cfg = ZombieParams::default().validate().unwrap();
+    let mut naive = NaiveZombieList::new(cfg);
+    let flows = trace(1000, 3);
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(4);
+    for (i, &f) in flows.iter().enumerate() {
+        naive.observe(f, Nanos(i as u64), &mut rng);
+    }
+    let mut i = 0usize;
+    g.bench_function("naive/M=1000", |b| {
+        b.iter(|| {
+            i = i.wrapping_add(1);
+            black_box(naive.observe(flows[i % TRACE], Nanos(i as u64), &mut rng))
+        })
+    });
+    g.finish();
+}
+
+/// `threads` threads share one list; each makes `iters / threads` observations. The time
+/// reported is wall time per observation of the whole group, so 2 threads scale perfectly
+/// when their time per observation is half of one thread's.
+fn hammer(list: &ZombieList, flows: &[FlowId], threads: u64, iters: u64) -> Duration {
+    let start = Barrier::new(threads as usize + 1);
+    let per_thread = iters.div_ceil(threads);
+    thread::scope(|s| {
+        for t in 0..threads {
+            let start = &start;
+            s.spawn(move || {
+                let mut rng = Xoshiro256PlusPlus::seed_from_u64(10 + t);
+                let offset = t as usize * (TRACE / 2);
+                start.wait();
+                for i in 0..per_thread as usize {
+                    black_box(list.observe(flows[(offset + i) % TRACE], Nanos(i as u64), &mut rng));
+                }
+            });
+        }
+        start.wait();
+        let t0 = Instant::now();
+        // Leaving the scope joins every worker.
+        t0
+    })
+    .elapsed()
+}
+
+fn bench_threads(c: &mut Criterion) {
+    let mut g = c.benchmark_group("zombie/update-rate/M=1000");
+    g.throughput(Throughput::Elements(1));
+    let list = warmed(1000, OccurrenceMode::Table);
+    let flows = trace(1000, 5);
+    for threads in [1u64, 2] {
+        g.bench_function(format!("threads={threads}"), |b| {
+            b.iter_custom(|iters| hammer(&list, &flows, threads, iters))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench_observe, bench_threads);
+criterion_main!(benches);

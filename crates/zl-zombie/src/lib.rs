@@ -29,11 +29,13 @@
 //! Every observe changes at most one slot, always by a single CAS on its word, and moves the
 //! counters with this discipline:
 //! 1. before the CAS, take what the new slot value adds: `+1` on the entry it will refer to
-//!    (a hit: the same entry; an overwrite or append: the new flow's entry) and `+1` on T;
+//!    (a hit: the same entry; an overwrite or append: the new flow's entry) and, where T
+//!    grows (hit, append), `+1` on T;
 //! 2. CAS the slot; if it fails, give those back and retry (someone else's CAS succeeded, so
 //!    the list as a whole made progress: lock-free);
 //! 3. after a successful overwrite, drop what the old value held: `-(count_old + 1)` on the
-//!    old entry and on T.
+//!    old entry, and T's net change `-count_old` (nothing when the old zombie never hit,
+//!    the common case: an overwrite then costs T no write at all).
 //!
 //! So at every instant `count(e) >= refs(e)` and `T >= sum refs` (the excess is exactly the
 //! reservations of operations in flight), and the deltas are additions, which commute: once

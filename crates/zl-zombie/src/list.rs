@@ -301,8 +301,12 @@ impl ZombieList {
                 self.table_full.fetch_add(1, Ordering::Relaxed);
                 return false;
             };
-            ops.total_write();
-            self.total.0.fetch_add(1, Ordering::AcqRel);
+            // T changes by `1 - (c_old + 1) = -c_old`, applied after the CAS: a decrease can
+            // wait (T only overstates meanwhile). Into an empty slot it is `+1`, taken first.
+            if w == 0 {
+                ops.total_write();
+                self.total.0.fetch_add(1, Ordering::AcqRel);
+            }
             ops.slot_write();
             if slot
                 .word
@@ -312,16 +316,20 @@ impl ZombieList {
                 if w != 0 {
                     let (e_old, c_old) = decode(w);
                     self.table.release(e_old, c_old + 1, ops);
-                    ops.total_write();
-                    self.total.0.fetch_sub(c_old + 1, Ordering::AcqRel);
+                    if c_old > 0 {
+                        ops.total_write();
+                        self.total.0.fetch_sub(c_old, Ordering::AcqRel);
+                    }
                 }
                 ops.slot_write();
                 slot.stamp.store(now.0, Ordering::Relaxed);
                 return false;
             }
             self.table.release(e_new, 1, ops);
-            ops.total_write();
-            self.total.0.fetch_sub(1, Ordering::AcqRel);
+            if w == 0 {
+                ops.total_write();
+                self.total.0.fetch_sub(1, Ordering::AcqRel);
+            }
         }
     }
 
