@@ -23,10 +23,12 @@ pub const MAX_BURST_BYTES: u64 = 1 << 31;
 /// The largest rate accepted, 10 Tbit/s.
 pub const MAX_RATE_BPS: u64 = 10_000_000_000_000;
 
-/// `bytes` as credit units.
+/// `bytes` as credit units, saturating: a packet too large to express (over 2.3 GB) costs
+/// `u64::MAX`, more than any bucket holds (depths are at most `MAX_BURST_BYTES`), so it is
+/// never conforming rather than a wrapped-around small cost.
 #[inline]
 pub(crate) const fn units(bytes: u64) -> u64 {
-    bytes * UNITS_PER_BYTE
+    bytes.saturating_mul(UNITS_PER_BYTE)
 }
 
 /// Credit earned at `rate_bps` over `dt_ns`, capped at `cap` (avoids u64 overflow for long
@@ -118,6 +120,8 @@ mod tests {
         assert_eq!(credit(1_000_000, 1_000_000, u64::MAX), units(125));
         assert_eq!(credit(MAX_RATE_BPS, u64::MAX, 77), 77);
         assert_eq!(time_to_earn(3, 10), 4);
+        assert_eq!(units(u32::MAX as u64), u64::MAX);
+        assert!(units(MAX_BURST_BYTES) < u64::MAX);
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! The engine's configuration in human units (serde), validated by
-//! [`QosParams::build`](crate::QosEngine::new) into a running engine. Every rejection names
+//! [`QosEngine::new`](crate::QosEngine::new) into a running engine. Every rejection names
 //! its key, e.g. `classes[2].meter.pir_bps`.
 //!
 //! ```toml

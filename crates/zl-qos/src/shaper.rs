@@ -134,7 +134,11 @@ impl Shaper {
         if tokens >= cost {
             now
         } else {
-            Nanos(now.0.max(self.last.0) + time_to_earn(self.rate_bps, cost - tokens))
+            Nanos(
+                now.0
+                    .max(self.last.0)
+                    .saturating_add(time_to_earn(self.rate_bps, cost - tokens)),
+            )
         }
     }
 
@@ -161,6 +165,14 @@ mod tests {
         assert_eq!(t, Nanos::from_millis(1));
         assert!(!s.try_send(Nanos(t.0 - 1), 1000));
         assert!(s.try_send(t, 1000));
+    }
+
+    #[test]
+    fn absurd_lengths_never_pass_and_never_panic() {
+        let mut s = Shaper::new(1_000_000, MAX_BURST_BYTES, u32::MAX / 2);
+        assert!(!s.fits(u32::MAX));
+        assert!(!s.try_send(Nanos(u64::MAX), u32::MAX));
+        assert_eq!(s.next_send_time(Nanos::ZERO, u32::MAX), Nanos::MAX);
     }
 
     #[test]

@@ -184,7 +184,7 @@ impl LiveSqrtN {
         if now < self.next_eval {
             return None;
         }
-        self.next_eval = now + self.period;
+        self.next_eval = Nanos(now.0.saturating_add(self.period.0));
         if !estimated_flows.is_finite() {
             return None;
         }

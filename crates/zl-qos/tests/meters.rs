@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 use zl_core::{Color, Nanos};
-use zl_qos::{ColorMode, MeterParams, Srtcm, Trtcm};
+use zl_qos::{ColorMode, MeterParams, Srtcm, Trtcm, MAX_BURST_BYTES, MAX_RATE_BPS};
 
 const CIR: u64 = 1_000_000; // 1 Mbit/s = 125 000 bytes/s
 const PIR: u64 = 2_000_000;
@@ -180,6 +180,27 @@ proptest! {
             prop_assert!(t.color(Nanos(now), len, pre) >= pre);
         }
     }
+}
+
+#[test]
+fn absurd_lengths_are_red_not_a_panic() {
+    let mut t = Trtcm::new(
+        MAX_RATE_BPS,
+        MAX_BURST_BYTES,
+        MAX_RATE_BPS,
+        MAX_BURST_BYTES,
+        ColorMode::ColorBlind,
+    );
+    let mut s = Srtcm::new(
+        MAX_RATE_BPS,
+        MAX_BURST_BYTES,
+        MAX_BURST_BYTES,
+        ColorMode::ColorBlind,
+    );
+    assert_eq!(t.color(Nanos::MAX, u32::MAX, Color::Green), Color::Red);
+    assert_eq!(s.color(Nanos::MAX, u32::MAX, Color::Green), Color::Red);
+    // And a long idle period at the top rate refills without overflow.
+    assert_eq!(t.color(Nanos::MAX, 1500, Color::Green), Color::Green);
 }
 
 #[test]
