@@ -321,3 +321,13 @@ fn unknown_keys_and_kinds_are_refused() {
         assert!(err.contains(needle), "{needle}: {err}");
     }
 }
+
+/// Forwarding threads own their policies and share Zombie Lists: policies must move between
+/// threads.
+#[test]
+fn policies_are_send() {
+    fn send<T: Send>() {}
+    send::<zl_aqm::AqmPolicy>();
+    send::<BuildContext>();
+    send::<AqmParams>();
+}
