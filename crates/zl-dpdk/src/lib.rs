@@ -1,1 +1,43 @@
-//! Work in progress.
+//! DPDK port for zlrouter: a poll-mode ethdev queue pair behind [`zl_port::Port`].
+//!
+//! Where it sits: beside the AF_XDP port, below the data plane. It needs the `dpdk` feature
+//! and the system's DPDK 22.11 (`libdpdk-dev`); without them this crate still compiles, keeps
+//! its config and error types, and [`Eal::init`] answers [`DpdkError::NotBuilt`], so the data
+//! plane can name DPDK ports in its config on every machine and fail with a clear message.
+//!
+//! Contract:
+//! - The EAL is initialised once per process ([`Eal::init`]), with the EAL arguments from
+//!   config ([`EalConfig::args`]); a second call with the same arguments returns the same
+//!   handle, with different ones an error (DPDK cannot re-initialise).
+//! - [`DpdkPort::open`] finds the ethdev named by the config's device string, probing it as a
+//!   hot-plugged device (a vdev such as `net_null0`, `net_ring0`,
+//!   `net_pcap0,rx_pcap=in.pcap,tx_pcap=out.pcap`, `net_af_packet0,iface=veth0`) when the EAL
+//!   arguments did not create it; then configures one RX and one TX queue with their own mbuf
+//!   pool, and starts it.
+//! - `recv` copies each received frame into a pool buffer and frees the mbuf in bulk; `send`
+//!   copies each buffer into a fresh mbuf; what `rte_eth_tx_burst` does not take is freed and
+//!   counted as `tx_ring_full`. Multi-segment frames are dropped and counted (`rx_too_long`).
+
+mod config;
+#[cfg(dpdk_available)]
+mod port;
+
+pub use config::{DpdkError, DpdkPortConfig, EalConfig};
+#[cfg(dpdk_available)]
+pub use port::{DpdkPort, Eal, EthStats};
+
+/// Whether this build can drive DPDK (feature `dpdk` on and DPDK found at build time).
+pub const AVAILABLE: bool = cfg!(dpdk_available);
+
+/// The EAL handle in a build without DPDK: every call says how to get one.
+#[cfg(not(dpdk_available))]
+#[derive(Debug)]
+pub struct Eal(());
+
+#[cfg(not(dpdk_available))]
+impl Eal {
+    /// Always [`DpdkError::NotBuilt`] in this build.
+    pub fn init(_config: &EalConfig) -> Result<&'static Eal, DpdkError> {
+        Err(DpdkError::NotBuilt)
+    }
+}

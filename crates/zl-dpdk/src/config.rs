@@ -1,0 +1,153 @@
+//! Configuration and errors of the DPDK port; present in every build.
+
+/// EAL arguments, as they would follow the program name on a DPDK command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EalConfig {
+    pub args: Vec<String>,
+}
+
+impl EalConfig {
+    /// Arguments that run anywhere, without hugepages or PCI devices: `--no-huge --no-pci
+    /// -m 512 --file-prefix <prefix> -l 0 --log-level=*:warning`. The unique prefix keeps
+    /// concurrent processes (CI jobs, tests, testpmd) apart; their runtime files go to
+    /// `/var/run/dpdk/<prefix>`.
+    pub fn no_huge(file_prefix: &str) -> Self {
+        EalConfig {
+            args: [
+                "--no-huge",
+                "--no-pci",
+                "-m",
+                "512",
+                "--file-prefix",
+                file_prefix,
+                "-l",
+                "0",
+                "--log-level=*:warning",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+        }
+    }
+}
+
+/// One DPDK port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DpdkPortConfig {
+    /// The device: an ethdev name created by the EAL arguments (`net_null0` after
+    /// `--vdev net_null0`), a PCI address, or devargs to hot-plug (`net_ring0`,
+    /// `net_pcap0,rx_pcap=in.pcap,tx_pcap=out.pcap`).
+    pub device: String,
+    pub rx_descriptors: u16,
+    pub tx_descriptors: u16,
+    /// Mbufs in the port's pool (DPDK likes 2^n - 1).
+    pub mbufs: u32,
+    /// Per-lcore mbuf cache.
+    pub mbuf_cache: u32,
+}
+
+impl DpdkPortConfig {
+    /// 1024 RX / TX descriptors, 8191 mbufs, a 256-mbuf cache.
+    pub fn new(device: &str) -> Self {
+        DpdkPortConfig {
+            device: device.to_owned(),
+            rx_descriptors: 1024,
+            tx_descriptors: 1024,
+            mbufs: 8191,
+            mbuf_cache: 256,
+        }
+    }
+
+    /// The ethdev name: the device string up to its first comma.
+    pub fn ethdev_name(&self) -> &str {
+        self.device.split(',').next().unwrap_or("")
+    }
+
+    pub fn validate(&self) -> Result<(), DpdkError> {
+        let bad = |reason: String| {
+            Err(DpdkError::Config {
+                device: self.device.clone(),
+                reason,
+            })
+        };
+        if self.ethdev_name().is_empty() || self.device.contains('\0') {
+            return bad("device must name an ethdev (e.g. net_null0) and hold no NUL".into());
+        }
+        if self.rx_descriptors == 0 || self.tx_descriptors == 0 {
+            return bad("rx_descriptors and tx_descriptors must be > 0".into());
+        }
+        if self.mbufs < u32::from(self.rx_descriptors) + 64 {
+            return bad(format!(
+                "mbufs {} must exceed rx_descriptors {} by at least one burst",
+                self.mbufs, self.rx_descriptors
+            ));
+        }
+        if self.mbuf_cache > 512 || self.mbuf_cache > self.mbufs / 2 {
+            return bad(format!(
+                "mbuf_cache {} must be <= 512 and <= mbufs / 2",
+                self.mbuf_cache
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Everything that can go wrong with DPDK.
+#[derive(Debug, thiserror::Error)]
+pub enum DpdkError {
+    #[error(
+        "this zlrouter was built without DPDK: rebuild with `--features dpdk` on a machine with \
+         libdpdk-dev 22.11, pkg-config and libclang-dev"
+    )]
+    NotBuilt,
+    #[error("invalid DPDK config for `{device}`: {reason}")]
+    Config { device: String, reason: String },
+    #[error("rte_eal_init({args:?}) failed: {reason}")]
+    EalInit { args: Vec<String>, reason: String },
+    #[error(
+        "the EAL is already initialised with {existing:?}; DPDK allows one initialisation per \
+         process, so every port must share those arguments (asked for {requested:?})"
+    )]
+    EalArgsDiffer {
+        existing: Vec<String>,
+        requested: Vec<String>,
+    },
+    #[error("no DPDK device `{device}`: probing it failed: {reason}")]
+    NoSuchDevice { device: String, reason: String },
+    #[error("DPDK port `{device}`: {op} failed: {reason}")]
+    Port {
+        device: String,
+        op: &'static str,
+        reason: String,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ethdev_name_is_the_devargs_head() {
+        let c = DpdkPortConfig::new("net_pcap0,rx_pcap=a.pcap,tx_pcap=b.pcap");
+        assert_eq!(c.ethdev_name(), "net_pcap0");
+        assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn bad_configs_name_the_key() {
+        let mut c = DpdkPortConfig::new("net_null0");
+        c.mbufs = 100;
+        assert!(c.validate().unwrap_err().to_string().contains("mbufs"));
+        let mut c = DpdkPortConfig::new("net_null0");
+        c.mbuf_cache = 1000;
+        assert!(c.validate().unwrap_err().to_string().contains("mbuf_cache"));
+        assert!(DpdkPortConfig::new(",x").validate().is_err());
+    }
+
+    #[test]
+    fn eal_defaults_need_no_hugepages() {
+        let e = EalConfig::no_huge("zlr-x");
+        assert!(e.args.iter().any(|a| a == "--no-huge"));
+        assert!(e.args.windows(2).any(|w| w == ["--file-prefix", "zlr-x"]));
+    }
+}

@@ -1,0 +1,467 @@
+//! The EAL handle and [`DpdkPort`], over `zl-dpdk-sys`.
+
+use std::ffi::{CStr, CString};
+use std::os::raw::c_char;
+use std::ptr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+use zl_core::Nanos;
+use zl_dpdk_sys as sys;
+use zl_port::{Batch, BufPool, Port, PortCounters, PortError, Readiness, BATCH_CAPACITY};
+
+use crate::{DpdkError, DpdkPortConfig, EalConfig};
+
+/// Frames per `rte_eth_rx_burst` / `rte_eth_tx_burst` call (DPDK's customary 32, the same
+/// as a [`Batch`]).
+const BURST: usize = BATCH_CAPACITY;
+
+fn rte_error_text(errnum: i32) -> String {
+    // SAFETY: rte_strerror returns a pointer to a static or thread-local NUL-terminated
+    // string for any errnum.
+    let s = unsafe { CStr::from_ptr(sys::rte_strerror(errnum)) };
+    format!("{} (errno {errnum})", s.to_string_lossy())
+}
+
+fn last_rte_error() -> String {
+    // SAFETY: reads the calling thread's rte_errno.
+    rte_error_text(unsafe { sys::zl_rte_errno() })
+}
+
+/// Proof that the EAL is initialised; ports are opened against it.
+#[derive(Debug)]
+pub struct Eal {
+    args: Vec<String>,
+    /// Serialises hot-plug probing and port setup, which DPDK does not make thread-safe.
+    setup: Mutex<()>,
+}
+
+static EAL: OnceLock<Result<Eal, String>> = OnceLock::new();
+
+impl Eal {
+    /// Initialises the EAL with `config.args` (once per process; see the crate docs). The
+    /// calling thread becomes the EAL main lcore: DPDK pins it to the first core of `-l`.
+    pub fn init(config: &EalConfig) -> Result<&'static Eal, DpdkError> {
+        let result = EAL.get_or_init(|| Self::init_once(&config.args));
+        match result {
+            Ok(eal) if eal.args == config.args => Ok(eal),
+            Ok(eal) => Err(DpdkError::EalArgsDiffer {
+                existing: eal.args.clone(),
+                requested: config.args.clone(),
+            }),
+            Err(reason) => Err(DpdkError::EalInit {
+                args: config.args.clone(),
+                reason: reason.clone(),
+            }),
+        }
+    }
+
+    fn init_once(args: &[String]) -> Result<Eal, String> {
+        let mut owned = Vec::with_capacity(args.len() + 1);
+        owned.push(CString::new("zlrouter").map_err(|e| e.to_string())?);
+        for a in args {
+            owned.push(CString::new(a.as_str()).map_err(|_| format!("argument {a:?} has a NUL"))?);
+        }
+        // The EAL may keep pointers into argv for the life of the process: leak it on purpose
+        // (once per process).
+        let argv: &'static mut [*mut c_char] = Vec::leak(
+            owned
+                .into_iter()
+                .map(|c| c.into_raw())
+                .chain(std::iter::once(ptr::null_mut()))
+                .collect(),
+        );
+        let argc = (argv.len() - 1) as i32;
+        // SAFETY: argv holds argc valid NUL-terminated strings plus a NULL terminator, all
+        // leaked so they outlive the EAL; this runs once (OnceLock).
+        let r = unsafe { sys::rte_eal_init(argc, argv.as_mut_ptr()) };
+        if r < 0 {
+            return Err(last_rte_error());
+        }
+        Ok(Eal {
+            args: args.to_vec(),
+            setup: Mutex::new(()),
+        })
+    }
+
+    pub fn args(&self) -> &[String] {
+        &self.args
+    }
+}
+
+/// The ethdev's own counters (`struct rte_eth_stats`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EthStats {
+    pub ipackets: u64,
+    pub opackets: u64,
+    pub ibytes: u64,
+    pub obytes: u64,
+    /// RX drops because the RX ring was full (the NIC's "missed").
+    pub imissed: u64,
+    pub ierrors: u64,
+    pub oerrors: u64,
+    /// RX mbuf allocation failures.
+    pub rx_nombuf: u64,
+}
+
+static POOL_SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// A started DPDK ethdev with one RX and one TX queue.
+#[derive(Debug)]
+pub struct DpdkPort {
+    port_id: u16,
+    pool: *mut sys::rte_mempool,
+    name: String,
+    device: String,
+    index: u16,
+    counters: PortCounters,
+    rx_multi_seg: u64,
+}
+
+// SAFETY: the port's queues and pool are used only through `&mut self`, i.e. by one thread at
+// a time; DPDK allows a queue to move between threads as long as it is not used concurrently.
+unsafe impl Send for DpdkPort {}
+
+impl DpdkPort {
+    /// Finds or hot-plugs the device, configures one RX and one TX queue and starts it.
+    pub fn open(
+        eal: &Eal,
+        name: &str,
+        index: u16,
+        cfg: &DpdkPortConfig,
+    ) -> Result<Self, DpdkError> {
+        cfg.validate()?;
+        let _guard = eal.setup.lock().unwrap_or_else(|p| p.into_inner());
+        let device = cfg.device.clone();
+        let fail = |op: &'static str, reason: String| DpdkError::Port {
+            device: device.clone(),
+            op,
+            reason,
+        };
+        let port_id = match lookup(cfg.ethdev_name()) {
+            Some(id) => id,
+            None => {
+                let devargs = CString::new(cfg.device.as_str()).map_err(|_| DpdkError::Config {
+                    device: device.clone(),
+                    reason: "NUL in device".into(),
+                })?;
+                // SAFETY: devargs is a valid C string for the call; the EAL is initialised.
+                let r = unsafe { sys::rte_dev_probe(devargs.as_ptr()) };
+                if r < 0 {
+                    return Err(DpdkError::NoSuchDevice {
+                        device,
+                        reason: rte_error_text(-r),
+                    });
+                }
+                lookup(cfg.ethdev_name()).ok_or_else(|| DpdkError::NoSuchDevice {
+                    device: device.clone(),
+                    reason: "probed, but no ethdev of that name appeared".into(),
+                })?
+            }
+        };
+
+        let pool_name = CString::new(format!(
+            "zlr_mp{}_{}",
+            port_id,
+            POOL_SEQ.fetch_add(1, Ordering::Relaxed)
+        ))
+        .map_err(|e| fail("mempool name", e.to_string()))?;
+        // SAFETY: valid name; sizes checked by `validate`; -1 is SOCKET_ID_ANY.
+        let pool = unsafe {
+            sys::rte_pktmbuf_pool_create(
+                pool_name.as_ptr(),
+                cfg.mbufs,
+                cfg.mbuf_cache,
+                0,
+                sys::RTE_MBUF_DEFAULT_BUF_SIZE as u16,
+                -1,
+            )
+        };
+        if pool.is_null() {
+            return Err(fail("rte_pktmbuf_pool_create", last_rte_error()));
+        }
+        // From here the pool is owned by `port`, so every early return frees it (Drop).
+        let mut port = DpdkPort {
+            port_id,
+            pool,
+            name: name.to_owned(),
+            device: device.clone(),
+            index,
+            counters: PortCounters::default(),
+            rx_multi_seg: 0,
+        };
+        let conf = sys::rte_eth_conf::default();
+        // SAFETY: `conf` is a zeroed (all-defaults) rte_eth_conf alive for the call.
+        let r = unsafe { sys::rte_eth_dev_configure(port_id, 1, 1, &conf) };
+        if r < 0 {
+            return Err(fail("rte_eth_dev_configure", rte_error_text(-r)));
+        }
+        // SAFETY: port configured above; the socket id query has no other precondition.
+        let socket = unsafe { sys::rte_eth_dev_socket_id(port_id) };
+        let socket = if socket < 0 { 0 } else { socket as u32 };
+        // SAFETY: queue 0 of a configured port; NULL selects the driver's default rxconf;
+        // the pool outlives the queue (freed after stop and close in Drop).
+        let r = unsafe {
+            sys::rte_eth_rx_queue_setup(
+                port_id,
+                0,
+                cfg.rx_descriptors,
+                socket,
+                ptr::null(),
+                port.pool,
+            )
+        };
+        if r < 0 {
+            return Err(fail("rte_eth_rx_queue_setup", rte_error_text(-r)));
+        }
+        // SAFETY: as above, default txconf.
+        let r = unsafe {
+            sys::rte_eth_tx_queue_setup(port_id, 0, cfg.tx_descriptors, socket, ptr::null())
+        };
+        if r < 0 {
+            return Err(fail("rte_eth_tx_queue_setup", rte_error_text(-r)));
+        }
+        // SAFETY: configured port with its queues set up.
+        let r = unsafe { sys::rte_eth_dev_start(port_id) };
+        if r < 0 {
+            return Err(fail("rte_eth_dev_start", rte_error_text(-r)));
+        }
+        // Promiscuous mode is best effort: virtual devices may not implement it.
+        // SAFETY: started port.
+        let _ = unsafe { sys::rte_eth_promiscuous_enable(port_id) };
+        port.device = device;
+        Ok(port)
+    }
+
+    pub fn port_id(&self) -> u16 {
+        self.port_id
+    }
+
+    /// Receives one burst (up to 32) and calls `on_frame` with each single-segment frame.
+    pub fn recv_with(&mut self, max: usize, mut on_frame: impl FnMut(&[u8])) -> usize {
+        let mut mbufs = [ptr::null_mut::<sys::rte_mbuf>(); BURST];
+        let want = max.min(BURST) as u16;
+        // SAFETY: started port, queue 0, `mbufs` has room for `want` pointers.
+        let n = unsafe { sys::zl_rte_eth_rx_burst(self.port_id, 0, mbufs.as_mut_ptr(), want) };
+        let n = usize::from(n);
+        for &m in &mbufs[..n] {
+            // SAFETY: `m` is a valid mbuf the driver just handed us.
+            let (segs, len, data) = unsafe {
+                (
+                    sys::zl_rte_pktmbuf_nb_segs(m),
+                    sys::zl_rte_pktmbuf_data_len(m),
+                    sys::zl_rte_pktmbuf_mtod(m) as *const u8,
+                )
+            };
+            if segs != 1 {
+                self.rx_multi_seg += 1;
+                continue;
+            }
+            // SAFETY: a single-segment mbuf holds `data_len` bytes at `mtod`; the slice lives
+            // until the mbuf is freed below, after the callback returns.
+            let frame = unsafe { std::slice::from_raw_parts(data, usize::from(len)) };
+            self.counters.rx_packets += 1;
+            self.counters.rx_bytes += u64::from(len);
+            on_frame(frame);
+        }
+        // SAFETY: the `n` mbufs are ours and no reference into them survives.
+        unsafe { sys::zl_rte_pktmbuf_free_bulk(mbufs.as_mut_ptr(), n as u32) };
+        n
+    }
+
+    /// Copies up to 32 frames into fresh mbufs and transmits them; returns how many the
+    /// driver took. The rest are freed and counted (`tx_ring_full`, or `tx_no_buffer` when
+    /// the pool ran dry, or `tx_errors` for frames too long for an mbuf).
+    pub fn send_frames<'a>(&mut self, frames: impl IntoIterator<Item = &'a [u8]>) -> usize {
+        let mut mbufs = [ptr::null_mut::<sys::rte_mbuf>(); BURST];
+        let mut lens = [0u16; BURST];
+        let mut staged = 0usize;
+        let mut offered = 0;
+        for f in frames {
+            if staged == BURST {
+                offered += self.flush(&mut mbufs, staged, Some(&lens));
+                staged = 0;
+            }
+            // SAFETY: the pool is valid for the port's lifetime.
+            let m = unsafe { sys::zl_rte_pktmbuf_alloc(self.pool) };
+            if m.is_null() {
+                self.counters.tx_no_buffer += 1;
+                continue;
+            }
+            let len = u16::try_from(f.len()).ok();
+            // SAFETY: `m` is a fresh single-segment mbuf; append returns NULL when the
+            // tailroom is too small, else a pointer to `len` writable bytes.
+            let dst = len.map_or(ptr::null_mut(), |l| unsafe {
+                sys::zl_rte_pktmbuf_append(m, l)
+            });
+            if dst.is_null() {
+                self.counters.tx_errors += 1;
+                // SAFETY: `m` is ours and unused.
+                unsafe { sys::zl_rte_pktmbuf_free(m) };
+                continue;
+            }
+            // SAFETY: `dst` points to `f.len()` writable bytes inside `m`.
+            unsafe { ptr::copy_nonoverlapping(f.as_ptr(), dst.cast::<u8>(), f.len()) };
+            mbufs[staged] = m;
+            lens[staged] = f.len() as u16;
+            staged += 1;
+        }
+        offered + self.flush(&mut mbufs, staged, Some(&lens))
+    }
+
+    /// Transmits the first `n` mbufs; frees and counts what the driver does not take.
+    /// `lens` (the frame lengths) feeds the byte counter when the caller has it.
+    fn flush(
+        &mut self,
+        mbufs: &mut [*mut sys::rte_mbuf; BURST],
+        n: usize,
+        lens: Option<&[u16; BURST]>,
+    ) -> usize {
+        if n == 0 {
+            return 0;
+        }
+        // SAFETY: the first `n` entries are valid mbufs we own; the driver takes ownership of
+        // the first `sent`.
+        let sent = usize::from(unsafe {
+            sys::zl_rte_eth_tx_burst(self.port_id, 0, mbufs.as_mut_ptr(), n as u16)
+        });
+        self.counters.tx_packets += sent as u64;
+        if let Some(lens) = lens {
+            self.counters.tx_bytes += lens[..sent].iter().map(|&l| u64::from(l)).sum::<u64>();
+        }
+        if sent < n {
+            self.counters.tx_ring_full += (n - sent) as u64;
+            // SAFETY: the unsent mbufs are still ours.
+            unsafe { sys::zl_rte_pktmbuf_free_bulk(mbufs[sent..].as_mut_ptr(), (n - sent) as u32) };
+        }
+        sent
+    }
+
+    /// Moves one burst from this port's RX queue to `out`'s TX queue without copying (the
+    /// same work as testpmd's io forwarding mode). Returns the frames transmitted.
+    pub fn forward_to(&mut self, out: &mut DpdkPort) -> usize {
+        let mut mbufs = [ptr::null_mut::<sys::rte_mbuf>(); BURST];
+        // SAFETY: started port, queue 0, room for BURST pointers.
+        let n =
+            unsafe { sys::zl_rte_eth_rx_burst(self.port_id, 0, mbufs.as_mut_ptr(), BURST as u16) };
+        if n == 0 {
+            return 0;
+        }
+        self.counters.rx_packets += u64::from(n);
+        out.flush(&mut mbufs, usize::from(n), None)
+    }
+
+    /// The ethdev's own counters.
+    pub fn eth_stats(&self) -> Result<EthStats, DpdkError> {
+        let mut s = sys::rte_eth_stats::default();
+        // SAFETY: `s` is a writable rte_eth_stats; valid port id.
+        let r = unsafe { sys::rte_eth_stats_get(self.port_id, &mut s) };
+        if r < 0 {
+            return Err(DpdkError::Port {
+                device: self.device.clone(),
+                op: "rte_eth_stats_get",
+                reason: rte_error_text(-r),
+            });
+        }
+        Ok(EthStats {
+            ipackets: s.ipackets,
+            opackets: s.opackets,
+            ibytes: s.ibytes,
+            obytes: s.obytes,
+            imissed: s.imissed,
+            ierrors: s.ierrors,
+            oerrors: s.oerrors,
+            rx_nombuf: s.rx_nombuf,
+        })
+    }
+
+    /// Mbufs currently free in the port's pool.
+    pub fn pool_available(&self) -> u32 {
+        // SAFETY: the pool is valid for the port's lifetime.
+        unsafe { sys::rte_mempool_avail_count(self.pool) }
+    }
+}
+
+impl Drop for DpdkPort {
+    fn drop(&mut self) {
+        // SAFETY: stop and close release the queues (and with them every mbuf the driver
+        // held) before the pool they draw from is freed; the port id is ours.
+        unsafe {
+            sys::rte_eth_dev_stop(self.port_id);
+            sys::rte_eth_dev_close(self.port_id);
+            sys::rte_mempool_free(self.pool);
+        }
+    }
+}
+
+fn lookup(ethdev: &str) -> Option<u16> {
+    let c = CString::new(ethdev).ok()?;
+    let mut id = 0u16;
+    // SAFETY: valid C string and a writable u16.
+    let r = unsafe { sys::rte_eth_dev_get_port_by_name(c.as_ptr(), &mut id) };
+    (r == 0).then_some(id)
+}
+
+impl Port for DpdkPort {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn recv(
+        &mut self,
+        now: Nanos,
+        pool: &mut BufPool,
+        batch: &mut Batch,
+    ) -> Result<usize, PortError> {
+        let index = self.index;
+        let (mut added, mut no_buffer, mut too_long) = (0, 0, 0);
+        self.recv_with(batch.room(), |frame| {
+            let Some(mut buf) = pool.alloc() else {
+                no_buffer += 1;
+                return;
+            };
+            if buf.copy_from(frame).is_err() {
+                too_long += 1;
+                pool.free(buf);
+                return;
+            }
+            buf.rx_time = now;
+            buf.in_port = index;
+            match batch.push(buf) {
+                Ok(()) => added += 1,
+                Err(buf) => pool.free(buf),
+            }
+        });
+        self.counters.rx_packets -= no_buffer + too_long;
+        self.counters.rx_no_buffer += no_buffer;
+        self.counters.rx_too_long += too_long;
+        Ok(added)
+    }
+
+    fn send(
+        &mut self,
+        _now: Nanos,
+        batch: &mut Batch,
+        pool: &mut BufPool,
+    ) -> Result<usize, PortError> {
+        let sent = self.send_frames(batch.iter().map(|b| b.as_slice()));
+        for b in batch.drain() {
+            pool.free(b);
+        }
+        Ok(sent)
+    }
+
+    fn readiness(&self) -> Readiness {
+        Readiness::Live
+    }
+
+    fn counters(&self) -> PortCounters {
+        let mut c = self.counters;
+        c.rx_too_long += self.rx_multi_seg;
+        if let Ok(s) = self.eth_stats() {
+            c.rx_ring_full += s.imissed;
+            c.rx_no_buffer += s.rx_nombuf;
+        }
+        c
+    }
+}

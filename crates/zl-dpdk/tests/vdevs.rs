@@ -1,0 +1,198 @@
+//! The DPDK port on virtual devices, in one test: the EAL can be initialised only once per
+//! process, so the sub-cases share it and run in sequence. Skips with a message when this
+//! build has no DPDK (feature `dpdk` off, or DPDK not found at build time).
+
+#![cfg_attr(not(dpdk_available), allow(dead_code))]
+
+use std::path::{Path, PathBuf};
+
+use zl_dpdk::{DpdkError, EalConfig};
+
+fn frame(seq: u32, len: usize) -> Vec<u8> {
+    let mut f = vec![0u8; len];
+    f[0..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x01]);
+    f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x02]);
+    f[12..14].copy_from_slice(&0x88b5u16.to_be_bytes());
+    f[14..18].copy_from_slice(&seq.to_be_bytes());
+    for (i, b) in f[18..].iter_mut().enumerate() {
+        *b = (i as u8).wrapping_mul(7) ^ (seq as u8);
+    }
+    f
+}
+
+/// A classic little-endian pcap file with microsecond timestamps, Ethernet link type.
+fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
+    let mut out = Vec::new();
+    out.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
+    out.extend_from_slice(&2u16.to_le_bytes());
+    out.extend_from_slice(&4u16.to_le_bytes());
+    for v in [0u32, 0, 65535, 1] {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    for (i, f) in frames.iter().enumerate() {
+        for v in [1u32, i as u32, f.len() as u32, f.len() as u32] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        out.extend_from_slice(f);
+    }
+    std::fs::write(path, out).unwrap();
+}
+
+fn read_pcap(path: &Path) -> Vec<Vec<u8>> {
+    let data = std::fs::read(path).unwrap();
+    assert!(data.len() >= 24, "pcap {} too short", path.display());
+    let mut frames = Vec::new();
+    let mut at = 24;
+    while at + 16 <= data.len() {
+        let incl = u32::from_le_bytes(data[at + 8..at + 12].try_into().unwrap()) as usize;
+        frames.push(data[at + 16..at + 16 + incl].to_vec());
+        at += 16 + incl;
+    }
+    frames
+}
+
+fn scratch(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("zlr-dpdk-{}-{name}", std::process::id()))
+}
+
+#[test]
+fn dpdk_ports_on_virtual_devices() {
+    if !zl_dpdk::AVAILABLE {
+        eprintln!(
+            "SKIPPED dpdk_ports_on_virtual_devices: built without DPDK \
+             (run `cargo test -p zl-dpdk --features dpdk` with libdpdk-dev installed)"
+        );
+        let err = zl_dpdk::Eal::init(&EalConfig::no_huge("zlr-x")).unwrap_err();
+        assert!(matches!(err, DpdkError::NotBuilt));
+        assert!(err.to_string().contains("--features dpdk"));
+    } else {
+        #[cfg(dpdk_available)]
+        with_dpdk::run_all();
+    }
+}
+
+#[cfg(dpdk_available)]
+mod with_dpdk {
+    use super::*;
+    use zl_core::Nanos;
+    use zl_dpdk::{DpdkPort, DpdkPortConfig, Eal};
+    use zl_port::{Batch, BufPool, Port};
+
+    pub fn run_all() {
+        let prefix = format!("zlr-test-{}", std::process::id());
+        let eal_cfg = EalConfig::no_huge(&prefix);
+        let eal = Eal::init(&eal_cfg).expect("EAL init without hugepages");
+        let _runtime_dir = RemoveOnDrop(PathBuf::from("/var/run/dpdk").join(&prefix));
+        net_ring_loops_frames_back_unchanged(eal);
+        net_null_receives_and_sinks(eal);
+        net_pcap_replays_a_file_and_writes_one(eal);
+        port_trait_round_trip_on_net_ring(eal);
+        errors_are_typed(eal, &eal_cfg);
+    }
+
+    /// The EAL's runtime directory, removed when the test ends (also on failure).
+    struct RemoveOnDrop(PathBuf);
+
+    impl Drop for RemoveOnDrop {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn net_ring_loops_frames_back_unchanged(eal: &'static Eal) {
+        let mut port = DpdkPort::open(eal, "ring", 0, &DpdkPortConfig::new("net_ring0")).unwrap();
+        let frames: Vec<Vec<u8>> = (0..100).map(|i| frame(i, 60 + i as usize * 10)).collect();
+        let mut sent = 0;
+        for chunk in frames.chunks(25) {
+            sent += port.send_frames(chunk.iter().map(|f| f.as_slice()));
+        }
+        assert_eq!(sent, 100);
+        let mut got = Vec::new();
+        while port.recv_with(32, |f| got.push(f.to_vec())) > 0 {}
+        assert_eq!(
+            got, frames,
+            "net_ring returns what was sent, in order, byte for byte"
+        );
+        let s = port.eth_stats().unwrap();
+        assert_eq!((s.ipackets, s.opackets), (100, 100), "{s:?}");
+    }
+
+    fn net_null_receives_and_sinks(eal: &'static Eal) {
+        let mut port = DpdkPort::open(eal, "null", 1, &DpdkPortConfig::new("net_null0")).unwrap();
+        let mut lens = Vec::new();
+        let n = port.recv_with(32, |f| lens.push(f.len()));
+        assert_eq!(n, 32, "net_null always has a full burst");
+        assert!(
+            lens.iter().all(|&l| l == 64),
+            "net_null's default size: {lens:?}"
+        );
+        let f = frame(1, 64);
+        let sent = port.send_frames(std::iter::repeat_n(f.as_slice(), 100));
+        assert_eq!(sent, 100);
+        assert_eq!(port.eth_stats().unwrap().opackets, 100);
+        let before = port.pool_available();
+        for _ in 0..100 {
+            port.recv_with(32, |_| {});
+        }
+        assert_eq!(port.pool_available(), before, "received mbufs are freed");
+    }
+
+    fn net_pcap_replays_a_file_and_writes_one(eal: &'static Eal) {
+        let input = scratch("in.pcap");
+        let output = scratch("out.pcap");
+        let frames: Vec<Vec<u8>> = (0..50).map(|i| frame(i, 64 + i as usize)).collect();
+        write_pcap(&input, &frames);
+        let dev = format!(
+            "net_pcap0,rx_pcap={},tx_pcap={}",
+            input.display(),
+            output.display()
+        );
+        {
+            let mut port = DpdkPort::open(eal, "pcap", 2, &DpdkPortConfig::new(&dev)).unwrap();
+            let mut got = Vec::new();
+            while got.len() < 50 && port.recv_with(32, |f| got.push(f.to_vec())) > 0 {}
+            assert_eq!(got, frames, "every frame of the file, in order");
+            let sent = port.send_frames(got.iter().rev().map(|f| f.as_slice()));
+            assert_eq!(sent, 50);
+        } // stop + close flush the output file
+        let written = read_pcap(&output);
+        let want: Vec<Vec<u8>> = frames.iter().rev().cloned().collect();
+        assert_eq!(written, want);
+        let _ = std::fs::remove_file(input);
+        let _ = std::fs::remove_file(output);
+    }
+
+    fn port_trait_round_trip_on_net_ring(eal: &'static Eal) {
+        let mut port = DpdkPort::open(eal, "ring1", 4, &DpdkPortConfig::new("net_ring1")).unwrap();
+        let mut pool = BufPool::new(64, 2048);
+        let mut batch = Batch::new();
+        for i in 0..20 {
+            let mut b = pool.alloc().unwrap();
+            b.copy_from(&frame(i, 100)).unwrap();
+            batch.push(b).unwrap();
+        }
+        assert_eq!(port.send(Nanos(1), &mut batch, &mut pool).unwrap(), 20);
+        assert!(batch.is_empty());
+        assert_eq!(pool.available(), 64);
+        assert_eq!(port.recv(Nanos(9), &mut pool, &mut batch).unwrap(), 20);
+        for (i, b) in batch.iter().enumerate() {
+            assert_eq!(b.as_slice(), &frame(i as u32, 100)[..]);
+            assert_eq!((b.in_port, b.rx_time), (4, Nanos(9)));
+        }
+        let c = port.counters();
+        assert_eq!((c.rx_packets, c.tx_packets, c.tx_bytes), (20, 20, 2000));
+        for b in batch.drain() {
+            pool.free(b);
+        }
+    }
+
+    fn errors_are_typed(eal: &'static Eal, eal_cfg: &EalConfig) {
+        let again = Eal::init(eal_cfg).unwrap();
+        assert!(std::ptr::eq(again, eal), "same arguments, same EAL");
+        let err = Eal::init(&EalConfig::no_huge("zlr-other")).unwrap_err();
+        assert!(matches!(err, DpdkError::EalArgsDiffer { .. }), "{err:?}");
+        let err =
+            DpdkPort::open(eal, "x", 9, &DpdkPortConfig::new("net_nonexistent0")).unwrap_err();
+        assert!(matches!(err, DpdkError::NoSuchDevice { .. }), "{err:?}");
+    }
+}
