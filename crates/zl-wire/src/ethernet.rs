@@ -43,28 +43,27 @@ impl core::fmt::Display for MacAddr {
     }
 }
 
-/// A VLAN tag as read from the frame.
+/// A VLAN tag as read from the frame: its TPID and TCI, decoded by the accessors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct VlanTag {
     /// The tag protocol identifier: [`ethertype::VLAN`] or [`ethertype::QINQ`].
     pub tpid: u16,
-    /// Priority code point (802.1p), 0..=7.
-    pub pcp: u8,
-    /// Drop eligible indicator.
-    pub dei: bool,
-    /// VLAN identifier, 0..=4095.
-    pub vid: u16,
+    /// The tag control information: PCP (3 bits) | DEI (1) | VID (12).
+    pub tci: u16,
 }
 
 impl VlanTag {
-    /// Decodes a tag from its TPID and TCI.
-    pub const fn from_tci(tpid: u16, tci: u16) -> VlanTag {
-        VlanTag {
-            tpid,
-            pcp: (tci >> 13) as u8,
-            dei: tci & 0x1000 != 0,
-            vid: tci & 0x0fff,
-        }
+    /// Priority code point (802.1p), 0..=7.
+    pub const fn pcp(self) -> u8 {
+        (self.tci >> 13) as u8
+    }
+    /// Drop eligible indicator.
+    pub const fn dei(self) -> bool {
+        self.tci & 0x1000 != 0
+    }
+    /// VLAN identifier, 0..=4095.
+    pub const fn vid(self) -> u16 {
+        self.tci & 0x0fff
     }
 }
 
@@ -86,10 +85,70 @@ fn be16(b: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([b[at], b[at + 1]])
 }
 
+#[inline]
+fn mac_at(b: &[u8], at: usize) -> [u8; 6] {
+    let mut mac = [0; 6];
+    mac.copy_from_slice(&b[at..at + 6]);
+    mac
+}
+
 /// Parses the Ethernet header and up to [`MAX_VLAN_TAGS`] tags; returns the header and the
 /// offset of the L3 header. With `vlan` false a tagged frame is
 /// [`ParseError::UnsupportedEtherType`].
-pub fn parse_ethernet(frame: &[u8], vlan: bool) -> Result<(EthernetInfo, usize), ParseError> {
+#[inline]
+const fn is_tag(ethertype: u16) -> bool {
+    matches!(ethertype, ethertype::VLAN | ethertype::QINQ)
+}
+
+/// Reads the tag at `offset` and the EtherType after it.
+#[inline]
+fn read_tag(frame: &[u8], offset: usize, tpid: u16) -> Result<(VlanTag, u16), ParseError> {
+    if frame.len() < offset + VLAN_TAG_LEN {
+        return Err(ParseError::Truncated {
+            header: Header::Vlan,
+            offset,
+            needed: VLAN_TAG_LEN,
+            available: frame.len() - offset,
+        });
+    }
+    let tag = VlanTag {
+        tpid,
+        tci: be16(frame, offset),
+    };
+    Ok((tag, be16(frame, offset + 2)))
+}
+
+/// The tags and EtherType of a frame, and where its L3 header starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LinkLayer {
+    pub outer_vlan: Option<VlanTag>,
+    pub inner_vlan: Option<VlanTag>,
+    pub ethertype: u16,
+    pub l3_offset: usize,
+}
+
+impl LinkLayer {
+    /// The full link-layer record, MACs read from `frame` (at least [`HEADER_LEN`] octets).
+    ///
+    /// Built at the end of [`parse`](crate::parse), straight into its result: copying the
+    /// 6-octet MACs through an intermediate value cost a store-forwarding stall (about a third
+    /// of the parse time, measured with perf).
+    #[inline]
+    pub fn info(&self, frame: &[u8]) -> EthernetInfo {
+        EthernetInfo {
+            dst: MacAddr(mac_at(frame, 0)),
+            src: MacAddr(mac_at(frame, 6)),
+            outer_vlan: self.outer_vlan,
+            inner_vlan: self.inner_vlan,
+            ethertype: self.ethertype,
+        }
+    }
+}
+
+/// Parses the Ethernet header and up to [`MAX_VLAN_TAGS`] tags. With `vlan` false a tagged
+/// frame's EtherType is the TPID (and [`parse`](crate::parse) rejects it as unsupported).
+#[inline]
+pub(crate) fn parse_ethernet(frame: &[u8], vlan: bool) -> Result<LinkLayer, ParseError> {
     if frame.len() < HEADER_LEN {
         return Err(ParseError::Truncated {
             header: Header::Ethernet,
@@ -98,38 +157,32 @@ pub fn parse_ethernet(frame: &[u8], vlan: bool) -> Result<(EthernetInfo, usize),
             available: frame.len(),
         });
     }
-    let mut info = EthernetInfo {
-        dst: MacAddr([frame[0], frame[1], frame[2], frame[3], frame[4], frame[5]]),
-        src: MacAddr([frame[6], frame[7], frame[8], frame[9], frame[10], frame[11]]),
-        outer_vlan: None,
-        inner_vlan: None,
-        ethertype: be16(frame, 12),
-    };
+    let mut ethertype = be16(frame, 12);
+    let mut outer_vlan = None;
+    let mut inner_vlan = None;
     let mut offset = HEADER_LEN;
-    let mut tags = 0;
-    while vlan && matches!(info.ethertype, ethertype::VLAN | ethertype::QINQ) {
-        if tags == MAX_VLAN_TAGS {
-            return Err(ParseError::TooManyVlanTags { max: MAX_VLAN_TAGS });
-        }
-        if frame.len() < offset + VLAN_TAG_LEN {
-            return Err(ParseError::Truncated {
-                header: Header::Vlan,
-                offset,
-                needed: VLAN_TAG_LEN,
-                available: frame.len() - offset,
-            });
-        }
-        let tag = VlanTag::from_tci(info.ethertype, be16(frame, offset));
-        if tags == 0 {
-            info.outer_vlan = Some(tag);
-        } else {
-            info.inner_vlan = Some(tag);
-        }
-        info.ethertype = be16(frame, offset + 2);
+    // Unrolled for MAX_VLAN_TAGS = 2: the common untagged frame takes one branch.
+    if vlan && is_tag(ethertype) {
+        let (tag, next) = read_tag(frame, offset, ethertype)?;
+        outer_vlan = Some(tag);
+        ethertype = next;
         offset += VLAN_TAG_LEN;
-        tags += 1;
+        if is_tag(ethertype) {
+            let (tag, next) = read_tag(frame, offset, ethertype)?;
+            inner_vlan = Some(tag);
+            ethertype = next;
+            offset += VLAN_TAG_LEN;
+            if is_tag(ethertype) {
+                return Err(ParseError::TooManyVlanTags { max: MAX_VLAN_TAGS });
+            }
+        }
     }
-    Ok((info, offset))
+    Ok(LinkLayer {
+        outer_vlan,
+        inner_vlan,
+        ethertype,
+        l3_offset: offset,
+    })
 }
 
 /// Rewrites the destination and source MACs (router mode: next hop's MAC, our port's MAC).

@@ -43,6 +43,7 @@ fn be16(b: &[u8], at: usize) -> u16 {
 
 /// Parses the header at `frame[l3..]`. The total length must fit in the frame (bytes after it
 /// are link-layer padding and are ignored).
+#[inline]
 pub(crate) fn parse_ipv4(
     frame: &[u8],
     l3: usize,

@@ -70,6 +70,7 @@ fn be16(b: &[u8], at: usize) -> u16 {
 }
 
 /// Parses the fixed header at `frame[l3..]`; the payload length must fit in the frame.
+#[inline]
 pub(crate) fn parse_ipv6(frame: &[u8], l3: usize) -> Result<Ipv6Fields, ParseError> {
     let available = frame.len().saturating_sub(l3);
     if available < HEADER_LEN {
@@ -115,6 +116,7 @@ pub(crate) fn parse_ipv6(frame: &[u8], l3: usize) -> Result<Ipv6Fields, ParseErr
 /// Every header advances the offset by at least 8 octets, so the walk cannot loop; it stops
 /// with [`ParseError::TooManyExtHeaders`] after `max_headers` headers all the same, so a chain
 /// of padding headers costs a bounded amount of work.
+#[inline]
 pub(crate) fn walk_extensions(
     frame: &[u8],
     start: usize,

@@ -274,8 +274,9 @@ fn parse_l3_ipv6(frame: &[u8], l3: usize, cfg: &ParseConfig) -> Result<L3Fields,
 
 /// Parses one frame. Allocation-free; never panics. See the crate docs for the contract.
 pub fn parse(frame: &[u8], cfg: &ParseConfig) -> Result<PacketInfo, ParseError> {
-    let (eth, l3) = ethernet::parse_ethernet(frame, cfg.vlan)?;
-    let f = match eth.ethertype {
+    let link = ethernet::parse_ethernet(frame, cfg.vlan)?;
+    let l3 = link.l3_offset;
+    let f = match link.ethertype {
         ethertype::IPV4 => parse_l3_ipv4(frame, l3, cfg)?,
         ethertype::IPV6 => parse_l3_ipv6(frame, l3, cfg)?,
         other => return Err(ParseError::UnsupportedEtherType(other)),
@@ -293,7 +294,7 @@ pub fn parse(frame: &[u8], cfg: &ParseConfig) -> Result<PacketInfo, ParseError> 
         ports,
     };
     Ok(PacketInfo {
-        eth,
+        eth: link.info(frame),
         l3_offset: l3,
         ip_version: f.ip_version,
         ip_header_len: f.ip_header_len,

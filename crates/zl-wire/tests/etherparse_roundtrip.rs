@@ -194,7 +194,7 @@ fn check_agreement(s: &Spec, ours: &[u8], theirs: &[u8], shift: usize) {
     for (i, tag) in tags.iter().enumerate() {
         if i < usize::from(s.vlans) {
             let tag = tag.unwrap();
-            assert_eq!(tag.vid, if i == 0 { s.vids.0 } else { s.vids.1 });
+            assert_eq!(tag.vid(), if i == 0 { s.vids.0 } else { s.vids.1 });
         } else {
             assert!(tag.is_none());
         }

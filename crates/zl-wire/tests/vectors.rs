@@ -52,7 +52,7 @@ fn vlan_ipv4_options_udp_fields() {
     let info = parse(&VLAN_IPV4_OPTIONS_UDP, &cfg()).unwrap();
     let tag = info.eth.outer_vlan.unwrap();
     assert_eq!(
-        (tag.tpid, tag.pcp, tag.dei, tag.vid),
+        (tag.tpid, tag.pcp(), tag.dei(), tag.vid()),
         (0x8100, 5, false, 100)
     );
     assert_eq!(info.eth.inner_vlan, None);
@@ -72,8 +72,8 @@ fn qinq_later_fragment_fields() {
     let info = parse(&QINQ_IPV4_LATER_FRAGMENT, &cfg()).unwrap();
     let outer = info.eth.outer_vlan.unwrap();
     let inner = info.eth.inner_vlan.unwrap();
-    assert_eq!((outer.tpid, outer.vid), (0x88a8, 10));
-    assert_eq!((inner.tpid, inner.dei, inner.vid), (0x8100, true, 20));
+    assert_eq!((outer.tpid, outer.vid()), (0x88a8, 10));
+    assert_eq!((inner.tpid, inner.dei(), inner.vid()), (0x8100, true, 20));
     assert_eq!(info.l3_offset, 22);
     assert_eq!(info.fragment, Fragment::Later);
     assert_eq!(info.protocol, 17);
