@@ -207,6 +207,23 @@ impl fmt::Display for Report {
                 self.ring_full_waits
             )?;
         }
+        let demand = |f: &mut fmt::Formatter<'_>, name: &str, d: &crate::bounds::Demand| {
+            write!(
+                f,
+                "{name} per packet: I = {:.0} cycles, one thread alone {:.0} cycles; refs",
+                d.compute, d.serial
+            )?;
+            for u in Unit::ALL {
+                if d.refs[u.index()] > 0.0 {
+                    write!(f, " {} {:.2}", u.name(), d.refs[u.index()])?;
+                }
+            }
+            writeln!(f)
+        };
+        demand(f, "rx", &self.bounds.rx_demand)?;
+        if let Some(t) = &self.bounds.tx_demand {
+            demand(f, "tx", t)?;
+        }
         writeln!(f, "closed-form bounds (Mpps):")?;
         for (name, b) in self.bounds.named() {
             writeln!(f, "  {name:<20} {:.3}", b * self.clock_mhz)?;

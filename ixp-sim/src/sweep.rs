@@ -234,6 +234,7 @@ fn panel<DB: DrawingBackend>(
     series: &[Series],
     log_x: bool,
     log_y: bool,
+    legend: SeriesLabelPosition,
 ) -> Result<(), Box<dyn std::error::Error>>
 where
     DB::ErrorType: 'static,
@@ -290,7 +291,7 @@ where
         .configure_series_labels()
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperRight)
+        .position(legend)
         .draw()?;
     Ok(())
 }
@@ -300,6 +301,8 @@ struct Figure {
     x_desc: &'static str,
     log_x: bool,
     log_y: bool,
+    /// Where the legend sits (away from the lines).
+    legend: fn() -> SeriesLabelPosition,
     /// Title and series of each panel (one per profile).
     panels: Vec<(String, Vec<Series>)>,
 }
@@ -363,6 +366,7 @@ fn figures(rows: &[SweepRow]) -> Vec<Figure> {
             x_desc: "Zombie List size M",
             log_x: true,
             log_y: true,
+            legend: || SeriesLabelPosition::LowerLeft,
             panels: by_m,
         },
         Figure {
@@ -370,6 +374,7 @@ fn figures(rows: &[SweepRow]) -> Vec<Figure> {
             x_desc: "threads per ME",
             log_x: false,
             log_y: true,
+            legend: || SeriesLabelPosition::LowerRight,
             panels: by_threads,
         },
         Figure {
@@ -377,6 +382,7 @@ fn figures(rows: &[SweepRow]) -> Vec<Figure> {
             x_desc: "receive threads (the rest transmit)",
             log_x: false,
             log_y: true,
+            legend: || SeriesLabelPosition::LowerRight,
             panels: by_split,
         },
     ]
@@ -392,7 +398,15 @@ where
     root.fill(&WHITE)?;
     let areas = root.split_evenly((1, fig.panels.len().max(1)));
     for (area, (title, series)) in areas.iter().zip(&fig.panels) {
-        panel(area, title, fig.x_desc, series, fig.log_x, fig.log_y)?;
+        panel(
+            area,
+            title,
+            fig.x_desc,
+            series,
+            fig.log_x,
+            fig.log_y,
+            (fig.legend)(),
+        )?;
     }
     root.present()?;
     Ok(())
