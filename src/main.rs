@@ -175,7 +175,9 @@ fn stats(addr: &str) -> Result<()> {
     let mut s = TcpStream::connect(addr)
         .with_context(|| format!("connecting to the router's metrics endpoint at {addr}"))?;
     s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(s, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+    // One write: a request split over several segments can meet a server that has already
+    // answered and closed.
+    s.write_all(format!("GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())?;
     let mut body = String::new();
     s.read_to_string(&mut body)?;
     let Some((head, text)) = body.split_once("\r\n\r\n") else {

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
+use prometheus_client::encoding::{DescriptorEncoder, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -490,13 +490,11 @@ impl Collector for HubCollector {
                 Values::Scalar(series) => {
                     for s in series {
                         let raw = s.value.load(Ordering::Relaxed);
-                        let mut fe = me.encode_family(&s.labels)?;
-                        match (f.kind, is_float(f.name)) {
-                            (MetricType::Counter, _) => {
-                                fe.encode_counter::<NoLabelSet, _, u64>(&raw, None)?
-                            }
-                            (_, true) => fe.encode_gauge(&f64::from_bits(raw))?,
-                            (_, false) => fe.encode_gauge(&(raw.min(i64::MAX as u64) as i64))?,
+                        // An unlabelled series is written bare (`name value`, not `name{} value`).
+                        if s.labels.is_empty() {
+                            encode_scalar(&mut me, f, raw)?;
+                        } else {
+                            encode_scalar(&mut me.encode_family(&s.labels)?, f, raw)?;
                         }
                     }
                 }
@@ -520,6 +518,14 @@ impl Collector for HubCollector {
             }
         }
         Ok(())
+    }
+}
+
+fn encode_scalar(e: &mut MetricEncoder<'_>, f: &Family, raw: u64) -> Result<(), std::fmt::Error> {
+    match (f.kind, is_float(f.name)) {
+        (MetricType::Counter, _) => e.encode_counter::<NoLabelSet, _, u64>(&raw, None),
+        (_, true) => e.encode_gauge(&f64::from_bits(raw)),
+        (_, false) => e.encode_gauge(&(raw.min(i64::MAX as u64) as i64)),
     }
 }
 
@@ -627,8 +633,16 @@ async fn control(
             Ok((mut sock, _)) = async { match &listener { Some(l) => l.accept().await, None => std::future::pending().await } } => {
                 let hub = hub.clone();
                 tokio::spawn(async move {
-                    let mut req = [0u8; 1024];
-                    let n = sock.read(&mut req).await.unwrap_or(0);
+                    // Read the whole request head (up to 4 KiB) before answering: closing a
+                    // socket with unread input makes the kernel reset the connection.
+                    let mut req = [0u8; 4096];
+                    let mut n = 0;
+                    while n < req.len() && !req[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+                        match sock.read(&mut req[n..]).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(k) => n += k,
+                        }
+                    }
                     let line = std::str::from_utf8(&req[..n]).unwrap_or("").lines().next().unwrap_or("");
                     let resp = if line.starts_with("GET /metrics") {
                         let body = hub.encode();
