@@ -14,9 +14,10 @@
 //! [`ZombieList`] makes exactly the same decisions and returns exactly the same values.
 //!
 //! # Structure
-//! - M zombie slots. A slot is one `AtomicU64`: `(entry index + 1) << 40 | count`, where the
-//!   entry is the flow's entry in the occurrence table (which holds the full 64-bit flow id).
-//!   So a zombie's flow and count change together in one CAS. Its timestamp sits beside it
+//! - M zombie slots. A slot is one `AtomicU64`: `(entry index + 1) << 40 | tag << 24 | count`,
+//!   where the entry is the flow's entry in the occurrence table (which holds the full 64-bit
+//!   flow id) and the tag is 16 bits of the flow's hash (a different tag is a miss without
+//!   reading the entry). So a zombie's flow and count change together in one CAS. Its timestamp sits beside it
 //!   in a second word, written after the CAS; decided: the timestamp is advisory (no equation
 //!   reads it) and may lag under concurrency.
 //! - The occurrence table (`table.rs`, whose module doc details it): at least 2M entries, closed

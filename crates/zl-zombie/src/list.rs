@@ -8,7 +8,7 @@ use crate::naive::Zombie;
 use crate::ops::{NoOps, OpCounts, OpSink};
 use crate::params::{OccurrenceMode, ZombieConfig, ZOMBIE_COUNT_BITS};
 use crate::primitive::{AtomicU64, AtomicUsize, Ordering, Padded};
-use crate::table::OccurrenceTable;
+use crate::table::{mix, OccurrenceTable};
 
 /// What one arrival learned from the Zombie List (spec/01 §2-§3).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -23,8 +23,9 @@ pub struct Observation {
     pub total: u64,
 }
 
-/// A zombie slot: `word` packs `(entry index + 1) << 40 | count` (0 = empty, before the
-/// list has filled), `stamp` is the zombie's timestamp.
+/// A zombie slot: `word` packs `(entry index + 1) << 40 | tag << 24 | count` (0 = empty,
+/// before the list has filled); the tag is 16 bits of the flow's hash, so that most misses
+/// are decided without reading the entry's key. `stamp` is the zombie's timestamp.
 #[derive(Debug)]
 struct Slot {
     word: AtomicU64,
@@ -32,18 +33,29 @@ struct Slot {
 }
 
 const COUNT_MASK: u64 = (1 << ZOMBIE_COUNT_BITS) - 1;
+const TAG_BITS: u32 = 16;
+const ENTRY_SHIFT: u32 = ZOMBIE_COUNT_BITS + TAG_BITS;
 
+/// The slot tag of a flow whose hash is `h`.
 #[inline]
-fn encode(entry: usize, count: u64) -> u64 {
-    ((entry as u64 + 1) << ZOMBIE_COUNT_BITS) | count
+fn tag(h: u64) -> u64 {
+    h >> (64 - TAG_BITS)
 }
 
 #[inline]
-fn decode(word: u64) -> (usize, u64) {
-    (
-        ((word >> ZOMBIE_COUNT_BITS) - 1) as usize,
+fn encode(entry: usize, tag: u64, count: u64) -> u64 {
+    ((entry as u64 + 1) << ENTRY_SHIFT) | (tag << ZOMBIE_COUNT_BITS) | count
+}
+
+/// `(entry index, tag, count)` of a slot word, `None` for an empty slot.
+#[inline]
+fn decode(word: u64) -> Option<(usize, u64, u64)> {
+    let entry = (word >> ENTRY_SHIFT).checked_sub(1)?;
+    Some((
+        entry as usize,
+        (word >> ZOMBIE_COUNT_BITS) & ((1 << TAG_BITS) - 1),
         word & COUNT_MASK,
-    )
+    ))
 }
 
 /// A quiescent state that breaks one of the invariants of spec/01 §4.
@@ -129,13 +141,15 @@ impl ZombieList {
         }
         let list = ZombieList::new(cfg);
         for (slot, z) in list.slots.iter().zip(zombies) {
+            let h = mix(z.flow.0);
             let e = list
                 .table
-                .reserve(z.flow, &mut NoOps)
+                .reserve(z.flow, h, &mut NoOps)
                 .expect("a fresh table of 2M entries holds M flows");
             list.table.add(e, z.count);
             list.total.0.fetch_add(z.count + 1, Ordering::Relaxed);
-            slot.word.store(encode(e, z.count), Ordering::Release);
+            slot.word
+                .store(encode(e, tag(h), z.count), Ordering::Release);
             slot.stamp.store(z.stamp.0, Ordering::Relaxed);
         }
         list.len.0.store(zombies.len(), Ordering::Release);
@@ -174,20 +188,21 @@ impl ZombieList {
         rng: &mut R,
         ops: &mut S,
     ) -> Observation {
+        let h = mix(flow.0);
         let hit = match self.claim_append_slot() {
             Some(i) => {
-                self.append(i, flow, now, ops);
+                self.append(i, flow, h, now, ops);
                 false
             }
             None => {
                 let i = draw::zombie_index(rng, self.cfg.m());
-                self.compare(i, flow, now, rng, ops)
+                self.compare(i, flow, h, now, rng, ops)
             }
         };
         let p = self.update_p(hit, ops);
         let (occurrence, total) = match self.cfg.occurrence() {
             OccurrenceMode::Table => (
-                self.table.occurrence(flow, ops),
+                self.table.occurrence(flow, h, ops),
                 // Acquire: see our own and others' completed deltas (exact when sequential).
                 self.total.0.load(Ordering::Acquire),
             ),
@@ -221,9 +236,9 @@ impl ZombieList {
     }
 
     /// Appends `(flow, 0, now)` in the claimed empty slot `i`.
-    fn append<S: OpSink>(&self, i: usize, flow: FlowId, now: Nanos, ops: &mut S) {
+    fn append<S: OpSink>(&self, i: usize, flow: FlowId, h: u64, now: Nanos, ops: &mut S) {
         let slot = &self.slots[i];
-        let Some(e) = self.table.reserve(flow, ops) else {
+        let Some(e) = self.table.reserve(flow, h, ops) else {
             self.table_full.fetch_add(1, Ordering::Relaxed);
             return;
         };
@@ -234,7 +249,7 @@ impl ZombieList {
         // while empty (possible once other threads see the list full).
         if slot
             .word
-            .compare_exchange(0, encode(e, 0), Ordering::AcqRel, Ordering::Relaxed)
+            .compare_exchange(0, encode(e, tag(h), 0), Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
         {
             ops.slot_write();
@@ -253,6 +268,7 @@ impl ZombieList {
         &self,
         i: usize,
         flow: FlowId,
+        h: u64,
         now: Nanos,
         rng: &mut R,
         ops: &mut S,
@@ -264,10 +280,12 @@ impl ZombieList {
             // Acquire pairs with the AcqRel CAS that wrote the word, so the referenced entry's
             // key is visible.
             let w = slot.word.load(Ordering::Acquire);
-            if w != 0 {
-                let (e, c) = decode(w);
-                ops.table_probe();
-                if self.table.key(e) == flow {
+            if let Some((e, t, c)) = decode(w) {
+                // An equal tag needs the key to confirm; a different one is a miss for sure.
+                if t == tag(h) && {
+                    ops.table_probe();
+                    self.table.key(e) == flow
+                } {
                     if c >= self.cfg.count_cap() {
                         ops.slot_write();
                         slot.stamp.store(now.0, Ordering::Relaxed);
@@ -281,7 +299,12 @@ impl ZombieList {
                     ops.slot_write();
                     if slot
                         .word
-                        .compare_exchange(w, encode(e, c + 1), Ordering::AcqRel, Ordering::Relaxed)
+                        .compare_exchange(
+                            w,
+                            encode(e, t, c + 1),
+                            Ordering::AcqRel,
+                            Ordering::Relaxed,
+                        )
                         .is_ok()
                     {
                         ops.slot_write();
@@ -297,7 +320,7 @@ impl ZombieList {
             if !*swap.get_or_insert_with(|| draw::swap(rng, self.cfg.p_swap())) {
                 return false;
             }
-            let Some(e_new) = self.table.reserve(flow, ops) else {
+            let Some(e_new) = self.table.reserve(flow, h, ops) else {
                 self.table_full.fetch_add(1, Ordering::Relaxed);
                 return false;
             };
@@ -310,11 +333,15 @@ impl ZombieList {
             ops.slot_write();
             if slot
                 .word
-                .compare_exchange(w, encode(e_new, 0), Ordering::AcqRel, Ordering::Relaxed)
+                .compare_exchange(
+                    w,
+                    encode(e_new, tag(h), 0),
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                )
                 .is_ok()
             {
-                if w != 0 {
-                    let (e_old, c_old) = decode(w);
+                if let Some((e_old, _, c_old)) = decode(w) {
                     self.table.release(e_old, c_old + 1, ops);
                     if c_old > 0 {
                         ops.total_write();
@@ -363,9 +390,7 @@ impl ZombieList {
         let (mut f, mut t) = (0, 0);
         for slot in self.slots.iter() {
             ops.slot_read();
-            let w = slot.word.load(Ordering::Acquire);
-            if w != 0 {
-                let (e, c) = decode(w);
+            if let Some((e, _, c)) = decode(slot.word.load(Ordering::Acquire)) {
                 ops.table_probe();
                 if self.table.key(e) == flow {
                     f += c + 1;
@@ -402,7 +427,7 @@ impl ZombieList {
     /// F(flow), the occurrence of `flow` (by scanning in Scan mode).
     pub fn occurrence(&self, flow: FlowId) -> u64 {
         match self.cfg.occurrence() {
-            OccurrenceMode::Table => self.table.occurrence(flow, &mut NoOps),
+            OccurrenceMode::Table => self.table.occurrence(flow, mix(flow.0), &mut NoOps),
             OccurrenceMode::Scan => self.scan(flow, &mut NoOps).0,
         }
     }
@@ -423,14 +448,11 @@ impl ZombieList {
         self.slots
             .iter()
             .filter_map(|slot| {
-                let w = slot.word.load(Ordering::Acquire);
-                (w != 0).then(|| {
-                    let (e, count) = decode(w);
-                    Zombie {
-                        flow: self.table.key(e),
-                        count,
-                        stamp: Nanos(slot.stamp.load(Ordering::Relaxed)),
-                    }
+                let (e, _, count) = decode(slot.word.load(Ordering::Acquire))?;
+                Some(Zombie {
+                    flow: self.table.key(e),
+                    count,
+                    stamp: Nanos(slot.stamp.load(Ordering::Relaxed)),
                 })
             })
             .collect()
@@ -471,7 +493,7 @@ impl ZombieList {
         flows.sort_unstable();
         flows.dedup();
         for flow in flows {
-            let table = self.table.occurrence(flow, &mut NoOps);
+            let table = self.table.occurrence(flow, mix(flow.0), &mut NoOps);
             let by_zombies = zombies
                 .iter()
                 .filter(|z| z.flow == flow)

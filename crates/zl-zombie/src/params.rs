@@ -67,7 +67,7 @@ pub struct ZombieConfig {
 }
 
 /// Bits of a zombie's hit count in a slot word (see `list.rs`).
-pub(crate) const ZOMBIE_COUNT_BITS: u32 = 40;
+pub(crate) const ZOMBIE_COUNT_BITS: u32 = 24;
 
 impl ZombieParams {
     /// Checks every parameter and derives the constants the list needs.
@@ -83,9 +83,10 @@ impl ZombieParams {
             Some(a) if a > 0.0 && a <= 1.0 => a,
             Some(a) => return Err(ZombieConfigError::Alpha(a)),
         };
-        // decided: a zombie's count saturates, so that F <= M * (cap + 1) stays below 2^47 and
-        // the 48-bit count field of a table entry keeps 2^47 of headroom for reservations in
-        // flight. At M = 1000 the cap is 1.4e11 hits on one zombie (months at 10 Mpps).
+        // decided: a zombie's count saturates at 2^24 - 1 (its field in the slot word; also
+        // keeps F <= M * 2^24 far below the table's 48-bit counts). Reaching it takes one flow
+        // hitting one zombie 16.7 M times, i.e. about M * 16.7 M packets of that flow
+        // (28 minutes of a single 10 Mpps flow at M = 1000); the zombie then stays a hit.
         let count_cap = ((1u64 << 47) / self.m as u64 - 1).min((1 << ZOMBIE_COUNT_BITS) - 1);
         Ok(ZombieConfig {
             m: self.m,

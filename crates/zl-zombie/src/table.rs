@@ -72,9 +72,10 @@ fn count(meta: u64) -> u64 {
     meta & COUNT_MASK
 }
 
-/// splitmix64's finalizer: a bijective mix whose halves serve as the two hash functions.
+/// splitmix64's finalizer: a bijective mix whose halves serve as the two hash functions
+/// (and whose top 16 bits tag the flow in a zombie slot word).
 #[inline]
-fn mix(x: u64) -> u64 {
+pub(crate) fn mix(x: u64) -> u64 {
     let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
@@ -140,7 +141,11 @@ impl OccurrenceTable {
 
     #[inline]
     fn probe(&self, flow: FlowId) -> Probe {
-        let h = mix(flow.0);
+        self.probe_hashed(mix(flow.0))
+    }
+
+    #[inline]
+    fn probe_hashed(&self, h: u64) -> Probe {
         Probe {
             first: h as usize & self.mask,
             step: ((h >> 32) as usize | 1) & self.mask,
@@ -189,8 +194,9 @@ impl OccurrenceTable {
     /// Adds one reference to `flow`'s entry, reviving its dead entry or claiming a new one
     /// when it has none. Returns the entry's index, or `None` when every entry is live or
     /// frozen (impossible while fewer than `2 M` references are in flight at once).
-    pub(crate) fn reserve<S: OpSink>(&self, flow: FlowId, ops: &mut S) -> Option<usize> {
-        let p = self.probe(flow);
+    /// `h` is `mix(flow)`.
+    pub(crate) fn reserve<S: OpSink>(&self, flow: FlowId, h: u64, ops: &mut S) -> Option<usize> {
+        let p = self.probe_hashed(h);
         let buckets = self.buckets.len();
         'retry: loop {
             // First reusable entry seen: (index, its meta word, its bucket's position j).
@@ -294,10 +300,11 @@ impl OccurrenceTable {
         self.entry(e).meta.fetch_sub(n, Ordering::AcqRel);
     }
 
-    /// F(flow): the counts of the live entries keyed `flow` on its lookup path.
+    /// F(flow): the counts of the live entries keyed `flow` on its lookup path; `h` is
+    /// `mix(flow)`.
     #[inline]
-    pub(crate) fn occurrence<S: OpSink>(&self, flow: FlowId, ops: &mut S) -> u64 {
-        let p = self.probe(flow);
+    pub(crate) fn occurrence<S: OpSink>(&self, flow: FlowId, h: u64, ops: &mut S) -> u64 {
+        let p = self.probe_hashed(h);
         let mut f = 0;
         for j in 0..self.buckets.len() {
             let bucket = &self.buckets[self.bucket_at(p, j)];
