@@ -367,7 +367,7 @@ impl Row {
 }
 
 /// Metric names, in column order.
-pub const METRICS: [&str; 20] = [
+pub const METRICS: [&str; 21] = [
     "flows",
     "goodput_mean_kbps",
     "goodput_total_mbps",
@@ -387,6 +387,7 @@ pub const METRICS: [&str; 20] = [
     "capacity_pkts",
     "probe_mean",
     "probe_last",
+    "probe_hmean",
     "model_q_star",
 ];
 
@@ -440,6 +441,19 @@ pub fn rows(results: &[PointResult]) -> Vec<Row> {
             trace.iter().sum::<f64>() / trace.len() as f64
         };
         let probe_last = trace.last().copied().unwrap_or(f64::NAN);
+        // The harmonic mean: for the flow estimate 1/P(t) it is 1 / mean P(t), which a few
+        // samples with P(t) near 0 cannot dominate the way they dominate the plain mean.
+        let all: Vec<f64> = rep
+            .samples
+            .iter()
+            .filter(|s| s.t >= warm && !s.probe.is_nan())
+            .map(|s| s.probe)
+            .collect();
+        let probe_hmean = if all.is_empty() {
+            f64::NAN
+        } else {
+            all.len() as f64 / all.iter().map(|x| 1.0 / x).sum::<f64>()
+        };
         let q_star = model_q_star(&r.point.run);
         let caps: Vec<f64> = rep
             .samples
@@ -500,6 +514,7 @@ pub fn rows(results: &[PointResult]) -> Vec<Row> {
                     ("capacity_pkts", capacity),
                     ("probe_mean", probe_mean),
                     ("probe_last", probe_last),
+                    ("probe_hmean", probe_hmean),
                     ("model_q_star", q_star),
                 ],
             });
