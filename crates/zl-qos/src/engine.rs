@@ -27,6 +27,9 @@ use crate::shaper::Shaper;
 use crate::sizing::{BufferRule, LiveSqrtN};
 use crate::stats::{ClassStats, ClassifierStats};
 
+/// The largest ring a class may have (`max_packets`): 4 Mi packets, a few hundred MB of slots.
+pub const MAX_QUEUE_PACKETS: u32 = 1 << 22;
+
 /// The outcome of classification and metering for one packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Classified {
@@ -119,8 +122,14 @@ fn build_class<T>(
             ))
         }
     };
-    if p.max_packets == 0 {
-        return Err(QosConfigError::new(key("max_packets"), "must be > 0"));
+    if p.max_packets == 0 || p.max_packets > MAX_QUEUE_PACKETS {
+        return Err(QosConfigError::new(
+            key("max_packets"),
+            format!(
+                "{} is outside 1 ..= {MAX_QUEUE_PACKETS} (the ring is allocated up front)",
+                p.max_packets
+            ),
+        ));
     }
     let rule = p.buffer.clone().unwrap_or(BufferRule::Fixed {
         packets: p.max_packets,

@@ -144,3 +144,162 @@ proptest! {
         prop_assert_eq!(e.class_stats(0).unwrap().color(Color::Red).enqueued, 0);
     }
 }
+
+fn any_meter() -> impl Strategy<Value = Option<MeterParams>> {
+    let big = prop_oneof![1 => Just(0u64), 8 => 1000u64..10_000_000, 1 => any::<u64>()];
+    proptest::option::weighted(
+        0.3,
+        prop_oneof![
+            (big.clone(), big.clone(), big.clone()).prop_map(|(c, b, e)| MeterParams::Srtcm {
+                cir_bps: c,
+                cbs_bytes: b,
+                ebs_bytes: e,
+                mode: ColorMode::ColorBlind,
+            }),
+            (big.clone(), big.clone(), big.clone(), big).prop_map(|(c, b, p, pb)| {
+                MeterParams::Trtcm {
+                    cir_bps: c,
+                    cbs_bytes: b,
+                    pir_bps: p,
+                    pbs_bytes: pb,
+                    mode: ColorMode::ColorAware,
+                }
+            }),
+        ],
+    )
+}
+
+fn any_rule() -> impl Strategy<Value = Option<BufferRule>> {
+    let f = prop_oneof![
+        1 => Just(f64::NAN),
+        1 => Just(-1.0),
+        1 => Just(0.0),
+        12 => 0.001f64..1e6,
+        1 => Just(1e300)
+    ];
+    let u = prop_oneof![1 => Just(0u64), 12 => 1u64..1_000_000, 1 => any::<u64>()];
+    proptest::option::weighted(
+        0.3,
+        prop_oneof![
+            (0u32..100, proptest::option::of(u.clone()))
+                .prop_map(|(packets, bytes)| BufferRule::Fixed { packets, bytes }),
+            (u.clone(), f.clone())
+                .prop_map(|(rate_bps, rtt_ms)| BufferRule::Bdp { rate_bps, rtt_ms }),
+            (u.clone(), f.clone(), any::<u32>()).prop_map(|(rate_bps, rtt_ms, n)| {
+                BufferRule::SqrtN {
+                    rate_bps,
+                    rtt_ms,
+                    n,
+                }
+            }),
+            (u.clone(), f.clone(), u.clone(), u, f).prop_map(
+                |(rate_bps, rtt_ms, lo, hi, period)| {
+                    BufferRule::SqrtNLive {
+                        rate_bps,
+                        rtt_ms,
+                        floor_bytes: lo,
+                        ceiling_bytes: hi,
+                        period_ms: period,
+                    }
+                }
+            ),
+        ],
+    )
+}
+
+/// Arbitrary numbers in every field: the engine is either rejected with a key or runs
+/// arbitrary packets (sizes up to u32::MAX, times up to u64::MAX) without a panic; and the
+/// generator is not vacuous (at least 30 of 1024 configs are accepted and run).
+#[test]
+fn arbitrary_configs_are_rejected_or_run() {
+    let class = (
+        prop_oneof![
+            6 => (1u32..5000).prop_map(|q| (Some(q), None)),
+            2 => (0u32..3).prop_map(|r| (None, Some(r))),
+            1 => Just((Some(0), None)),
+            1 => Just((Some(1), Some(1))),
+            1 => Just((None, None)),
+        ],
+        prop_oneof![1 => Just(0u32), 8 => 1u32..64, 1 => Just(u32::MAX)],
+        any_meter(),
+        any_rule(),
+    );
+    let shaper = proptest::option::of((
+        prop_oneof![3 => 1u64..100_000_000_000, 1 => any::<u64>()],
+        proptest::option::of(prop_oneof![3 => 1u64..10_000_000, 1 => any::<u64>()]),
+        prop_oneof![3 => 0u32..64, 1 => any::<u32>()],
+        prop_oneof![3 => 1u32..9000, 1 => any::<u32>()],
+    ));
+    let strategy = (
+        proptest::collection::vec(class, 0..4),
+        shaper,
+        proptest::option::of(
+            prop_oneof![1 => Just(0u64), 6 => 1u64..10_000_000_000, 1 => any::<u64>()],
+        ),
+        proptest::collection::vec((any::<u64>(), any::<u32>(), any::<Option<u8>>()), 0..20),
+    );
+    let built = std::cell::Cell::new(0u32);
+    let mut runner = proptest::test_runner::TestRunner::new_with_rng(
+        ProptestConfig::with_cases(1024),
+        proptest::test_runner::TestRng::deterministic_rng(
+            proptest::test_runner::RngAlgorithm::ChaCha,
+        ),
+    );
+    runner
+        .run(&strategy, |(classes, shaper, link, pkts)| {
+            let names = ["be", "af1", "af2", "ef"];
+            let classes = classes
+                .into_iter()
+                .enumerate()
+                .map(
+                    |(i, ((weight, strict_rank), max_packets, meter, buffer))| ClassParams {
+                        weight,
+                        strict_rank,
+                        max_packets,
+                        meter,
+                        buffer,
+                        ..ClassParams::weighted(names[i], 1, 1)
+                    },
+                )
+                .collect();
+            let p = QosParams {
+                link_rate_bps: link,
+                classes,
+                classifier: Default::default(),
+                scheduler: Default::default(),
+                shaper: shaper.map(
+                    |(rate_bps, burst_bytes, overhead_bytes, max_packet_bytes)| ShaperParams {
+                        rate_bps,
+                        burst_bytes,
+                        overhead_bytes,
+                        max_packet_bytes,
+                    },
+                ),
+            };
+            match QosEngine::<()>::new(&p) {
+                Err(e) => prop_assert!(!e.key.is_empty() && !e.reason.is_empty()),
+                Ok(mut e) => {
+                    built.set(built.get() + 1);
+                    let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+                    let mut now = 0u64;
+                    for (gap, len, dscp) in pkts {
+                        now = now.saturating_add(gap);
+                        let m = PacketMeta {
+                            len,
+                            ..PacketMeta::default()
+                        };
+                        let _ = e.enqueue(Nanos(now), &mut rng, dscp, m, (), |_| {});
+                        let _ = e.dequeue(Nanos(now));
+                        e.offer_flow_estimate(Nanos(now), gap as f64);
+                    }
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+    assert!(
+        built.get() >= 30,
+        "only {} of 1024 configs accepted",
+        built.get()
+    );
+}
