@@ -235,6 +235,23 @@ impl Program {
 /// Loops may nest this deep.
 pub const MAX_LOOP_DEPTH: usize = 4;
 
+/// The largest fixed repeat count (counters from the Zombie List are bounded by M).
+pub const MAX_REPEAT: u32 = 1_000_000;
+
+/// Whether running `ops` once takes at least one cycle, so no loop spins without time passing.
+fn spends_cycles(ops: &[OpSpec]) -> bool {
+    ops.iter().any(|op| match op {
+        OpSpec::Compute { cycles } => *cycles > 0,
+        OpSpec::Read { .. }
+        | OpSpec::Write { .. }
+        | OpSpec::Hash { .. }
+        | OpSpec::IxRx { .. }
+        | OpSpec::IxTx { .. } => true,
+        OpSpec::Repeat { times, body } => *times != Times::Fixed(0) && spends_cycles(body),
+        OpSpec::Wait | OpSpec::CtxArb => false,
+    })
+}
+
 /// A compiled workload.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Workload {
@@ -318,10 +335,10 @@ impl WorkloadSpec {
             if z.flows == 0 {
                 return Err(ParamError::new("zombie.flows", "must be >= 1"));
             }
-            if z.trace_packets == 0 || z.trace_packets > 10_000_000 {
+            if z.trace_packets == 0 || z.trace_packets > 1_000_000 {
                 return Err(ParamError::new(
                     "zombie.trace_packets",
-                    "must be 1..=10000000",
+                    "must be 1..=1000000",
                 ));
             }
         }
@@ -349,14 +366,10 @@ impl WorkloadSpec {
                 "the program repeats by a per-packet counter but the workload has no [zombie] section",
             ));
         }
-        for p in std::iter::once(&rx).chain(tx.as_ref()) {
-            if !p.instrs.iter().any(|i| match i {
-                Instr::Compute(n) => *n > 0,
-                Instr::Ref { .. } => true,
-                _ => false,
-            }) {
+        for (name, ops) in [("rx", &self.rx), ("tx", &self.tx)] {
+            if !ops.is_empty() && !spends_cycles(ops) {
                 return Err(ParamError::new(
-                    "rx",
+                    name,
                     "a program must spend at least one cycle per packet",
                 ));
             }
@@ -434,6 +447,12 @@ impl Compiler<'_> {
                         ));
                     }
                     let count = match times {
+                        Times::Fixed(n) if *n > MAX_REPEAT => {
+                            return Err(ParamError::new(
+                                field("times"),
+                                format!("{n} is more than {MAX_REPEAT}"),
+                            ))
+                        }
                         Times::Fixed(n) => Count::Fixed(*n),
                         Times::Named(s) => {
                             self.uses_counters = true;
@@ -448,8 +467,11 @@ impl Compiler<'_> {
                             })?)
                         }
                     };
-                    if body.is_empty() {
-                        return Err(ParamError::new(field("body"), "is empty"));
+                    if !spends_cycles(body) {
+                        return Err(ParamError::new(
+                            field("body"),
+                            "must spend cycles (a compute or a memory, hash or FIFO reference)",
+                        ));
                     }
                     let start = out.instrs.len();
                     out.instrs.push(Instr::LoopStart {

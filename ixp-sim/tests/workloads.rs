@@ -70,6 +70,18 @@ fn invalid_workloads_name_the_field() {
             "zombie",
         ),
         ("rx = [{ op = \"repeat\", times = 2, body = [] }]", "rx[0].body"),
+        (
+            "rx = [{ op = \"compute\", cycles = 1 }, { op = \"repeat\", times = 2, body = [{ op = \"ctx_arb\" }] }]",
+            "rx[1].body",
+        ),
+        (
+            "rx = [{ op = \"repeat\", times = 2000000, body = [{ op = \"compute\", cycles = 1 }] }]",
+            "rx[0].times",
+        ),
+        (
+            "rx = [{ op = \"compute\", cycles = 1 }]\ntx = [{ op = \"wait\" }]",
+            "tx",
+        ),
         ("rx = []", "rx"),
         ("rx = [{ op = \"wait\" }]", "rx"),
         ("packet_bytes = 10\nrx = [{ op = \"compute\", cycles = 1 }]", "packet_bytes"),
@@ -283,4 +295,69 @@ fn example_machine_configs_load_and_run() {
         p.validate(true).unwrap(),
         MachineParams::default().validate(true).unwrap()
     );
+}
+
+/// Config-loader robustness: every numeric literal of every shipped workload replaced by
+/// awkward values (0, 1, huge, negative) is either rejected with an error or simulated;
+/// nothing panics.
+#[test]
+fn mutated_workloads_are_rejected_or_run() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(5);
+    let awkward = [
+        "0",
+        "1",
+        "3",
+        "64",
+        "4294967295",
+        "99999999999",
+        "-1",
+        "1.5",
+    ];
+    let (mut rejected, mut ran) = (0, 0);
+    for (_, text) in SHIPPED {
+        let numbers: Vec<(usize, usize)> = text
+            .char_indices()
+            .filter(|&(i, c)| {
+                c.is_ascii_digit()
+                    && !text[..i].ends_with(|p: char| p.is_ascii_alphanumeric() || p == '.')
+                    && !text[..i].rsplit('\n').next().unwrap_or("").contains('#')
+            })
+            .map(|(i, _)| {
+                let len = text[i..]
+                    .find(|c: char| !c.is_ascii_digit() && c != '.')
+                    .unwrap_or(0);
+                (i, len)
+            })
+            .collect();
+        for _ in 0..40 {
+            let (at, len) = numbers[rng.random_range(0..numbers.len())];
+            let with = awkward[rng.random_range(0..awkward.len())];
+            let mutated = format!("{}{}{}", &text[..at], with, &text[at + len..]);
+            match WorkloadSpec::from_toml(&mutated).and_then(|s| s.compile()) {
+                Err(e) => {
+                    assert!(!e.field.is_empty());
+                    rejected += 1;
+                }
+                Ok(mut w) => {
+                    if let Some(z) = w.zombie.as_mut() {
+                        z.m = z.m.min(200);
+                        z.trace_packets = z.trace_packets.min(2000);
+                    }
+                    let len = RunLength {
+                        warmup: 1_000,
+                        measure: 20_000,
+                    };
+                    match simulate(&MachineParams::default(), &w, len) {
+                        Ok(_) => ran += 1,
+                        Err(e) => {
+                            assert!(!e.field.is_empty());
+                            rejected += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(rejected > 10 && ran > 10, "rejected {rejected}, ran {ran}");
 }
