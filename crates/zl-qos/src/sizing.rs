@@ -153,6 +153,8 @@ impl BufferRule {
                     period: Nanos::from_secs_f64(positive("period_ms", period_ms)? * 1e-3),
                     next_eval: Nanos::ZERO,
                     capacity_bytes: ceiling_bytes,
+                    p_sum: 0.0,
+                    p_count: 0,
                 };
                 (bytes(ceiling_bytes as f64), Some(live))
             }
@@ -169,6 +171,9 @@ pub struct LiveSqrtN {
     period: Nanos,
     next_eval: Nanos,
     capacity_bytes: u64,
+    /// Sum and count of the P = 1/estimate values offered since the last evaluation.
+    p_sum: f64,
+    p_count: u64,
 }
 
 impl LiveSqrtN {
@@ -179,16 +184,28 @@ impl LiveSqrtN {
 
     /// Offers the current flow estimate (1/P(t)); at most once per period it re-evaluates
     /// and returns the new byte capacity. Cheap to call per packet.
+    ///
+    /// decided: the evaluation uses `N = 1 / mean(P)` over every estimate offered since the
+    /// previous one (this one included), not the last estimate alone: P(t) is an EWMA with
+    /// weight 1/M and swings widely at large N, and averaging P (not 1/P, which a single
+    /// small P would dominate) over the period makes `period_ms` a smoothing window.
     #[inline]
     pub fn offer(&mut self, now: Nanos, estimated_flows: f64) -> Option<u64> {
+        if estimated_flows.is_finite() {
+            self.p_sum += 1.0 / estimated_flows.max(1.0);
+            self.p_count += 1;
+        }
         if now < self.next_eval {
             return None;
         }
         self.next_eval = Nanos(now.0.saturating_add(self.period.0));
-        if !estimated_flows.is_finite() {
+        if self.p_count == 0 || self.p_sum <= 0.0 {
             return None;
         }
-        let b = (self.bdp_bytes / estimated_flows.max(1.0).sqrt()).round() as u64;
+        let n = self.p_count as f64 / self.p_sum;
+        self.p_sum = 0.0;
+        self.p_count = 0;
+        let b = (self.bdp_bytes / n.sqrt()).round() as u64;
         self.capacity_bytes = b.clamp(self.floor_bytes, self.ceiling_bytes);
         Some(self.capacity_bytes)
     }
