@@ -2,7 +2,7 @@
 //! bottleneck, whose queue runs the project's own AQM and QoS code (`zl-aqm`, `zl-zombie`,
 //! `zl-qos`) in simulated time, to reproduce the five papers' experiments.
 //!
-//! Layers, bottom up: [`event`] (binary-heap event queue of `Copy` events), packets in an
+//! Layers, bottom up: `event` (binary-heap event queue of `Copy` events), packets in an
 //! arena, traffic sources ([`tcp`], [`udp`]) and the TCP receiver, the [`bottleneck`] trait
 //! with its FIFO + AQM implementation, the [`sim`] loop, and the scenarios (TOML files in
 //! `configs/netsim/`) that drive it and write CSV, plots and markdown tables.

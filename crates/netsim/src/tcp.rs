@@ -1,5 +1,5 @@
 //! TCP senders in the ns-2 one-way style: sequence numbers count packets, every packet has the
-//! same size, and the receiver acknowledges cumulatively (see [`crate::receiver`]).
+//! same size, and the receiver acknowledges cumulatively (the crate-private `receiver` module).
 //!
 //! - Reno (RFC 5681 / 4.3BSD Reno as in ns-2 `Agent/TCP/Reno`): slow start, congestion
 //!   avoidance (+1/cwnd per ACK), fast retransmit on the third duplicate ACK, fast recovery
