@@ -8,7 +8,7 @@ use zl_core::Nanos;
 use zl_port::{BufPool, Port, BATCH_CAPACITY, DEFAULT_BUF_SIZE};
 use zl_qos::QosEngine;
 
-use crate::config::{invalid, parse_mac, ConfigError, PortKind, RouterConfig};
+use crate::config::{invalid, parse_mac, ConfigError, PortKind, PortParams, RouterConfig};
 use crate::dataplane::{Dataplane, PortSlot, QLEN_BUCKETS};
 use crate::port::{GeneratorPort, GeneratorSetup, PcapPort, SinkPort};
 use crate::stats::GroupStats;
@@ -32,8 +32,23 @@ fn stream_seed(seed: u64, stream: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// Builds the data plane of `cfg`; relative pcap paths are taken from `base`.
+/// A port owned by the data plane (moved to its forwarding thread).
+pub type BoxedPort = Box<dyn Port + Send>;
+
+/// Builds the data plane of `cfg`; relative pcap paths are taken from `base`. Ports of kind
+/// `external` are rejected: use [`build_with_ports`].
 pub fn build(cfg: &RouterConfig, base: &Path) -> Result<Dataplane, BuildError> {
+    build_with_ports(cfg, base, &mut |_, _| None)
+}
+
+/// Builds the data plane of `cfg`, asking `supply(index, params)` for each port first: a
+/// port it returns is used as is (its `recv` must stamp `in_port = index`); for `None` the
+/// port is built from its config. A port of kind `external` must be supplied.
+pub fn build_with_ports(
+    cfg: &RouterConfig,
+    base: &Path,
+    supply: &mut dyn FnMut(usize, &PortParams) -> Option<BoxedPort>,
+) -> Result<Dataplane, BuildError> {
     cfg.validate()?;
     let end = Nanos::from_secs_f64(cfg.run.duration_s);
     let mut slots = Vec::with_capacity(cfg.ports.len());
@@ -60,8 +75,18 @@ pub fn build(cfg: &RouterConfig, base: &Path) -> Result<Dataplane, BuildError> {
             .iter()
             .map(|c| c.max_packets as u64)
             .sum::<u64>();
-        let port: Box<dyn Port + Send> = match p.kind {
-            PortKind::Generator => {
+        let supplied = supply(i, p);
+        let port: Box<dyn Port + Send> = match (supplied, p.kind) {
+            (Some(port), _) => port,
+            (None, PortKind::External) => {
+                return Err(invalid(
+                    format!("ports[{i}].kind"),
+                    "\"external\"",
+                    "a port kind zlrouter builds itself (generator, pcap, sink); external ports are supplied by the embedding program",
+                )
+                .into())
+            }
+            (None, PortKind::Generator) => {
                 let g = p.generator.as_ref().ok_or_else(|| {
                     invalid(
                         format!("ports[{i}].generator"),
@@ -92,13 +117,13 @@ pub fn build(cfg: &RouterConfig, base: &Path) -> Result<Dataplane, BuildError> {
                 }
                 Box::new(gen)
             }
-            PortKind::Pcap => {
+            (None, PortKind::Pcap) => {
                 let pc = p.pcap.as_ref().ok_or_else(|| {
                     invalid(format!("ports[{i}].pcap"), "(missing)", "a pcap table")
                 })?;
                 Box::new(PcapPort::open(&p.name, idx, pc, base)?)
             }
-            PortKind::Sink => Box::new(SinkPort::new(&p.name)),
+            (None, PortKind::Sink) => Box::new(SinkPort::new(&p.name)),
         };
         let classes = qos.class_names().len();
         slots.push(PortSlot {

@@ -123,6 +123,9 @@ pub enum PortKind {
     Pcap,
     /// Counts and discards what it is sent; receives nothing.
     Sink,
+    /// Supplied by the program embedding the data plane (an AF_XDP or DPDK port, the
+    /// in-memory port of a benchmark) through [`crate::build_with_ports`].
+    External,
 }
 
 /// `[[ports]]`: one port.

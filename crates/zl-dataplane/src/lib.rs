@@ -22,7 +22,7 @@ pub mod report;
 pub mod route;
 pub mod stats;
 
-pub use build::{build, BuildError};
+pub use build::{build, build_with_ports, BoxedPort, BuildError};
 pub use config::{ConfigError, RouterConfig, DEFAULT_CONFIG};
 pub use dataplane::{Dataplane, NoObserver, Observer, StopReason};
 pub use stats::{DropCause, FateCounters, GroupStats};
