@@ -167,3 +167,29 @@ fn full_command_queue_stalls_the_me() {
     let sum = r.rx_me.busy + r.rx_me.stalled + r.rx_me.idle;
     assert!((sum - 1.0).abs() < 0.01, "fractions sum {sum}");
 }
+
+/// A seed reproduces a run exactly; another seed changes the latency draws, not the result
+/// beyond noise.
+#[test]
+fn runs_are_deterministic_per_seed() {
+    let w =
+        ixp_sim::WorkloadSpec::from_toml(ixp_sim::sweep::shipped_workload("zlred-table").unwrap())
+            .unwrap()
+            .compile()
+            .unwrap();
+    let p = MachineParams::default();
+    let a = simulate(&p, &w, LEN).unwrap();
+    let b = simulate(&p, &w, LEN).unwrap();
+    assert_eq!(a, b);
+    let c = simulate(&MachineParams { seed: 99, ..p }, &w, LEN).unwrap();
+    assert_ne!(
+        a.unit(Unit::Sram).mean_latency_cycles,
+        c.unit(Unit::Sram).mean_latency_cycles
+    );
+    assert!(
+        (a.mpps - c.mpps).abs() / a.mpps < 0.02,
+        "{} vs {}",
+        a.mpps,
+        c.mpps
+    );
+}
