@@ -299,7 +299,8 @@ impl<T> QosEngine<T> {
     /// Step 2 of an arrival: the class's AQM and queue bounds decide; `meta.color` is set to
     /// the metered color. On `MarkCe`, `mark` is applied to the item before it is queued (the
     /// data plane sets CE in the header, a simulator a flag). `Ok` carries `Enqueue` or
-    /// `MarkCe`; `Err` hands the item back with the drop cause.
+    /// `MarkCe`; `Err` hands the item back with the drop cause. A `c.class` this engine does
+    /// not have is a tail drop counted in [`ClassifierStats::invalid_class`].
     #[inline]
     pub fn enqueue_classified<R: rand::RngCore + ?Sized>(
         &mut self,
@@ -312,7 +313,14 @@ impl<T> QosEngine<T> {
     ) -> Result<Verdict, Dropped<T>> {
         meta.color = c.color;
         let shaper_fits = self.shaper.as_ref().is_none_or(|s| s.fits(meta.len));
-        let class = &mut self.classes[c.class];
+        let Some(class) = self.classes.get_mut(c.class) else {
+            // A `Classified` not made by this engine's `classify`.
+            self.classifier_stats.invalid_class += 1;
+            return Err(Dropped {
+                verdict: Verdict::TailDrop,
+                item,
+            });
+        };
         let view = class.queue.view();
         let mut verdict = if class.drop_red && c.color == Color::Red {
             Verdict::ForcedDrop

@@ -173,6 +173,9 @@ pub struct ClassifierStats {
     pub unmapped: u64,
     /// Packets without a parsable code point (sent to the default class).
     pub unparsed: u64,
+    /// Packets handed to `enqueue_classified` with a class index the engine does not have
+    /// (dropped).
+    pub invalid_class: u64,
 }
 
 #[cfg(test)]

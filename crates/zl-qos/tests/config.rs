@@ -94,6 +94,16 @@ fn standard_table_classifies_and_remarks() {
     assert_eq!(e.classify(t, Some(200), 100).class, af3);
     let s = e.classifier_stats();
     assert_eq!((s.unmapped, s.unparsed), (1, 2));
+    // A forged class index is a counted drop, not a panic.
+    let forged = zl_qos::Classified {
+        class: 99,
+        color: Color::Green,
+        remark: None,
+    };
+    let mut r = rng();
+    let res = e.enqueue_classified(t, &mut r, &forged, meta(100), (), |_| {});
+    assert_eq!(res.unwrap_err().verdict, Verdict::TailDrop);
+    assert_eq!(e.classifier_stats().invalid_class, 1);
 }
 
 #[test]
