@@ -91,3 +91,27 @@ fn append_races_compare_m2() {
 fn hits_race_overwrite_m2() {
     model(|| run(list(2, 1.0, &[(1, 2), (2, 0)]), &[(1, 3), (3, 4)]));
 }
+
+/// splitmix64's finalizer, as `table.rs` hashes flow ids (bucket = low bits).
+fn mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The first `n` flow ids whose first probe is bucket 0 of a 2-bucket table (M = 2).
+fn bucket0_flows(n: usize) -> Vec<u64> {
+    (1u64..).filter(|&f| mix(f) & 1 == 0).take(n).collect()
+}
+
+/// M = 2, both zombies' flows and both new flows hash to bucket 0 (3 entries): the second
+/// claim finds bucket 0 full and spills to bucket 1, past a frozen or live entry, while the
+/// two overwrites release the old flows' entries.
+#[test]
+fn overwrites_spill_past_a_full_bucket_m2() {
+    let f = bucket0_flows(4);
+    let ops: &'static [(u64, u64)] = Box::leak(vec![(f[2], 1), (f[3], 2)].into_boxed_slice());
+    let zombies = [(f[0], 1), (f[1], 0)];
+    model(move || run(list(2, 1.0, &zombies), ops));
+}

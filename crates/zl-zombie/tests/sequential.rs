@@ -96,3 +96,44 @@ fn config_errors_name_the_parameter() {
     let cfg = params(1000).validate().unwrap();
     assert_eq!(cfg.alpha(), 1.0 / 1000.0);
 }
+
+/// splitmix64's finalizer, as `table.rs` hashes flow ids (first bucket = low bits).
+fn mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// M = 3: the table has 2 buckets of 3 entries. Three zombies of flows whose first bucket is
+/// 0 fill it, so a fourth such flow, reserved before the evicted zombie's entry is released,
+/// spills into bucket 1; lookups must follow the spill, and reuse must undo it.
+#[test]
+fn full_first_bucket_spills_and_lookups_follow() {
+    let flows: Vec<u64> = (1u64..).filter(|&f| mix(f) & 1 == 0).take(6).collect();
+    let cfg = ZombieParams {
+        m: 3,
+        p_swap: 1.0,
+        ..ZombieParams::default()
+    }
+    .validate()
+    .unwrap();
+    let zombies: Vec<Zombie> = flows[..3]
+        .iter()
+        .map(|&f| Zombie {
+            flow: FlowId(f),
+            count: 0,
+            stamp: Nanos::ZERO,
+        })
+        .collect();
+    let list = ZombieList::from_zombies(cfg, &zombies).unwrap();
+    assert_eq!(list.table_capacity(), 6);
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
+    for (t, &f) in flows[3..].iter().enumerate() {
+        let obs = list.observe(FlowId(f), Nanos(t as u64 + 1), &mut rng);
+        assert!(!obs.hit);
+        assert_eq!((obs.occurrence, obs.total), (1, 3), "flow {f}");
+        assert_eq!(list.occurrence(FlowId(f)), 1);
+        list.check_invariants().unwrap();
+    }
+}
