@@ -12,13 +12,12 @@
 //! that issues to a unit whose command queue is full stalls the whole ME until a slot frees
 //! (counted as "stalled"). Cycles with no ready thread are "idle".
 //!
-//! Unit model: commands are served first-come first-served by one bus; a reference of `w`
+//! Unit model: commands are served first-come first-served by one bus. A reference of `w`
 //! words holds the bus `command_cycles + w * cycles_per_word` cycles from
-//! `start = max(arrival, bus_free)`, and
-//! its result arrives `latency + (w - 1) * cycles_per_word` cycles after `start`, the latency
-//! drawn uniformly from the unit's `[min, max]`. So an unloaded one-word reference takes exactly
-//! the configured latency, and a loaded unit queues commands (`start - arrival` is the
-//! queueing delay reported).
+//! `start = max(arrival, bus_free)`; its result arrives `latency + (w - 1) * cycles_per_word`
+//! cycles after `start`, the latency drawn uniformly from the unit's `[min, max]`. So an
+//! unloaded one-word reference takes exactly the configured latency, and a loaded unit queues
+//! commands (`start - arrival` is the queueing delay reported).
 
 use crate::params::{MachineConfig, Unit, UnitConfig};
 use crate::workload::{Count, Instr, PacketCounts, Program, Workload, MAX_LOOP_DEPTH};
@@ -206,7 +205,6 @@ pub struct Engine<'a> {
     idle_tx: VecDeque<u32>,
     blocked_rx: VecDeque<u32>,
     rng: Xoshiro256PlusPlus,
-    now: u64,
     /// End of the current `run_until` window.
     horizon: u64,
     packets: u64,
@@ -286,7 +284,6 @@ impl<'a> Engine<'a> {
             idle_tx: VecDeque::new(),
             blocked_rx: VecDeque::new(),
             rng: Xoshiro256PlusPlus::seed_from_u64(cfg.seed),
-            now: 0,
             horizon: 0,
             packets: 0,
             ring_full_waits: 0,
@@ -423,7 +420,6 @@ impl<'a> Engine<'a> {
             }
             self.events.pop();
             self.n_events += 1;
-            self.now = time;
             let id = (key & ((1 << ID_BITS) - 1)) as u32;
             if key >> CLASS_SHIFT == SIGNAL {
                 self.signal(id, time);
@@ -431,7 +427,6 @@ impl<'a> Engine<'a> {
                 self.run_me(id, time);
             }
         }
-        self.now = end;
     }
 
     fn signal(&mut self, t: u32, now: u64) {
@@ -482,7 +477,6 @@ impl<'a> Engine<'a> {
     /// Returns the new current time when the caller should go on inline.
     fn resume_at(&mut self, me: u32, at: u64) -> Option<u64> {
         if self.inline_ok(at) {
-            self.now = at;
             Some(at)
         } else {
             self.push(at, RUN_ME, me);

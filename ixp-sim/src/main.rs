@@ -29,7 +29,7 @@ enum Cmd {
         workload: String,
         #[command(flatten)]
         machine: MachineArgs,
-        /// Print the report as JSON-like debug output instead of text.
+        /// Print every field of the report (Rust debug format) instead of the summary.
         #[arg(long)]
         raw: bool,
     },
