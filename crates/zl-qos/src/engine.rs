@@ -76,6 +76,13 @@ enum ClassAqm {
 }
 
 impl ClassAqm {
+    fn get(&self, c: Color) -> &AqmPolicy {
+        match self {
+            ClassAqm::Shared(p) => p,
+            ClassAqm::ByColor(ps) => &ps[c.index()],
+        }
+    }
+
     #[inline]
     fn for_color(&mut self, c: Color) -> &mut AqmPolicy {
         match self {
@@ -451,10 +458,8 @@ impl<T> QosEngine<T> {
 
     /// The AQM policy's own counters for class `class` and color `color` (the shared policy's
     /// when the class has one policy for all colors).
-    pub fn aqm_stats(&mut self, class: usize, color: Color) -> Option<AqmStats> {
-        self.classes
-            .get_mut(class)
-            .map(|c| *c.aqm.for_color(color).stats())
+    pub fn aqm_stats(&self, class: usize, color: Color) -> Option<AqmStats> {
+        self.classes.get(class).map(|c| *c.aqm.get(color).stats())
     }
 
     pub fn classifier_stats(&self) -> ClassifierStats {

@@ -160,6 +160,8 @@ fn policed_class_drops_red_and_mark_hook_runs() {
         other => panic!("{other:?}"),
     }
     assert_eq!(e.class_stats(0).unwrap().color(Color::Green).marks, 1);
+    assert_eq!(e.aqm_stats(0, Color::Green).unwrap().marked, 1);
+    assert!(e.aqm_stats(1, Color::Green).is_none());
 }
 
 /// Builds `text` and returns the rejected key.
