@@ -8,7 +8,8 @@
 //! A generator in `gen` sends 64-byte UDP/IPv4 frames to 10.0.2.99 (r0's MAC) from an
 //! AF_XDP TX socket on g0. `rtr` forwards them to `s0`, either
 //! - kernel: `net.ipv4.ip_forward=1` and a permanent neighbour for 10.0.2.99 (s0's MAC), or
-//! - afxdp: an [`AfXdpPort`] on r0 (generic XDP, copy mode) and a transmit-only one on r1; a
+//! - afxdp: an [`AfXdpPort`] on r0 (generic or native XDP, copy mode) and a transmit-only one
+//!   on r1; a
 //!   busy-polling thread rewrites the Ethernet addresses, decrements the TTL (RFC 1624
 //!   incremental checksum) and transmits, waking the kernel once per 32 frames or when
 //!   its input goes idle.
@@ -16,8 +17,8 @@
 //! The forwarded rate is s0's `rx_packets` over the run. `sink` drops the frames in its IP
 //! layer (10.0.2.99 is not its address and it does not forward).
 //!
-//! Usage: `cargo run --release -p zl-afxdp --example afxdp_forward -- [seconds] [pps]`
-//! (pps 0 = as fast as the generator can).
+//! Usage: `cargo run --release -p zl-afxdp --example afxdp_forward -- [seconds] [pps]
+//! [generic|native]` (pps 0 = as fast as the generator can).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
@@ -212,7 +213,13 @@ fn run_kernel(t: &Topology, secs: f64, pps: u64, frame: &[u8]) -> Res<RunResult>
     })
 }
 
-fn run_afxdp(t: &Topology, secs: f64, pps: u64, frame: &[u8]) -> Res<(RunResult, u64)> {
+fn run_afxdp(
+    t: &Topology,
+    secs: f64,
+    pps: u64,
+    mode: XdpMode,
+    frame: &[u8],
+) -> Res<(RunResult, u64)> {
     let r1_mac = mac(&t.rtr, "r1")?;
     let s0_mac = mac(&t.sink, "s0")?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -225,7 +232,7 @@ fn run_afxdp(t: &Topology, secs: f64, pps: u64, frame: &[u8]) -> Res<(RunResult,
         let forwarder = scope.spawn(move || {
             rtr.run_in(move || -> Res<()> {
                 let rx_cfg = AfXdpConfig {
-                    xdp_mode: XdpMode::Generic,
+                    xdp_mode: mode,
                     ..AfXdpConfig::new("r0")
                 };
                 let tx_cfg = AfXdpConfig {
@@ -291,10 +298,15 @@ fn main() -> Res<()> {
     let args: Vec<String> = std::env::args().collect();
     let secs: f64 = args.get(1).map_or(Ok(3.0), |s| s.parse())?;
     let pps: u64 = args.get(2).map_or(Ok(0), |s| s.parse())?;
+    let mode = match args.get(3).map(String::as_str) {
+        None | Some("generic") => XdpMode::Generic,
+        Some("native") => XdpMode::Native,
+        Some(other) => return Err(format!("mode {other:?}: expected generic or native").into()),
+    };
     let t = topology()?;
     let frame = udp_frame(mac(&t.rtr, "r0")?, mac(&t.gen, "g0")?);
     let k = run_kernel(&t, secs, pps, &frame)?;
-    let (x, staged) = run_afxdp(&t, secs, pps, &frame)?;
+    let (x, staged) = run_afxdp(&t, secs, pps, mode, &frame)?;
     let rate = |r: &RunResult, n: u64| n as f64 / r.secs / 1e6;
     println!(
         "offered load: {}",

@@ -88,6 +88,138 @@ mod with_dpdk {
         net_pcap_replays_a_file_and_writes_one(eal);
         port_trait_round_trip_on_net_ring(eal);
         errors_are_typed(eal, &eal_cfg);
+        net_af_packet_over_a_veth_pair(eal);
+    }
+
+    fn net_af_packet_over_a_veth_pair(eal: &'static Eal) {
+        use zl_afxdp::netns::{is_root, Netns};
+        if !is_root() {
+            eprintln!("SKIPPED net_af_packet sub-case: needs root (namespace, veth)");
+            return;
+        }
+        let ns = match Netns::create("dpkt").and_then(|ns| {
+            ns.add_veth_pair("zd0", "zd1")?;
+            Ok(ns)
+        }) {
+            Ok(ns) => ns,
+            Err(e) => {
+                eprintln!("SKIPPED net_af_packet sub-case: cannot create a veth pair: {e}");
+                return;
+            }
+        };
+        ns.run_in(move || {
+            // The PMD opens its packet socket in the probing thread's namespace.
+            let cfg = DpdkPortConfig::new("net_af_packet0,iface=zd0,qpairs=1");
+            let mut port = DpdkPort::open(eal, "afp", 5, &cfg).unwrap();
+            let peer = raw::RawSocket::open("zd1");
+            for seq in 0..50 {
+                peer.send(&frame(seq, 100));
+            }
+            let mut got = Vec::new();
+            let start = std::time::Instant::now();
+            while got.len() < 50 && start.elapsed() < std::time::Duration::from_secs(5) {
+                port.recv_with(32, |f| {
+                    if f.len() >= 18 && f[12..14] == [0x88, 0xb5] {
+                        got.push(f.to_vec());
+                    }
+                });
+            }
+            let want: Vec<Vec<u8>> = (0..50).map(|s| frame(s, 100)).collect();
+            assert_eq!(got, want, "frames injected on the peer reach the DPDK port");
+            let sent = port.send_frames(want.iter().map(|f| f.as_slice()));
+            assert_eq!(sent, 50);
+            let mut echoed = Vec::new();
+            let mut buf = [0u8; 2048];
+            while echoed.len() < 50 && start.elapsed() < std::time::Duration::from_secs(5) {
+                if let Some(n) = peer.try_recv(&mut buf) {
+                    echoed.push(buf[..n].to_vec());
+                }
+            }
+            assert_eq!(echoed, want, "frames sent by the DPDK port reach the peer");
+        })
+        .unwrap();
+    }
+
+    /// A raw AF_PACKET socket for EtherType 0x88B5 on one interface.
+    mod raw {
+        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+        pub struct RawSocket {
+            fd: OwnedFd,
+            ifindex: i32,
+        }
+
+        fn addr(ifindex: i32) -> libc::sockaddr_ll {
+            libc::sockaddr_ll {
+                sll_family: libc::AF_PACKET as u16,
+                sll_protocol: 0x88b5u16.to_be(),
+                sll_ifindex: ifindex,
+                sll_hatype: 0,
+                sll_pkttype: 0,
+                sll_halen: 6,
+                sll_addr: [0x02, 0, 0, 0, 0, 0x01, 0, 0],
+            }
+        }
+
+        impl RawSocket {
+            pub fn open(ifname: &str) -> Self {
+                let name = std::ffi::CString::new(ifname).unwrap();
+                // SAFETY: valid C string.
+                let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) } as i32;
+                assert!(ifindex > 0, "no {ifname}");
+                // SAFETY: plain socket(2), checked below.
+                let raw = unsafe {
+                    libc::socket(
+                        libc::AF_PACKET,
+                        libc::SOCK_RAW,
+                        i32::from(0x88b5u16.to_be()),
+                    )
+                };
+                assert!(raw >= 0, "AF_PACKET socket");
+                // SAFETY: fresh fd owned by nobody else.
+                let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+                let a = addr(ifindex);
+                // SAFETY: valid sockaddr_ll of the size passed.
+                let r = unsafe {
+                    libc::bind(
+                        fd.as_raw_fd(),
+                        &a as *const libc::sockaddr_ll as *const libc::sockaddr,
+                        std::mem::size_of::<libc::sockaddr_ll>() as u32,
+                    )
+                };
+                assert_eq!(r, 0, "bind AF_PACKET");
+                RawSocket { fd, ifindex }
+            }
+
+            pub fn send(&self, frame: &[u8]) {
+                let a = addr(self.ifindex);
+                // SAFETY: frame and address valid for the sizes passed.
+                let r = unsafe {
+                    libc::sendto(
+                        self.fd.as_raw_fd(),
+                        frame.as_ptr().cast(),
+                        frame.len(),
+                        0,
+                        &a as *const libc::sockaddr_ll as *const libc::sockaddr,
+                        std::mem::size_of::<libc::sockaddr_ll>() as u32,
+                    )
+                };
+                assert_eq!(r, frame.len() as isize, "sendto");
+            }
+
+            pub fn try_recv(&self, buf: &mut [u8]) -> Option<usize> {
+                // SAFETY: buf is writable for its length.
+                let r = unsafe {
+                    libc::recv(
+                        self.fd.as_raw_fd(),
+                        buf.as_mut_ptr().cast(),
+                        buf.len(),
+                        libc::MSG_DONTWAIT,
+                    )
+                };
+                (r > 0).then_some(r as usize)
+            }
+        }
     }
 
     /// The EAL's runtime directory, removed when the test ends (also on failure).
