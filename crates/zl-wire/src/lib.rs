@@ -21,6 +21,21 @@
 //! - No allocation, no clock, no randomness: the hash seed is configuration.
 //! - Fixed offsets on the per-packet path; `etherparse` serves only to build packets in tests.
 //!
+//! # Example
+//!
+//! ```
+//! use zl_wire::{mark, parse, vectors::IPV4_TCP, Ecn, MarkOutcome, ParseConfig};
+//!
+//! let cfg = ParseConfig::default();
+//! let mut frame = IPV4_TCP;
+//! let mut info = parse(&frame, &cfg)?;
+//! assert_eq!(info.ecn(), Ecn::Ect0);
+//! // The AQM said "mark": CE is set and the IPv4 header checksum updated in place.
+//! assert_eq!(mark(&mut frame, &mut info)?, MarkOutcome::Ce);
+//! assert_eq!(parse(&frame, &cfg)?.ecn(), Ecn::Ce);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! The IPv4 header checksum is updated incrementally (RFC 1624 eqn. 3) by every rewrite that
 //! touches the header; see [`checksum`].
 
