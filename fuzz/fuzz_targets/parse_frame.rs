@@ -7,9 +7,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use zl_wire::{
-    decrement_ttl, mark, parse, set_dscp, set_macs, MacAddr, ParseConfig, PacketInfo,
-};
+use zl_wire::{decrement_ttl, mark, parse, set_dscp, set_macs, MacAddr, PacketInfo, ParseConfig};
 
 fn config(selector: u8) -> ParseConfig {
     ParseConfig {
