@@ -23,17 +23,17 @@ pub struct Dequeued {
 
 /// A router output: admission, queueing and scheduling onto one link.
 pub trait Bottleneck: Send {
-    /// Offers an arriving packet; an admitting verdict means the bottleneck now holds `handle`.
-    /// `class` is the Diffserv class the classifier chose (ignored by single-FIFO bottlenecks);
-    /// `meta.color` may be changed by a meter.
+    /// Offers an arriving packet carrying code point `dscp`; an admitting verdict means the
+    /// bottleneck now holds `handle`. Returns the verdict and the class the packet was put in
+    /// (0 for a single FIFO); a meter may change `meta.color`.
     fn enqueue(
         &mut self,
         now: Nanos,
         rng: &mut SimRng,
         meta: &mut PacketMeta,
-        class: u8,
+        dscp: Option<u8>,
         handle: u32,
-    ) -> Verdict;
+    ) -> (Verdict, u8);
 
     /// The next packet to transmit, if any.
     fn dequeue(&mut self, now: Nanos) -> Option<Dequeued>;
@@ -44,13 +44,9 @@ pub trait Bottleneck: Send {
     /// Bytes queued (all classes).
     fn len_bytes(&self) -> u64;
 
-    /// Packets queued in `class`.
-    fn class_len(&self, class: u8) -> u32 {
-        if class == 0 {
-            self.len_packets()
-        } else {
-            0
-        }
+    /// Number of classes (queues) the bottleneck has.
+    fn classes(&self) -> usize {
+        1
     }
 
     /// Admission counters summed over classes.
@@ -203,9 +199,9 @@ impl<A: Aqm + Send> Bottleneck for FifoQueue<A> {
         now: Nanos,
         rng: &mut SimRng,
         meta: &mut PacketMeta,
-        _class: u8,
+        _dscp: Option<u8>,
         handle: u32,
-    ) -> Verdict {
+    ) -> (Verdict, u8) {
         let view = self.view();
         let mut v = self.aqm.on_arrival(now, rng, &view, meta);
         if v.admits() && view.is_full_for(meta.len) {
@@ -221,7 +217,7 @@ impl<A: Aqm + Send> Bottleneck for FifoQueue<A> {
             self.bytes += meta.len as u64;
             self.idle_since = None;
         }
-        v
+        (v, 0)
     }
 
     fn dequeue(&mut self, now: Nanos) -> Option<Dequeued> {
@@ -282,15 +278,15 @@ mod tests {
             ..PacketMeta::default()
         };
         assert_eq!(
-            q.enqueue(Nanos(1), &mut rng, &mut m, 0, 10),
+            q.enqueue(Nanos(1), &mut rng, &mut m, None, 10).0,
             Verdict::Enqueue
         );
         assert_eq!(
-            q.enqueue(Nanos(2), &mut rng, &mut m, 0, 11),
+            q.enqueue(Nanos(2), &mut rng, &mut m, None, 11).0,
             Verdict::Enqueue
         );
         assert_eq!(
-            q.enqueue(Nanos(3), &mut rng, &mut m, 0, 12),
+            q.enqueue(Nanos(3), &mut rng, &mut m, None, 12).0,
             Verdict::TailDrop
         );
         assert_eq!(q.len_bytes(), 200);

@@ -24,7 +24,7 @@ use zl_core::Nanos;
 use zl_zombie::{ZombieList, ZombieParams};
 
 use crate::bottleneck::{Bottleneck, FifoQueue};
-use crate::diffserv::{DiffservBottleneck, DiffservConfig};
+use crate::diffserv::QosBottleneck;
 use crate::probe::{EwmaProbe, ZombieProbe};
 use crate::sim::{FlowSpec, Probe, SimError, SimSpec, SourceSpec};
 use crate::tcp::{TcpParams, WebParams};
@@ -80,9 +80,10 @@ pub struct BottleneckConfig {
     /// The queue's admission policy (zl-aqm), for a single FIFO.
     #[serde(default)]
     pub aqm: AqmParams,
-    /// A Diffserv pipeline (zl-qos) instead of a single FIFO.
+    /// The router's Diffserv pipeline (`zl_qos::QosParams`, as in the router's config)
+    /// instead of a single FIFO; `aqm` and the buffer keys are then unused.
     #[serde(default)]
-    pub diffserv: Option<DiffservConfig>,
+    pub qos: Option<zl_qos::QosParams>,
 }
 
 fn default_floor() -> u32 {
@@ -131,9 +132,10 @@ pub struct GroupConfig {
     pub start_s: f64,
     #[serde(default = "default_spread")]
     pub start_spread_s: f64,
-    /// Diffserv class index at the bottleneck.
+    /// Diffserv code point of the group's packets (0..=63), read by a `qos` bottleneck's
+    /// classifier; none = unclassifiable (the default class).
     #[serde(default)]
-    pub class: u8,
+    pub dscp: Option<u8>,
 }
 
 fn default_spread() -> f64 {
@@ -232,6 +234,12 @@ impl RunConfig {
             let access_rate = non_negative(&key("access_rate_mbps"), g.access_rate_mbps)? * 1e6;
             let egress = non_negative(&key("egress_delay_ms"), g.egress_delay_ms)?;
             let start = non_negative(&key("start_s"), g.start_s)?;
+            if let Some(d) = g.dscp.filter(|d| *d > 63) {
+                return Err(invalid(
+                    key("dscp"),
+                    format!("{d} is not a code point 0..=63"),
+                ));
+            }
             let spread = non_negative(&key("start_spread_s"), g.start_spread_s)?;
             let source =
                 match g.kind {
@@ -258,7 +266,7 @@ impl RunConfig {
                 access_rate_bps: access_rate,
                 egress_delay: Nanos::ZERO,
                 start: Nanos::ZERO,
-                class: g.class,
+                dscp: g.dscp,
                 group: gi as u16,
             };
             crate::sim::check_flow(0, &probe_flow).map_err(
@@ -281,7 +289,7 @@ impl RunConfig {
                     access_rate_bps: access_rate,
                     egress_delay: ms(egress),
                     start: Nanos::from_secs_f64(start + jitter),
-                    class: g.class,
+                    dscp: g.dscp,
                     group: gi as u16,
                 });
             }
@@ -351,8 +359,8 @@ impl RunConfig {
         // SRED and ZL-RED keep a Zombie List; the probe and the live sqrt(N) rule read that
         // same list rather than a second one, so 1/P(t) is the policy's own estimate.
         let policy_zombie = match &b.aqm {
-            AqmParams::Sred(p) if b.diffserv.is_none() => Some(p.zombie),
-            AqmParams::ZlRed(p) if b.diffserv.is_none() => Some(p.zombie),
+            AqmParams::Sred(p) if b.qos.is_none() => Some(p.zombie),
+            AqmParams::ZlRed(p) if b.qos.is_none() => Some(p.zombie),
             _ => None,
         };
         let zombie_params = match (&self.probe, policy_zombie) {
@@ -389,8 +397,8 @@ impl RunConfig {
             (Some(l), Some(_)) => ctx.with_zombie_list(l.clone()),
             _ => ctx,
         };
-        let bottleneck: Box<dyn Bottleneck> = if let Some(ds) = &b.diffserv {
-            Box::new(DiffservBottleneck::build(ds, rate, capacity)?)
+        let bottleneck: Box<dyn Bottleneck> = if let Some(q) = &b.qos {
+            Box::new(QosBottleneck::build(q, rate)?)
         } else {
             let policy: AqmPolicy = b
                 .aqm

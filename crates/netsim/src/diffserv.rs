@@ -1,200 +1,103 @@
-//! The Diffserv bottleneck of spec/05, assembled from `zl-qos` and `zl-aqm` as the router
-//! assembles it: per class, a trTCM/srTCM meter (colors green/yellow/red), the class's AQM
-//! policy (the sojourn manager or RED) in front of a bounded class queue, then a WRR (or DRR)
-//! scheduler over the classes onto the one link.
+//! The Diffserv bottleneck of spec/05: the router's own `zl_qos::QosEngine` (DSCP classifier,
+//! trTCM/srTCM meters, a `zl-aqm` policy per class or per color, bounded class queues, WRR/DRR
+//! and strict priority, optional shaper), configured by the same `QosParams` as the router.
+//!
+//! The engine holds the simulator's packet handles (`u32`). Re-marking is reported by the
+//! engine but not applied: the simulated path has no later hop that reads the DSCP.
 
-use serde::{Deserialize, Serialize};
-use zl_aqm::{Aqm, AqmParams, AqmPolicy, AqmStats, BuildContext, PacketMeta, Verdict};
+use zl_aqm::{AqmStats, PacketMeta, Verdict};
 use zl_core::Nanos;
-use zl_qos::{Capacity, ClassQueue, Meter, MeterParams, SchedClass, SchedMode, Scheduler};
+use zl_qos::{Dequeue, QosEngine, QosParams};
 
 use crate::bottleneck::{Bottleneck, Dequeued, SimRng};
 use crate::sim::SimError;
 
-/// One class of the pipeline.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ClassConfig {
-    pub name: String,
-    /// WRR quantum (packets per round) or DRR quantum (bytes).
-    pub quantum: u32,
-    /// Class buffer, packets (default: the bottleneck's buffer).
-    #[serde(default)]
-    pub buffer_packets: Option<u32>,
-    /// Three-color meter; none = every packet green.
-    #[serde(default)]
-    pub meter: Option<MeterParams>,
-    #[serde(default)]
-    pub aqm: AqmParams,
-}
-
-/// The classes and the scheduler.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DiffservConfig {
-    #[serde(default)]
-    pub sched: SchedMode,
-    pub classes: Vec<ClassConfig>,
-}
-
-struct Class {
-    meter: Option<Meter>,
-    aqm: AqmPolicy,
-    queue: ClassQueue<u32>,
-    overflow: u64,
-}
-
-/// Meter -> AQM -> class queue, per class; scheduler over classes.
-pub struct DiffservBottleneck {
-    classes: Vec<Class>,
-    sched: Scheduler,
-    len: u32,
+/// `QosEngine` behind the [`Bottleneck`] trait.
+pub struct QosBottleneck {
+    engine: QosEngine<u32>,
+    stats: AqmStats,
+    capacity: u32,
     bytes: u64,
 }
 
-impl DiffservBottleneck {
-    pub fn build(
-        cfg: &DiffservConfig,
-        rate_bps: f64,
-        default_buffer: u32,
-    ) -> Result<Self, SimError> {
-        if cfg.classes.is_empty() {
+impl QosBottleneck {
+    /// Builds the engine for a link of `rate_bps` (used when `link_rate_bps` is not set).
+    pub fn build(params: &QosParams, rate_bps: f64) -> Result<Self, SimError> {
+        if params.shaper.is_some() {
             return Err(SimError::Invalid {
-                key: "bottleneck.diffserv.classes".into(),
-                reason: "at least one class is needed".into(),
+                key: "bottleneck.qos.shaper".into(),
+                reason: "the simulated link is the shaper: set bottleneck.rate_mbps instead".into(),
             });
         }
-        let mut classes = Vec::with_capacity(cfg.classes.len());
-        let mut places = Vec::with_capacity(cfg.classes.len());
-        for (i, c) in cfg.classes.iter().enumerate() {
-            let key = |k: &str| format!("bottleneck.diffserv.classes[{i}].{k}");
-            if c.quantum == 0 {
-                return Err(SimError::Invalid {
-                    key: key("quantum"),
-                    reason: "must be >= 1".into(),
-                });
-            }
-            let buf = c.buffer_packets.unwrap_or(default_buffer);
-            if buf == 0 {
-                return Err(SimError::Invalid {
-                    key: key("buffer_packets"),
-                    reason: "must be >= 1".into(),
-                });
-            }
-            let meter = match &c.meter {
-                None => None,
-                Some(m) => Some(m.build().map_err(|e| SimError::Invalid {
-                    key: key("meter"),
-                    reason: e.to_string(),
-                })?),
-            };
-            let aqm = c
-                .aqm
-                .build(&BuildContext::new(rate_bps as u64, buf))
-                .map_err(|e| SimError::Invalid {
-                    key: key(&format!("aqm.{}", e.param)),
-                    reason: e.to_string(),
-                })?;
-            classes.push(Class {
-                meter,
-                aqm,
-                queue: ClassQueue::new(
-                    buf,
-                    Capacity {
-                        packets: buf,
-                        bytes: u64::MAX,
-                    },
-                ),
-                overflow: 0,
-            });
-            places.push(SchedClass::Weighted { quantum: c.quantum });
-        }
-        Ok(DiffservBottleneck {
-            classes,
-            sched: Scheduler::new(cfg.sched, &places),
-            len: 0,
+        let mut p = params.clone();
+        p.link_rate_bps.get_or_insert(rate_bps as u64);
+        let engine = QosEngine::new(&p).map_err(|e| SimError::Invalid {
+            key: "bottleneck.qos".into(),
+            reason: e.to_string(),
+        })?;
+        let capacity = p.classes.iter().map(|c| c.max_packets).sum();
+        Ok(QosBottleneck {
+            engine,
+            stats: AqmStats::default(),
+            capacity,
             bytes: 0,
         })
     }
 }
 
-impl Bottleneck for DiffservBottleneck {
+impl Bottleneck for QosBottleneck {
     fn enqueue(
         &mut self,
         now: Nanos,
         rng: &mut SimRng,
         meta: &mut PacketMeta,
-        class: u8,
+        dscp: Option<u8>,
         handle: u32,
-    ) -> Verdict {
-        let idx = (class as usize).min(self.classes.len() - 1);
-        let c = &mut self.classes[idx];
-        if let Some(m) = c.meter.as_mut() {
-            meta.color = m.color(now, meta.len, meta.color);
+    ) -> (Verdict, u8) {
+        let (c, r) = self.engine.enqueue(now, rng, dscp, *meta, handle, |_| {});
+        meta.color = c.color;
+        let v = match r {
+            Ok(v) => v,
+            Err(d) => d.verdict,
+        };
+        self.stats.record(v);
+        if v.admits() {
+            self.bytes += meta.len as u64;
         }
-        let v = c.aqm.on_arrival(now, rng, &c.queue.view(), meta);
-        if !v.admits() {
-            return v;
-        }
-        match c.queue.push(now, *meta, handle) {
-            Ok(()) => {
-                self.len += 1;
-                self.bytes += meta.len as u64;
-                v
-            }
-            Err(_) => {
-                c.overflow += 1;
-                Verdict::TailDrop
-            }
-        }
+        (v, c.class as u8)
     }
 
     fn dequeue(&mut self, now: Nanos) -> Option<Dequeued> {
-        let classes = &self.classes;
-        let idx = self.sched.peek(|i| classes[i].queue.head_len())?;
-        let c = &mut self.classes[idx];
-        let q = c.queue.pop(now)?;
-        self.sched.commit(idx, q.meta.len, c.queue.is_empty());
-        c.aqm.on_dequeue(now, &c.queue.view(), &q.meta);
-        self.len -= 1;
-        self.bytes -= q.meta.len as u64;
-        Some(Dequeued {
-            handle: q.item,
-            enqueued_at: q.enqueued_at,
-        })
+        match self.engine.dequeue(now) {
+            Dequeue::Packet(d) => {
+                self.bytes -= (d.meta.len as u64).min(self.bytes);
+                Some(Dequeued {
+                    handle: d.item,
+                    enqueued_at: now - d.sojourn,
+                })
+            }
+            // `build` refuses a shaper, so nothing is ever held.
+            Dequeue::Hold { .. } | Dequeue::Empty => None,
+        }
     }
 
     fn len_packets(&self) -> u32 {
-        self.len
+        self.engine.len() as u32
     }
 
     fn len_bytes(&self) -> u64 {
         self.bytes
     }
 
-    fn class_len(&self, class: u8) -> u32 {
-        self.classes
-            .get(class as usize)
-            .map_or(0, |c| c.queue.len())
+    fn classes(&self) -> usize {
+        self.engine.class_names().len()
     }
 
     fn stats(&self) -> AqmStats {
-        let mut s = AqmStats::default();
-        for c in &self.classes {
-            let a = c.aqm.stats();
-            s.enqueued += a.enqueued - c.overflow.min(a.enqueued);
-            s.marked += a.marked;
-            s.early_drops += a.early_drops;
-            s.forced_drops += a.forced_drops;
-            s.tail_drops += a.tail_drops + c.overflow;
-        }
-        s
+        self.stats
     }
 
     fn capacity_packets(&self) -> u32 {
-        self.classes
-            .iter()
-            .map(|c| c.queue.capacity().packets)
-            .sum()
+        self.capacity
     }
 }

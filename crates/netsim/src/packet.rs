@@ -26,7 +26,9 @@ pub(crate) struct Packet {
     pub priority: u8,
     /// Priority weight `w` (spec/02).
     pub weight: u8,
-    /// Diffserv class index at the bottleneck (0 when there is one FIFO).
+    /// Diffserv code point the sender set (`None`: not an IP packet the classifier can read).
+    pub dscp: Option<u8>,
+    /// Class the bottleneck put it in (0 when there is one FIFO).
     pub class: u8,
     /// Drop precedence after metering.
     pub color: Color,

@@ -480,7 +480,7 @@ pub fn rows(results: &[PointResult]) -> Vec<Row> {
             let sent = sum(&|c| c.sent);
             let drops = sum(&|c| c.drops());
             let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
-            let class = g.class as usize;
+            let class = fl[0].class as usize;
             let sojourn = rep.sojourn.get(class).map_or(0.0, |s| s.mean_s() * 1e3);
             out.push(Row {
                 labels: r.point.labels.clone(),

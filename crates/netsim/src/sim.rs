@@ -44,8 +44,8 @@ pub struct FlowSpec {
     pub egress_delay: Nanos,
     /// When the flow starts.
     pub start: Nanos,
-    /// Diffserv class index at the bottleneck (0 for a single FIFO).
-    pub class: u8,
+    /// Diffserv code point of the flow's packets (`None`: unclassifiable, default class).
+    pub dscp: Option<u8>,
     /// A label for grouping in reports (e.g. 0 = Reno, 1 = Vegas).
     pub group: u16,
 }
@@ -110,6 +110,7 @@ impl SojournStats {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct FlowReport {
     pub group: u16,
+    /// The bottleneck class its packets last went to.
     pub class: u8,
     pub counters: FlowCounters,
     /// Goodput (in-order delivered bytes), bit/s.
@@ -239,10 +240,9 @@ impl Simulator {
             return Err(invalid("flows", "at least one flow is needed"));
         }
         let mut flows = Vec::with_capacity(spec.flows.len());
-        let mut classes = 1usize;
+        let classes = bottleneck.classes().max(1);
         for (i, f) in spec.flows.iter().enumerate() {
             flows.push(build_flow(i, f, spec.bottleneck_delay)?);
-            classes = classes.max(f.class as usize + 1);
         }
         let n = spec.flows.len();
         let samples = spec
@@ -465,15 +465,17 @@ impl Simulator {
             weight: p.weight,
             color: p.color,
         };
-        let v = self
+        let (v, class) = self
             .bottleneck
-            .enqueue(now, &mut self.core.rng, &mut meta, p.class, h);
+            .enqueue(now, &mut self.core.rng, &mut meta, p.dscp, h);
+        self.flows[flow].class = class;
         let c = &mut self.flows[flow].counters;
         match v {
             Verdict::Enqueue | Verdict::MarkCe => {
                 let q = self.core.arena.get_mut(h);
                 q.enqueued_at = now;
                 q.color = meta.color;
+                q.class = class;
                 if v == Verdict::MarkCe {
                     q.marked = true;
                     c.marks += 1;
@@ -667,7 +669,7 @@ pub fn check_flow(i: usize, f: &FlowSpec) -> Result<(), SimError> {
 fn build_flow(i: usize, f: &FlowSpec, link_delay: Nanos) -> Result<Flow, SimError> {
     check_flow(i, f)?;
     let mut template = Packet {
-        class: f.class,
+        dscp: f.dscp,
         ..Packet::default()
     };
     let mut delack = Nanos::ZERO;
@@ -707,7 +709,7 @@ fn build_flow(i: usize, f: &FlowSpec, link_delay: Nanos) -> Result<Flow, SimErro
         counters: FlowCounters::default(),
         base: FlowCounters::default(),
         group: f.group,
-        class: f.class,
+        class: 0,
         delack,
     })
 }

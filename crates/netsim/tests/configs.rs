@@ -92,7 +92,7 @@ fn the_base_scenario_is_valid() {
 
 #[test]
 fn invalid_values_are_rejected_with_their_key() {
-    let cases: [(&str, toml::Value, &str); 9] = [
+    let cases: [(&str, toml::Value, &str); 10] = [
         ("run.duration_s", (-1.0).into(), "duration_s"),
         ("run.warmup_s", 5.0.into(), "warmup_s"),
         (
@@ -114,6 +114,7 @@ fn invalid_values_are_rejected_with_their_key() {
         ),
         ("run.groups.0.kind", "cbr".into(), "groups[0].cbr"),
         ("run.groups.0.bogus", 1.into(), "bogus"),
+        ("run.groups.0.dscp", 64.into(), "groups[0].dscp"),
     ];
     for (key, value, expect) in cases {
         let msg = error_with(key, value);

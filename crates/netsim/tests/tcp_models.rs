@@ -26,7 +26,7 @@ fn flow(source: SourceSpec, access_ms: u64, start_ms: u64) -> FlowSpec {
         access_rate_bps: 0.0,
         egress_delay: Nanos::ZERO,
         start: Nanos::from_millis(start_ms),
-        class: 0,
+        dscp: None,
         group: 0,
     }
 }
