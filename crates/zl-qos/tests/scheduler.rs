@@ -108,7 +108,8 @@ fn wrr_packet_shares_match_weights() {
 fn drr_byte_fairness_with_mixed_sizes() {
     // Equal byte quanta, 64-byte packets against 1500-byte packets: bytes, not packets, are
     // shared equally (±2 %); with quanta 1500:4500 the bytes split 1:3.
-    for (quanta, want) in [([1500, 1500], 0.5), ([1500, 4500], 0.25)] {
+    // Quanta far below the packet sizes (1 and 3 bytes) still split bytes 1:3.
+    for (quanta, want) in [([1500, 1500], 0.5), ([1500, 4500], 0.25), ([3, 1], 0.75)] {
         let p = params(&quanta.map(Some), SchedMode::Drr, None);
         let mut e = QosEngine::new(&p).unwrap();
         let (_, by, _) = saturate(&mut e, 2, |c| if c == 0 { 64 } else { 1500 }, 50_000);
