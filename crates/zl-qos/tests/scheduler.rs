@@ -209,3 +209,73 @@ fn paper_wrr_round_is_16_ms_at_5_mbps() {
         assert_eq!(w[1] - w[0], Nanos::from_millis(16));
     }
 }
+
+/// Plain DRR (Shreedhar & Varghese, without the round skipping): the oracle.
+struct NaiveDrr {
+    quantum: Vec<u64>,
+    deficit: Vec<u64>,
+    cur: usize,
+}
+
+impl NaiveDrr {
+    fn new(quantum: &[u32]) -> Self {
+        let quantum: Vec<u64> = quantum.iter().map(|&q| q as u64).collect();
+        let mut deficit = vec![0; quantum.len()];
+        deficit[0] = quantum[0];
+        NaiveDrr {
+            quantum,
+            deficit,
+            cur: 0,
+        }
+    }
+
+    fn next(&mut self, queues: &mut [std::collections::VecDeque<u32>]) -> Option<usize> {
+        if queues.iter().all(|q| q.is_empty()) {
+            return None;
+        }
+        let n = queues.len();
+        loop {
+            let c = self.cur;
+            match queues[c].front() {
+                Some(&len) if len as u64 <= self.deficit[c] => {
+                    queues[c].pop_front();
+                    self.deficit[c] = if queues[c].is_empty() {
+                        0
+                    } else {
+                        self.deficit[c] - len as u64
+                    };
+                    return Some(c);
+                }
+                Some(_) => {}
+                None => self.deficit[c] = 0,
+            }
+            self.cur = (c + 1) % n;
+            self.deficit[self.cur] += self.quantum[self.cur];
+        }
+    }
+}
+
+proptest::proptest! {
+    #[test]
+    fn drr_matches_plain_drr_order(
+        quanta in proptest::collection::vec(1u32..2000, 1..5),
+        loads in proptest::collection::vec(proptest::collection::vec(1u32..1600, 0..30), 5),
+    ) {
+        use zl_qos::{SchedClass, Scheduler};
+        let n = quanta.len();
+        let mut a: Vec<std::collections::VecDeque<u32>> =
+            loads.iter().take(n).map(|l| l.iter().copied().collect()).collect();
+        let mut b = a.clone();
+        let places: Vec<_> = quanta.iter().map(|&q| SchedClass::Weighted { quantum: q }).collect();
+        let mut s = Scheduler::new(SchedMode::Drr, &places);
+        let mut oracle = NaiveDrr::new(&quanta);
+        loop {
+            let got = s.peek(|c| a[c].front().copied());
+            let want = oracle.next(&mut b);
+            proptest::prop_assert_eq!(got, want);
+            let Some(c) = got else { break };
+            let len = a[c].pop_front().unwrap();
+            s.commit(c, len, a[c].is_empty());
+        }
+    }
+}
