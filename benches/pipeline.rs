@@ -45,7 +45,9 @@ port = "tx"
 next_hop_mac = "02:00:00:00:00:fe"
 
 [qos]
-shaper = { rate_bps = 10_000_000_000, overhead_bytes = 20 }
+# A bucket of two bursts: the loop polls once per burst, so the shaper must be able to
+# release a whole burst's worth of tokens at each poll.
+shaper = { rate_bps = 10_000_000_000, overhead_bytes = 20, burst_bytes = 5376 }
 scheduler = { mode = "wrr" }
 
 [[qos.classes]]

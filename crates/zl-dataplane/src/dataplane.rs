@@ -193,7 +193,7 @@ impl Dataplane {
             g.fate.received += 1;
             g.fate.received_bytes += len as u64;
         }
-        let parsed = zl_wire::parse(buf.as_slice(), &self.parse);
+        let mut parsed = zl_wire::parse(buf.as_slice(), &self.parse);
         let out = match (&self.forwarding, &parsed) {
             (Forwarding::Router(_), Err(_)) => return self.count_drop(buf, DropCause::ParseError),
             (Forwarding::Router(table), Ok(info)) => match table.lookup(info.dst) {
@@ -210,8 +210,10 @@ impl Dataplane {
                 }
             }
         };
-        let mut info = parsed.ok();
-        if let (Some(nh), Some(info)) = (out, info.as_mut()) {
+        // Borrowed, not moved out of the `Result`: `PacketInfo` is large enough for the copy
+        // to show in the pipeline benchmark.
+        let mut info = parsed.as_mut().ok();
+        if let (Some(nh), Some(info)) = (out, info.as_deref_mut()) {
             match zl_wire::decrement_ttl(buf.as_mut_slice(), info) {
                 Ok(TtlOutcome::Forwarded { .. }) => {}
                 Ok(TtlOutcome::Expired) | Err(_) => {
@@ -224,7 +226,7 @@ impl Dataplane {
             }
             buf.out_port = nh.port;
         }
-        let meta = match &info {
+        let meta = match info.as_deref() {
             Some(i) => PacketMeta {
                 len,
                 flow: i.flow,
@@ -240,8 +242,10 @@ impl Dataplane {
             },
         };
         let slot = &mut self.slots[buf.out_port as usize];
-        let class = slot.qos.classify(now, info.as_ref().map(|i| i.dscp()), len);
-        if let (Some(d), Some(i)) = (class.remark, info.as_mut()) {
+        let class = slot
+            .qos
+            .classify(now, info.as_deref().map(|i| i.dscp()), len);
+        if let (Some(d), Some(i)) = (class.remark, info.as_deref_mut()) {
             // Cannot fail: `i` was parsed from these bytes and only rewritten in place since.
             let _ = zl_wire::set_dscp(buf.as_mut_slice(), i, d);
         }
@@ -250,7 +254,7 @@ impl Dataplane {
         let result = slot
             .qos
             .enqueue_classified(now, &mut self.rng, &class, meta, buf, |b| {
-                if let Some(i) = info.as_mut() {
+                if let Some(i) = info {
                     marked = matches!(
                         zl_wire::mark(b.as_mut_slice(), i),
                         Ok(zl_wire::MarkOutcome::Ce
@@ -283,10 +287,16 @@ impl Dataplane {
         for p in 0..self.slots.len() {
             let slot = &mut self.slots[p];
             slot.held_until = None;
-            for c in 0..slot.qlen_hist.len() {
-                let len = slot.qos.class_stats(c).map_or(0, |s| s.len_packets);
-                let bucket = (u32::BITS - len.leading_zeros()) as usize;
-                slot.qlen_hist[c][bucket.min(QLEN_BUCKETS - 1)] += 1;
+            if slot.qos.is_empty() {
+                for h in &mut slot.qlen_hist {
+                    h[0] += 1;
+                }
+            } else {
+                for (c, h) in slot.qlen_hist.iter_mut().enumerate() {
+                    let len = slot.qos.class_stats(c).map_or(0, |s| s.len_packets);
+                    let bucket = (u32::BITS - len.leading_zeros()) as usize;
+                    h[bucket.min(QLEN_BUCKETS - 1)] += 1;
+                }
             }
             loop {
                 while !self.tx.is_full() {

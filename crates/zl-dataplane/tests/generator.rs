@@ -1,0 +1,147 @@
+//! The traffic generator offers what its config says: rates, sizes, DSCP/ECN, arrival
+//! processes, and well-formed frames that `zl_wire` parses.
+
+use zl_core::{Ecn, Nanos};
+use zl_dataplane::port::{GeneratorParams, GeneratorPort, GeneratorSetup};
+use zl_port::{Batch, BufPool, Port, Readiness};
+use zl_wire::{MacAddr, ParseConfig};
+
+fn params(extra: &str) -> GeneratorParams {
+    let text = format!(
+        r#"
+[[flows]]
+name = "g"
+src = "10.0.0.1"
+dst = "10.9.0.1"
+{extra}
+"#
+    );
+    toml::from_str(&text).unwrap()
+}
+
+fn generator(p: &GeneratorParams, end: Nanos, seed: u64) -> GeneratorPort {
+    let setup = GeneratorSetup {
+        name: "gen",
+        index: 3,
+        own_mac: MacAddr([2, 0, 0, 0, 0, 1]),
+        key_prefix: "ports[0].generator",
+        seed,
+        end,
+        tag_base: 0,
+    };
+    GeneratorPort::new(&setup, p).unwrap()
+}
+
+/// Drains the generator in virtual time; returns (time, frame) of every packet.
+fn drain(g: &mut GeneratorPort) -> Vec<(Nanos, Vec<u8>)> {
+    let mut pool = BufPool::new(64, 2048);
+    let mut batch = Batch::new();
+    let mut out = Vec::new();
+    while let Readiness::NextPacketAt(t) = g.readiness() {
+        g.recv(t, &mut pool, &mut batch).unwrap();
+        for b in batch.drain() {
+            assert_eq!(b.in_port, 3);
+            out.push((b.rx_time, b.as_slice().to_vec()));
+            pool.free(b);
+        }
+    }
+    out
+}
+
+#[test]
+fn cbr_offers_exactly_its_rate_with_even_spacing() {
+    // 1 Mbit/s of 1000-byte frames: one every 8 ms, 125 per second.
+    let p = params("rate_bps = 1_000_000\nsize = 1000\narrival = \"cbr\"");
+    let pkts = drain(&mut generator(&p, Nanos::from_secs(2), 1));
+    assert!((249..=250).contains(&pkts.len()), "{}", pkts.len());
+    for w in pkts.windows(2) {
+        assert_eq!((w[1].0 - w[0].0).as_nanos(), 8_000_000);
+    }
+}
+
+#[test]
+fn poisson_offers_its_mean_rate_with_exponential_gaps() {
+    // 100 flows x 80 kbit/s of 1000-byte frames: 1000 packets per second in total.
+    let p = params("count = 100\nrate_bps = 80_000\nsize = 1000\narrival = \"poisson\"");
+    let pkts = drain(&mut generator(&p, Nanos::from_secs(20), 9));
+    let n = pkts.len() as f64;
+    // 20 000 expected; a Poisson count's sd is ~141: allow 4 sd.
+    assert!((n - 20_000.0).abs() < 600.0, "{n}");
+    // Merged Poisson streams: the gaps' coefficient of variation is ~1 (CBR would be ~0).
+    let gaps: Vec<f64> = pkts
+        .windows(2)
+        .map(|w| (w[1].0 - w[0].0).as_nanos() as f64)
+        .collect();
+    let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+    let var = gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64;
+    let cv = var.sqrt() / mean;
+    assert!((cv - 1.0).abs() < 0.05, "cv {cv}");
+}
+
+#[test]
+fn on_off_sends_only_in_on_periods() {
+    let p = params(
+        "rate_bps = 8_000_000\nsize = 1000\narrival = \"on-off\"\non_ms = 100.0\noff_ms = 300.0",
+    );
+    let pkts = drain(&mut generator(&p, Nanos::from_secs(4), 2));
+    // 1 ms per packet while on: ~100 per 400 ms cycle, 10 cycles.
+    assert!((990..=1010).contains(&pkts.len()), "{}", pkts.len());
+    // Cycles start at the group's start time (0); every packet falls in an on period.
+    for (t, _) in &pkts {
+        let phase = t.as_nanos() % 400_000_000;
+        assert!(phase < 100_000_000, "packet at phase {phase} ns");
+    }
+}
+
+#[test]
+fn frames_parse_and_carry_the_configured_fields() {
+    let p = params("rate_bps = 1_000_000\nsize = 64\nsize_max = 1500\ndscp = \"af21\"\necn = \"ect0\"\ncount = 4");
+    let pkts = drain(&mut generator(&p, Nanos::from_secs(1), 3));
+    let cfg = ParseConfig::default();
+    let mut sizes = std::collections::HashSet::new();
+    let mut flows = std::collections::HashSet::new();
+    for (_, f) in &pkts {
+        let info = zl_wire::parse(f, &cfg).expect("generated frames parse (checksum verified)");
+        assert_eq!(info.dscp(), 18);
+        assert_eq!(info.ecn(), Ecn::Ect0);
+        assert!((64..=1500).contains(&f.len()));
+        sizes.insert(f.len());
+        flows.insert(info.flow);
+    }
+    assert_eq!(flows.len(), 4, "count = 4 gives four flows");
+    assert!(sizes.len() > 50, "sizes are spread over 64..=1500");
+}
+
+#[test]
+fn ipv6_frames_parse() {
+    let p: GeneratorParams = toml::from_str(
+        r#"
+[[flows]]
+name = "v6"
+src = "2001:db8::1"
+dst = "2001:db8:9::1"
+rate_bps = 1_000_000
+size = 100
+ecn = "ect1"
+"#,
+    )
+    .unwrap();
+    let pkts = drain(&mut generator(&p, Nanos::from_millis(100), 4));
+    assert!(!pkts.is_empty());
+    for (_, f) in &pkts {
+        let info = zl_wire::parse(f, &ParseConfig::default()).unwrap();
+        assert_eq!(info.ecn(), Ecn::Ect1);
+        assert_eq!(info.ip_len + 14, f.len());
+    }
+}
+
+#[test]
+fn the_same_seed_gives_the_same_traffic() {
+    let p =
+        params("count = 10\nrate_bps = 100_000\narrival = \"poisson\"\nsize = 64\nsize_max = 1500");
+    let a = drain(&mut generator(&p, Nanos::from_secs(1), 5));
+    let b = drain(&mut generator(&p, Nanos::from_secs(1), 5));
+    let c = drain(&mut generator(&p, Nanos::from_secs(1), 6));
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+}
