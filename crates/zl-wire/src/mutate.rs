@@ -62,6 +62,7 @@ fn ip_header_mut<'a>(frame: &'a mut [u8], info: &PacketInfo) -> Result<&'a mut [
 }
 
 /// Writes the whole TOS / traffic class octet.
+#[inline]
 fn write_tos(frame: &mut [u8], info: &mut PacketInfo, tos: u8) -> Result<(), MutateError> {
     let ip = ip_header_mut(frame, info)?;
     match info.ip_version {
@@ -87,6 +88,7 @@ fn write_tos(frame: &mut [u8], info: &mut PacketInfo, tos: u8) -> Result<(), Mut
 ///
 /// Returns [`MarkOutcome::Ce`], [`MarkOutcome::AlreadyMarked`] for a CE packet, or
 /// [`MarkOutcome::NotMarkable`] (frame unchanged) for a Not-ECT packet.
+#[inline]
 pub fn set_ce(frame: &mut [u8], info: &mut PacketInfo) -> Result<MarkOutcome, MutateError> {
     match info.ecn() {
         Ecn::NotEct => Ok(MarkOutcome::NotMarkable),
@@ -102,6 +104,7 @@ pub fn set_ce(frame: &mut [u8], info: &mut PacketInfo) -> Result<MarkOutcome, Mu
 ///
 /// Returns [`MarkOutcome::CcExtEcn`] or [`MarkOutcome::AlreadyMarked`];
 /// [`MutateError::NoCcExtension`] when the packet has no such header.
+#[inline]
 pub fn set_cc_ext_ecn(frame: &mut [u8], info: &mut PacketInfo) -> Result<MarkOutcome, MutateError> {
     let ext = info.cc_ext.as_mut().ok_or(MutateError::NoCcExtension)?;
     if ext.ecn {
@@ -125,6 +128,7 @@ pub fn set_cc_ext_ecn(frame: &mut [u8], info: &mut PacketInfo) -> Result<MarkOut
 /// Signals congestion the way spec/02 decides: the extension header's ECN bit when the packet
 /// carries the header, otherwise CE for an ECN-capable packet, otherwise
 /// [`MarkOutcome::NotMarkable`] (the caller drops instead).
+#[inline]
 pub fn mark(frame: &mut [u8], info: &mut PacketInfo) -> Result<MarkOutcome, MutateError> {
     if info.cc_ext.is_some() {
         set_cc_ext_ecn(frame, info)
@@ -134,6 +138,7 @@ pub fn mark(frame: &mut [u8], info: &mut PacketInfo) -> Result<MarkOutcome, Muta
 }
 
 /// Rewrites the DSCP (RFC 2474), keeping the ECN bits.
+#[inline]
 pub fn set_dscp(frame: &mut [u8], info: &mut PacketInfo, dscp: u8) -> Result<(), MutateError> {
     if dscp > 63 {
         return Err(MutateError::InvalidDscp(dscp));
@@ -148,6 +153,7 @@ pub fn set_dscp(frame: &mut [u8], info: &mut PacketInfo, dscp: u8) -> Result<(),
 ///
 /// decided: a TTL of 0 or 1 on arrival is [`TtlOutcome::Expired`] and the frame is left as it
 /// came, so the caller can quote it in an ICMP Time Exceeded.
+#[inline]
 pub fn decrement_ttl(frame: &mut [u8], info: &mut PacketInfo) -> Result<TtlOutcome, MutateError> {
     if info.ttl <= 1 {
         return Ok(TtlOutcome::Expired);
