@@ -447,7 +447,16 @@ impl<T> QosEngine<T> {
         self.classes.get(class).map(|c| c.queue.capacity())
     }
 
-    /// Counters of class `class`, with its current length.
+    /// Current length of class `class` in packets and bytes (cheap: no counters copied).
+    #[inline]
+    pub fn queue_len(&self, class: usize) -> Option<(u32, u64)> {
+        self.classes
+            .get(class)
+            .map(|c| (c.queue.len(), c.queue.bytes()))
+    }
+
+    /// Counters of class `class`, with its current length (a copy of about 1 KB: for
+    /// reporting, not per packet; see [`QosEngine::queue_len`]).
     pub fn class_stats(&self, class: usize) -> Option<ClassStats> {
         self.classes.get(class).map(|c| ClassStats {
             len_packets: c.queue.len(),

@@ -125,5 +125,7 @@ fn shaper_never_sends_oversize_and_engine_drops_it() {
         (zl_aqm::Verdict::TailDrop, 9)
     );
     assert_eq!(e.class_stats(0).unwrap().per_color[0].tail_drops, 1);
+    assert_eq!(e.queue_len(0), Some((0, 0)));
+    assert_eq!(e.queue_len(1), None);
     assert_eq!(e.dequeue(Nanos::ZERO), Dequeue::Empty);
 }
