@@ -33,7 +33,8 @@ enum Cmd {
         #[arg(long)]
         raw: bool,
     },
-    /// Sweep threads, Zombie List size and placement; write CSV and PNG/SVG plots.
+    /// Sweep threads, Zombie List size and placement; write CSV, markdown tables and PNG/SVG
+    /// plots.
     Sweep {
         /// Output directory.
         #[arg(long, default_value = "ixp-sim-out")]
@@ -247,6 +248,10 @@ fn main() -> ExitCode {
             std::fs::write(&csv, sweep::to_csv(&rows))
                 .map_err(|e| ParamError::new("--out", format!("{}: {e}", csv.display())))?;
             println!("wrote {}", csv.display());
+            let md = out.join("summary.md");
+            std::fs::write(&md, sweep::to_markdown(&rows))
+                .map_err(|e| ParamError::new("--out", format!("{}: {e}", md.display())))?;
+            println!("wrote {}", md.display());
             if !no_plots {
                 for f in sweep::plot_all(&rows, &out)
                     .map_err(|e| ParamError::new("plot", e.to_string()))?

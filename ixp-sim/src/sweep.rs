@@ -187,7 +187,7 @@ pub fn to_csv(rows: &[SweepRow]) -> String {
     for r in rows {
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{},{},{:.4},{:.4},{},{:.1},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.2},{:.2}",
+            "{},{},{},{},{},{},{},{},{:.6},{:.6},{},{:.1},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.2},{:.2}",
             profile_name(r.profile),
             r.workload,
             r.placement,
@@ -209,6 +209,141 @@ pub fn to_csv(rows: &[SweepRow]) -> String {
             r.sram_queue_cycles,
             r.sdram_queue_cycles
         );
+    }
+    s
+}
+
+/// Markdown tables of a sweep: the paper's machine, M and placement, threads per ME, and the
+/// receive/transmit split, each point with its bottleneck.
+pub fn to_markdown(rows: &[SweepRow]) -> String {
+    let mut s = String::new();
+    let profiles = [LatencyProfile::Seed, LatencyProfile::Datasheet];
+    let paper = |r: &&SweepRow| r.threads_per_me == 4 && r.rx_threads == 16 && r.tx_threads == 8;
+    let cell = |r: &SweepRow| format!("{:.3} ({})", r.mpps, r.bottleneck);
+    let _ = writeln!(
+        s,
+        "### The paper's machine: 6 MEs x 4 threads, 16 receive / 8 transmit, Zombie List in SRAM\n"
+    );
+    let _ = writeln!(
+        s,
+        "| profile | workload | Mpps | bound | sim/bound | bottleneck | latency (ns) | rx MEs busy/stalled/idle | SRAM util, queue (cycles) | SDRAM util, queue (cycles) |\n|---|---|---|---|---|---|---|---|---|---|"
+    );
+    for r in rows.iter().filter(|r| r.placement == "-").filter(paper) {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {:.3} | {:.3} | {:.2} | {} | {:.0} | {:.2}/{:.2}/{:.2} | {:.2}, {:.1} | {:.2}, {:.1} |",
+            profile_name(r.profile),
+            r.workload,
+            r.mpps,
+            r.bound_mpps,
+            r.mpps / r.bound_mpps,
+            r.bottleneck,
+            r.latency_ns,
+            r.rx_busy,
+            r.rx_stalled,
+            r.rx_idle,
+            r.sram_util,
+            r.sram_queue_cycles,
+            r.sdram_util,
+            r.sdram_queue_cycles
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\n### ZL-RED vs Zombie List size M and placement (16 / 8, 4 threads per ME)\n"
+    );
+    let _ = writeln!(
+        s,
+        "| profile | design | M | Zombie List in SRAM: Mpps (bottleneck) | in SDRAM: Mpps (bottleneck) |\n|---|---|---|---|---|"
+    );
+    for p in profiles {
+        for w in ["zlred-table", "zlred-scan"] {
+            let mut ms: Vec<usize> = rows
+                .iter()
+                .filter(|r| r.workload == w && r.placement != "-")
+                .map(|r| r.m)
+                .collect();
+            ms.sort_unstable();
+            ms.dedup();
+            for m in ms {
+                let at = |pl: &str| {
+                    rows.iter()
+                        .find(|r| {
+                            r.profile == p && r.workload == w && r.m == m && r.placement == pl
+                        })
+                        .map_or(String::new(), cell)
+                };
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | {m} | {} | {} |",
+                    profile_name(p),
+                    w,
+                    at("sram"),
+                    at("sdram")
+                );
+            }
+        }
+    }
+    let base: Vec<&SweepRow> = rows.iter().filter(|r| r.placement == "-").collect();
+    let mut threads: Vec<u32> = base.iter().map(|r| r.threads_per_me).collect();
+    threads.sort_unstable();
+    threads.dedup();
+    let _ = write!(
+        s,
+        "\n### Threads per ME (two thirds of the MEs receive)\n\n| profile | workload |"
+    );
+    for t in &threads {
+        let _ = write!(s, " {t} thread(s)/ME |");
+    }
+    let _ = writeln!(s, "\n|---|---|{}", "---|".repeat(threads.len()));
+    let two_thirds = |r: &&&SweepRow| r.rx_threads * 3 == (r.rx_threads + r.tx_threads) * 2;
+    for p in profiles {
+        for (w, _) in SHIPPED {
+            let _ = write!(s, "| {} | {w} |", profile_name(p));
+            for t in &threads {
+                let c = base
+                    .iter()
+                    .filter(two_thirds)
+                    .find(|r| r.profile == p && r.workload == w && r.threads_per_me == *t)
+                    .map_or(String::new(), |r| cell(r));
+                let _ = write!(s, " {c} |");
+            }
+            let _ = writeln!(s);
+        }
+    }
+    let mut splits: Vec<(u32, u32)> = base
+        .iter()
+        .filter(|r| r.threads_per_me == 4)
+        .map(|r| (r.rx_threads, r.tx_threads))
+        .collect();
+    splits.sort_unstable();
+    splits.dedup();
+    let _ = write!(
+        s,
+        "\n### Receive / transmit split (4 threads per ME)\n\n| profile | workload |"
+    );
+    for (rx, tx) in &splits {
+        let _ = write!(s, " {rx} rx : {tx} tx |");
+    }
+    let _ = writeln!(s, "\n|---|---|{}", "---|".repeat(splits.len()));
+    for p in profiles {
+        for (w, _) in SHIPPED {
+            let _ = write!(s, "| {} | {w} |", profile_name(p));
+            for (rx, tx) in &splits {
+                let c = base
+                    .iter()
+                    .find(|r| {
+                        r.profile == p
+                            && r.workload == w
+                            && r.threads_per_me == 4
+                            && r.rx_threads == *rx
+                            && r.tx_threads == *tx
+                    })
+                    .map_or(String::new(), |r| cell(r));
+                let _ = write!(s, " {c} |");
+            }
+            let _ = writeln!(s);
+        }
     }
     s
 }

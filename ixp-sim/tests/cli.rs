@@ -93,6 +93,9 @@ fn sweep_writes_csv_and_plots() {
     // Per profile: 5 workloads x (base + 1 other thread count + 4 other splits) + 2 ZL-RED
     // designs x 2 sizes x 2 placements.
     assert_eq!(lines.count(), 2 * (5 * 6 + 8), "{out}");
+    let md = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    assert!(md.contains("| datasheet | zlred-table | 100 |"), "{md}");
+    assert_eq!(md.matches("\n| seed | ipv4 |").count(), 3, "{md}");
     for f in ["mpps_vs_m", "mpps_vs_threads", "mpps_vs_split"] {
         for ext in ["png", "svg"] {
             let p = dir.join(format!("{f}.{ext}"));
