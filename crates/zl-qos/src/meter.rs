@@ -13,7 +13,7 @@
 //!
 //! decided: every burst size must be non-zero. RFC 2697 allows one of CBS/EBS to be zero;
 //! we reject it because a zero bucket makes a color unreachable, which in our configs has
-//! always been a typo (the task's validation rule).
+//! always been a typo.
 
 use serde::{Deserialize, Serialize};
 use zl_core::{Color, Nanos};
