@@ -16,6 +16,8 @@
 //! A push into a full line is a counted drop ([`DelayStats::overflow_drops`]) that hands the
 //! item back, so a caller holding pool buffers can recycle them.
 //!
+//! [`DelayedPort`] puts a line in front of any [`zl_port::Port`]'s receive side.
+//!
 //! Structure: a hashed timer wheel of `W` buckets (`W` a power of two larger than the longest
 //! delay in ticks, so one turn of the wheel covers every pending release), each bucket a FIFO
 //! list threaded through the preallocated slot array; free slots form a free list. `pop_due`
@@ -25,6 +27,9 @@
 
 #![forbid(unsafe_code)]
 
+mod port;
+
+pub use port::DelayedPort;
 use zl_core::Nanos;
 
 /// Sentinel index for "no slot" in the intrusive lists.
@@ -300,6 +305,31 @@ impl<T> DelayLine<T> {
         self.len -= 1;
         self.stats.released += 1;
         item
+    }
+
+    /// When the next item will be due, or `None` when the line is empty. Cost: a scan from the
+    /// cursor to that item's bucket (at most one turn of the wheel), so call it when idle
+    /// (e.g. to tell a virtual-time loop how far to advance), not per packet.
+    pub fn next_release(&self) -> Option<Nanos> {
+        if self.len == 0 {
+            return None;
+        }
+        let buckets = self.buckets.len() as u64;
+        for k in 0..buckets {
+            let tick = self.cursor + k;
+            let head = self.buckets[(tick & self.bucket_mask) as usize].head;
+            if head != NIL && self.slots[head as usize].release_tick == tick {
+                return Some(Nanos(tick.saturating_mul(self.tick_ns)));
+            }
+        }
+        // Only reachable when the caller skipped more than a turn of the wheel: every head
+        // then belongs to a later turn; the earliest of them is next.
+        self.buckets
+            .iter()
+            .filter(|b| b.head != NIL)
+            .map(|b| self.slots[b.head as usize].release_tick)
+            .min()
+            .map(|t| Nanos(t.saturating_mul(self.tick_ns)))
     }
 
     /// The delay in whole ticks (rounded up).

@@ -203,3 +203,25 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn next_release_names_the_earliest_pending_item() {
+    let mut l = line(300, 100, 64);
+    assert_eq!(l.next_release(), None);
+    l.push(Nanos::from_micros(50), 1).unwrap(); // due at 400 us
+    l.push(Nanos::from_micros(250), 2).unwrap(); // due at 600 us
+    assert_eq!(l.next_release(), Some(Nanos::from_micros(400)));
+    assert_eq!(l.pop_due(Nanos::from_micros(400)), Some(1));
+    assert_eq!(l.next_release(), Some(Nanos::from_micros(600)));
+    // Lagging caller: pushes across several wheel turns (8 buckets) without popping; item
+    // 10 + i is due at 700 + 100 i us.
+    for i in 0..30u64 {
+        l.push(Nanos::from_micros(400 + 100 * i), 10 + i as u32)
+            .unwrap();
+    }
+    assert_eq!(l.next_release(), Some(Nanos::from_micros(600)));
+    assert_eq!(l.pop_due(Nanos::from_micros(600)), Some(2));
+    assert_eq!(l.next_release(), Some(Nanos::from_micros(700)));
+    assert_eq!(l.pop_due(Nanos::from_micros(700)), Some(10));
+    assert_eq!(l.next_release(), Some(Nanos::from_micros(800)));
+}
