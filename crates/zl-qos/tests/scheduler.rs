@@ -279,3 +279,42 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn ef_arriving_during_a_shaper_hold_goes_first() {
+    // The shaper holds a WRR packet; an EF packet arriving meanwhile is the next to leave,
+    // and the held WRR packet follows without having lost its turn.
+    let shaper = ShaperParams {
+        rate_bps: 8_000_000,
+        burst_bytes: Some(1000),
+        overhead_bytes: 0,
+        max_packet_bytes: 1000,
+    };
+    let p = params(&[Some(1), Some(1), None], SchedMode::Wrr, Some(shaper));
+    let mut e: QosEngine<u32> = QosEngine::new(&p).unwrap();
+    let mut r = rng();
+    for (c, id) in [(0u8, 1u32), (0, 2), (1, 3)] {
+        e.enqueue(Nanos::ZERO, &mut r, Some(c), meta(1000), id, |_| {})
+            .1
+            .unwrap();
+    }
+    let Dequeue::Packet(d) = e.dequeue(Nanos::ZERO) else {
+        panic!("first packet fits the burst")
+    };
+    assert_eq!(d.item, 1);
+    let Dequeue::Hold { until } = e.dequeue(Nanos::ZERO) else {
+        panic!("the shaper must hold")
+    };
+    assert_eq!(until, Nanos::from_millis(1));
+    e.enqueue(Nanos(500_000), &mut r, Some(2), meta(1000), 9, |_| {})
+        .1
+        .unwrap();
+    let order: Vec<u32> = (0..3)
+        .map(|i| match e.dequeue(Nanos::from_millis(1 + i)) {
+            Dequeue::Packet(d) => d.item,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    // EF first; then class 1 (class 0 used its one-packet turn on item 1), then class 0.
+    assert_eq!(order, [9, 3, 2]);
+}
