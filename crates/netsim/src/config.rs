@@ -349,11 +349,16 @@ impl RunConfig {
             flows,
         };
         let ctx = BuildContext::new(rate as u64, capacity);
-        if b.buffer == BufferRule::LiveSqrtN && matches!(self.probe, Some(ProbeConfig::Ewma { .. }))
-        {
+        let qos_live = b.qos.as_ref().is_some_and(|q| {
+            q.classes
+                .iter()
+                .any(|c| matches!(c.buffer, Some(zl_qos::BufferRule::SqrtNLive { .. })))
+        });
+        let live = b.buffer == BufferRule::LiveSqrtN || qos_live;
+        if live && matches!(self.probe, Some(ProbeConfig::Ewma { .. })) {
             return Err(invalid(
                 "probe",
-                "buffer = \"live-sqrt-n\" needs the zombie probe (or none)",
+                "a live sqrt(N) buffer needs the zombie probe (or none)",
             ));
         }
         // SRED and ZL-RED keep a Zombie List; the probe and the live sqrt(N) rule read that
@@ -366,7 +371,7 @@ impl RunConfig {
         let zombie_params = match (&self.probe, policy_zombie) {
             (_, Some(p)) => Some(p),
             (Some(ProbeConfig::Zombie { zombie }), None) => Some(*zombie),
-            _ if b.buffer == BufferRule::LiveSqrtN => Some(ZombieParams::default()),
+            _ if live => Some(ZombieParams::default()),
             _ => None,
         };
         let list = match zombie_params {
@@ -378,8 +383,7 @@ impl RunConfig {
             }
             None => None,
         };
-        let wants_zombie = matches!(self.probe, Some(ProbeConfig::Zombie { .. }))
-            || b.buffer == BufferRule::LiveSqrtN;
+        let wants_zombie = matches!(self.probe, Some(ProbeConfig::Zombie { .. })) || live;
         let probe: Option<Box<dyn Probe>> = match (&self.probe, &list) {
             (Some(ProbeConfig::Ewma { w_q }), _) => {
                 if !(w_q.is_finite() && *w_q > 0.0 && *w_q <= 1.0) {
@@ -398,7 +402,8 @@ impl RunConfig {
             _ => ctx,
         };
         let bottleneck: Box<dyn Bottleneck> = if let Some(q) = &b.qos {
-            Box::new(QosBottleneck::build(q, rate)?)
+            let feed = if qos_live { list.clone() } else { None };
+            Box::new(QosBottleneck::build(q, rate, feed, pkt as u32)?)
         } else {
             let policy: AqmPolicy = b
                 .aqm

@@ -3,11 +3,16 @@
 //! and strict priority, optional shaper), configured by the same `QosParams` as the router.
 //!
 //! The engine holds the simulator's packet handles (`u32`). Re-marking is reported by the
-//! engine but not applied: the simulated path has no later hop that reads the DSCP.
+//! engine but not applied: the simulated path has no later hop that reads the DSCP. A class
+//! sized by the `sqrt-n-live` rule is offered the Zombie List's estimate 1/P(t) at every
+//! arrival, as the router offers it per packet.
+
+use std::sync::Arc;
 
 use zl_aqm::{AqmStats, PacketMeta, Verdict};
 use zl_core::Nanos;
 use zl_qos::{Dequeue, QosEngine, QosParams};
+use zl_zombie::ZombieList;
 
 use crate::bottleneck::{Bottleneck, Dequeued, SimRng};
 use crate::sim::SimError;
@@ -16,13 +21,22 @@ use crate::sim::SimError;
 pub struct QosBottleneck {
     engine: QosEngine<u32>,
     stats: AqmStats,
-    capacity: u32,
     bytes: u64,
+    zombies: Option<Arc<ZombieList>>,
+    /// Bytes per packet used to express byte capacities in packets for reports.
+    typical_len: u32,
 }
 
 impl QosBottleneck {
     /// Builds the engine for a link of `rate_bps` (used when `link_rate_bps` is not set).
-    pub fn build(params: &QosParams, rate_bps: f64) -> Result<Self, SimError> {
+    /// `zombies` feeds the `sqrt-n-live` classes; `typical_len` converts byte capacities to
+    /// packets in reports.
+    pub fn build(
+        params: &QosParams,
+        rate_bps: f64,
+        zombies: Option<Arc<ZombieList>>,
+        typical_len: u32,
+    ) -> Result<Self, SimError> {
         if params.shaper.is_some() {
             return Err(SimError::Invalid {
                 key: "bottleneck.qos.shaper".into(),
@@ -35,12 +49,12 @@ impl QosBottleneck {
             key: "bottleneck.qos".into(),
             reason: e.to_string(),
         })?;
-        let capacity = p.classes.iter().map(|c| c.max_packets).sum();
         Ok(QosBottleneck {
             engine,
             stats: AqmStats::default(),
-            capacity,
             bytes: 0,
+            zombies,
+            typical_len: typical_len.max(1),
         })
     }
 }
@@ -54,6 +68,9 @@ impl Bottleneck for QosBottleneck {
         dscp: Option<u8>,
         handle: u32,
     ) -> (Verdict, u8) {
+        if let Some(z) = &self.zombies {
+            self.engine.offer_zombie_estimate(now, z);
+        }
         let (c, r) = self.engine.enqueue(now, rng, dscp, *meta, handle, |_| {});
         meta.color = c.color;
         let v = match r {
@@ -98,6 +115,9 @@ impl Bottleneck for QosBottleneck {
     }
 
     fn capacity_packets(&self) -> u32 {
-        self.capacity
+        (0..self.classes())
+            .filter_map(|c| self.engine.capacity(c))
+            .map(|cap| (cap.bytes / self.typical_len as u64).min(cap.packets as u64) as u32)
+            .sum()
     }
 }
