@@ -67,7 +67,30 @@ impl Netns {
     /// Creates a veth pair `a` <-> `b` inside the namespace, both up, IPv6 off on both (no
     /// router solicitations on the wire).
     pub fn add_veth_pair(&self, a: &str, b: &str) -> io::Result<()> {
-        self.ip(&["link", "add", a, "type", "veth", "peer", "name", b])?;
+        self.add_veth_pair_with_queues(a, b, 1)
+    }
+
+    /// As [`Netns::add_veth_pair`], with `queues` RX and TX queues on each end.
+    pub fn add_veth_pair_with_queues(&self, a: &str, b: &str, queues: u32) -> io::Result<()> {
+        let q = queues.to_string();
+        self.ip(&[
+            "link",
+            "add",
+            a,
+            "numrxqueues",
+            &q,
+            "numtxqueues",
+            &q,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            b,
+            "numrxqueues",
+            &q,
+            "numtxqueues",
+            &q,
+        ])?;
         for dev in [a, b] {
             self.exec(&[
                 "sysctl",
