@@ -48,6 +48,29 @@ impl Default for RunLength {
     }
 }
 
+impl RunLength {
+    /// A window long enough for a steady state at a rate near `bound` packets per cycle: at
+    /// least `min` measured cycles and ~1000 packets (so packets in flight at the window's edges
+    /// move the rate by ~2 % at most), after a warm-up that lets the receive stage fill the
+    /// descriptor ring when it outpaces transmit (the ring's packets have used the IX bus and
+    /// SDRAM but not yet left). Both capped at 100 M cycles.
+    pub fn auto(cfg: &MachineConfig, bound: f64, min: RunLength) -> RunLength {
+        const CAP: u64 = 100_000_000;
+        let cycles_for = |packets: f64| {
+            if bound > 0.0 && bound.is_finite() {
+                (packets / bound).ceil().min(CAP as f64) as u64
+            } else {
+                CAP
+            }
+        };
+        let measure = cycles_for(1000.0).clamp(min.measure.min(CAP), CAP);
+        let warmup = cycles_for(2.0 * cfg.tx_ring_packets as f64)
+            .max(measure / 10)
+            .clamp(min.warmup.min(CAP), CAP);
+        RunLength { warmup, measure }
+    }
+}
+
 /// The per-packet counters the workload needs (empty when it uses none), from running the
 /// real Zombie List on the workload's trace.
 pub fn workload_counts(w: &Workload) -> Result<Vec<PacketCounts>, ParamError> {
@@ -69,7 +92,7 @@ pub fn simulate_with_counts(
     Report::new(&workload.name, machine, &raw, bounds, workload.tx.is_some())
 }
 
-/// Validates `machine` for `workload` and simulates it.
+/// Validates `machine` for `workload` and simulates it for exactly `len`.
 pub fn simulate(
     machine: &MachineParams,
     workload: &Workload,
@@ -77,5 +100,18 @@ pub fn simulate(
 ) -> Result<Report, ParamError> {
     let cfg = machine.validate(workload.tx.is_some())?;
     let counts = workload_counts(workload)?;
+    Ok(simulate_with_counts(&cfg, workload, &counts, len))
+}
+
+/// Validates and simulates for [`RunLength::auto`] of the workload's bound, at least `min`.
+pub fn simulate_auto(
+    machine: &MachineParams,
+    workload: &Workload,
+    min: RunLength,
+) -> Result<Report, ParamError> {
+    let cfg = machine.validate(workload.tx.is_some())?;
+    let counts = workload_counts(workload)?;
+    let bound = Bounds::new(&cfg, workload, &counts).limit().1;
+    let len = RunLength::auto(&cfg, bound, min);
     Ok(simulate_with_counts(&cfg, workload, &counts, len))
 }

@@ -3,7 +3,8 @@
 use clap::{Args, Parser, Subcommand};
 use ixp_sim::sweep::{self, SweepSpec};
 use ixp_sim::{
-    simulate, LatencyProfile, MachineParams, ParamError, RunLength, Unit, UnitParams, WorkloadSpec,
+    simulate_auto, LatencyProfile, MachineParams, ParamError, RunLength, Unit, UnitParams,
+    WorkloadSpec,
 };
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -85,7 +86,7 @@ struct MachineArgs {
     /// Packet size in bytes.
     #[arg(long)]
     packet_bytes: Option<u32>,
-    /// Measured cycles.
+    /// Measured cycles, at least (longer when ~1000 packets need more).
     #[arg(long, default_value_t = 1_000_000)]
     cycles: u64,
     /// Seed for latency draws.
@@ -218,7 +219,7 @@ fn main() -> ExitCode {
         } => (|| {
             let params = machine.params()?;
             let w = machine.workload(&workload)?.compile()?;
-            let r = simulate(&params, &w, machine.len())?;
+            let r = simulate_auto(&params, &w, machine.len())?;
             // A closed stdout (`| head`) is not an error worth a panic.
             let mut stdout = std::io::stdout().lock();
             let _ = if raw {

@@ -34,7 +34,7 @@ pub struct SweepSpec {
     pub zombie_m: Vec<usize>,
     /// Threads per ME, at the base receive/transmit split.
     pub threads: Vec<u32>,
-    /// Minimum measured cycles; a point is run for at least 1000 packets' worth of its bound.
+    /// Minimum warm-up and measured cycles; each point runs at least [`RunLength::auto`].
     pub len: RunLength,
 }
 
@@ -94,18 +94,7 @@ fn point(
     let cfg = base.validate(w.tx.is_some())?;
     let counts = workload_counts(&w)?;
     let bound = crate::Bounds::new(&cfg, &w, &counts).limit().1;
-    // At least ~1000 packets, so the packets in flight at the window's edges (up to one per
-    // thread) move the rate by about 2 % at most.
-    let measure = ((1000.0 / bound).ceil() as u64).clamp(len.measure, 100_000_000);
-    let r = simulate_with_counts(
-        &cfg,
-        &w,
-        &counts,
-        RunLength {
-            warmup: len.warmup.max(measure / 10),
-            measure,
-        },
-    );
+    let r = simulate_with_counts(&cfg, &w, &counts, RunLength::auto(&cfg, bound, len));
     Ok(SweepRow {
         profile: base.profile,
         workload: name.to_string(),
