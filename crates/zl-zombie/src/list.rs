@@ -180,6 +180,59 @@ impl ZombieList {
         (obs, ops)
     }
 
+    /// [`ZombieList::observe`] for a burst of arrivals at `now` (as a poll loop receives
+    /// them), in order, writing one [`Observation`] per flow into `out`; returns how many
+    /// were observed (`min(flows.len(), out.len())`).
+    ///
+    /// Each arrival updates the list and reads F and T as `observe` does; P(t) takes the burst
+    /// as one contiguous run of EWMA steps published by a single CAS, so threads contend on
+    /// P(t) once per burst instead of once per packet. Sequentially, the result equals that
+    /// many `observe` calls with the same random stream.
+    pub fn observe_batch<R: RngCore + ?Sized>(
+        &self,
+        flows: &[FlowId],
+        now: Nanos,
+        rng: &mut R,
+        out: &mut [Observation],
+    ) -> usize {
+        let n = flows.len().min(out.len());
+        let ops = &mut NoOps;
+        for (&flow, obs) in flows.iter().zip(out.iter_mut()) {
+            let h = mix(flow.0);
+            let hit = self.update_list(flow, h, now, rng, ops);
+            let (occurrence, total) = self.read_occurrence(flow, h, ops);
+            *obs = Observation {
+                hit,
+                p: f64::NAN,
+                occurrence,
+                total,
+            };
+        }
+        let alpha = self.cfg.alpha();
+        let out = &mut out[..n];
+        let mut bits = self.p_bits.0.load(Ordering::Relaxed);
+        loop {
+            let mut p = f64::from_bits(bits);
+            for obs in out.iter_mut() {
+                p = draw::ewma(p, alpha, obs.hit);
+                obs.p = p;
+            }
+            if p.to_bits() == bits {
+                return n;
+            }
+            // Relaxed, as in `update_p`.
+            match self.p_bits.0.compare_exchange_weak(
+                bits,
+                p.to_bits(),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return n,
+                Err(now) => bits = now,
+            }
+        }
+    }
+
     #[inline]
     fn observe_with<R: RngCore + ?Sized, S: OpSink>(
         &self,
@@ -189,7 +242,28 @@ impl ZombieList {
         ops: &mut S,
     ) -> Observation {
         let h = mix(flow.0);
-        let hit = match self.claim_append_slot() {
+        let hit = self.update_list(flow, h, now, rng, ops);
+        let p = self.update_p(hit, ops);
+        let (occurrence, total) = self.read_occurrence(flow, h, ops);
+        Observation {
+            hit,
+            p,
+            occurrence,
+            total,
+        }
+    }
+
+    /// SRED steps 1-2 for one arrival; returns Hit. `h` is `mix(flow)`.
+    #[inline]
+    fn update_list<R: RngCore + ?Sized, S: OpSink>(
+        &self,
+        flow: FlowId,
+        h: u64,
+        now: Nanos,
+        rng: &mut R,
+        ops: &mut S,
+    ) -> bool {
+        match self.claim_append_slot() {
             Some(i) => {
                 self.append(i, flow, h, now, ops);
                 false
@@ -198,21 +272,19 @@ impl ZombieList {
                 let i = draw::zombie_index(rng, self.cfg.m());
                 self.compare(i, flow, h, now, rng, ops)
             }
-        };
-        let p = self.update_p(hit, ops);
-        let (occurrence, total) = match self.cfg.occurrence() {
+        }
+    }
+
+    /// F(flow) and T after this arrival's update.
+    #[inline]
+    fn read_occurrence<S: OpSink>(&self, flow: FlowId, h: u64, ops: &mut S) -> (u64, u64) {
+        match self.cfg.occurrence() {
             OccurrenceMode::Table => (
                 self.table.occurrence(flow, h, ops),
                 // Acquire: see our own and others' completed deltas (exact when sequential).
                 self.total.0.load(Ordering::Acquire),
             ),
             OccurrenceMode::Scan => self.scan(flow, ops),
-        };
-        Observation {
-            hit,
-            p,
-            occurrence,
-            total,
         }
     }
 

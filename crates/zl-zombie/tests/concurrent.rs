@@ -62,3 +62,36 @@ fn four_threads_tiny_lists() {
         list.check_invariants().unwrap();
     }
 }
+
+/// The same with bursts of 32 through `observe_batch`.
+#[test]
+fn four_threads_batches_m1000() {
+    let cfg = ZombieParams::default().validate().unwrap();
+    let list = ZombieList::new(cfg);
+    let start = Barrier::new(4);
+    thread::scope(|s| {
+        for t in 0..4u64 {
+            let (list, start) = (&list, &start);
+            s.spawn(move || {
+                let mut rng = Xoshiro256PlusPlus::seed_from_u64(t);
+                let blank = zl_zombie::Observation {
+                    hit: false,
+                    p: 0.0,
+                    occurrence: 0,
+                    total: 0,
+                };
+                let mut out = [blank; 32];
+                start.wait();
+                for i in 0..5_000u64 {
+                    let flows: Vec<FlowId> = (0..32)
+                        .map(|_| FlowId(rng.random_range(0..9_000_000u64).isqrt()))
+                        .collect();
+                    list.observe_batch(&flows, Nanos(i), &mut rng, &mut out);
+                    assert!(out.iter().all(|o| (0.0..=1.0).contains(&o.p)));
+                }
+            });
+        }
+    });
+    list.check_invariants().unwrap();
+    assert_eq!(list.table_full_events(), 0);
+}

@@ -1,8 +1,8 @@
 //! Loom models of concurrent `observe` (run with
 //! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p zl-zombie --release --test loom`).
 //!
-//! Two threads on a tiny list; loom explores their interleavings (preemption bound 3) and
-//! every execution must end with the invariants of spec/01 §4 intact.
+//! Two threads on a tiny list; loom explores their interleavings (preemption bound 3, 2 for
+//! the burst model) and every execution must end with the invariants of spec/01 §4 intact.
 #![cfg(loom)]
 
 use loom::sync::Arc;
@@ -12,8 +12,12 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use zl_zombie::{FlowId, Nanos, Zombie, ZombieList, ZombieParams};
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
+    model_bounded(3, f);
+}
+
+fn model_bounded(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
     let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(3);
+    builder.preemption_bound = Some(preemptions);
     builder.check(f);
 }
 
@@ -114,4 +118,37 @@ fn overwrites_spill_past_a_full_bucket_m2() {
     let ops: &'static [(u64, u64)] = Box::leak(vec![(f[2], 1), (f[3], 2)].into_boxed_slice());
     let zombies = [(f[0], 1), (f[1], 0)];
     model(move || run(list(2, 1.0, &zombies), ops));
+}
+
+/// M = 1: two threads each observe a burst of two (flows 1 then 2, and 2 then 3) with
+/// `observe_batch`: list updates interleave, P(t) is published once per burst. (Preemption
+/// bound 2: with 3 the model takes minutes.)
+#[test]
+fn two_batches_m1() {
+    model_bounded(2, || {
+        let list = Arc::new(list(1, 1.0, &[(1, 0)]));
+        let handles: Vec<_> = [([1u64, 2], 1u64), ([2, 3], 2)]
+            .into_iter()
+            .map(|(flows, seed)| {
+                let list = list.clone();
+                thread::spawn(move || {
+                    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+                    let blank = zl_zombie::Observation {
+                        hit: false,
+                        p: 0.0,
+                        occurrence: 0,
+                        total: 0,
+                    };
+                    let mut out = [blank; 2];
+                    let flows = flows.map(FlowId);
+                    assert_eq!(list.observe_batch(&flows, Nanos(1), &mut rng, &mut out), 2);
+                    assert!(out.iter().all(|o| (0.0..=1.0).contains(&o.p)));
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        list.check_invariants().unwrap();
+    });
 }

@@ -4,8 +4,8 @@
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use zl_zombie::{
-    FlowId, NaiveZombieList, Nanos, OccurrenceMode, Zombie, ZombieConfigError, ZombieList,
-    ZombieParams,
+    FlowId, NaiveZombieList, Nanos, Observation, OccurrenceMode, Zombie, ZombieConfigError,
+    ZombieList, ZombieParams,
 };
 
 fn params(m: usize) -> ZombieParams {
@@ -136,4 +136,42 @@ fn full_first_bucket_spills_and_lookups_follow() {
         assert_eq!(list.occurrence(FlowId(f)), 1);
         list.check_invariants().unwrap();
     }
+}
+
+/// `observe_batch` over bursts of varied sizes equals one `observe` per packet (and so the
+/// naive oracle) with the same random stream.
+#[test]
+fn batch_equals_sequential_observes() {
+    let cfg = params(100).validate().unwrap();
+    let list = ZombieList::new(cfg);
+    let mut naive = NaiveZombieList::new(cfg);
+    let mut rng_a = Xoshiro256PlusPlus::seed_from_u64(11);
+    let mut rng_b = Xoshiro256PlusPlus::seed_from_u64(11);
+    let mut traffic = Xoshiro256PlusPlus::seed_from_u64(12);
+    let blank = Observation {
+        hit: false,
+        p: 0.0,
+        occurrence: 0,
+        total: 0,
+    };
+    let mut out = [blank; 32];
+    for burst in 0..2000u64 {
+        let len = rand::Rng::random_range(&mut traffic, 0..=32usize);
+        let flows: Vec<FlowId> = (0..len)
+            .map(|_| FlowId(rand::Rng::random_range(&mut traffic, 0..900u64).isqrt()))
+            .collect();
+        let n = list.observe_batch(&flows, Nanos(burst), &mut rng_a, &mut out);
+        assert_eq!(n, len);
+        for (i, &flow) in flows.iter().enumerate() {
+            assert_eq!(
+                out[i],
+                naive.observe(flow, Nanos(burst), &mut rng_b),
+                "burst {burst}"
+            );
+        }
+    }
+    list.check_invariants().unwrap();
+    // A short output slice bounds the burst.
+    let n = list.observe_batch(&[FlowId(1); 8], Nanos(0), &mut rng_a, &mut out[..3]);
+    assert_eq!(n, 3);
 }
