@@ -361,3 +361,19 @@ fn mutated_workloads_are_rejected_or_run() {
     }
     assert!(rejected > 10 && ran > 10, "rejected {rejected}, ran {ran}");
 }
+
+/// Large packets: the IX bus limits (each packet crosses it twice), and the automatic run
+/// length lets the descriptor ring fill before measuring, so the rate meets the bound.
+#[test]
+fn large_packets_meet_the_ix_bus_bound() {
+    let mut spec = WorkloadSpec::from_toml(shipped_workload("ipv4").unwrap()).unwrap();
+    spec.packet_bytes = 1500;
+    let w = spec.compile().unwrap();
+    let r = ixp_sim::simulate_auto(&MachineParams::default(), &w, SHORT).unwrap();
+    assert_eq!(r.bottleneck, "ix-bus bandwidth");
+    let expect = 528e6 / (2.0 * 1500.0) / 1e6;
+    assert!((r.bound_limit * r.clock_mhz - expect).abs() < 1e-3);
+    let ratio = r.mpps / expect;
+    assert!((ratio - 1.0).abs() < 0.03, "{} Mpps vs {expect}", r.mpps);
+    assert!(r.packets >= 900);
+}
