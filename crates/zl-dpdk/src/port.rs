@@ -110,6 +110,9 @@ static POOL_SEQ: AtomicU32 = AtomicU32::new(0);
 #[derive(Debug)]
 pub struct DpdkPort {
     port_id: u16,
+    /// The bus device behind the ethdev, removed after close so the device can be opened
+    /// (probed) again.
+    device_handle: *mut sys::rte_device,
     pool: *mut sys::rte_mempool,
     name: String,
     device: String,
@@ -160,6 +163,12 @@ impl DpdkPort {
             }
         };
 
+        let mut info = sys::rte_eth_dev_info::default();
+        // SAFETY: valid port id and a writable rte_eth_dev_info.
+        let r = unsafe { sys::rte_eth_dev_info_get(port_id, &mut info) };
+        if r < 0 {
+            return Err(fail("rte_eth_dev_info_get", rte_error_text(-r)));
+        }
         let pool_name = CString::new(format!(
             "zlr_mp{}_{}",
             port_id,
@@ -183,6 +192,7 @@ impl DpdkPort {
         // From here the pool is owned by `port`, so every early return frees it (Drop).
         let mut port = DpdkPort {
             port_id,
+            device_handle: info.device,
             pool,
             name: name.to_owned(),
             device: device.clone(),
@@ -385,10 +395,15 @@ impl DpdkPort {
 impl Drop for DpdkPort {
     fn drop(&mut self) {
         // SAFETY: stop and close release the queues (and with them every mbuf the driver
-        // held) before the pool they draw from is freed; the port id is ours.
+        // held) before the pool they draw from is freed; the port id is ours. Removing the
+        // bus device afterwards is DPDK's hot-unplug sequence; the handle came from
+        // rte_eth_dev_info_get on this port and nothing else uses it.
         unsafe {
             sys::rte_eth_dev_stop(self.port_id);
             sys::rte_eth_dev_close(self.port_id);
+            if !self.device_handle.is_null() {
+                sys::rte_dev_remove(self.device_handle);
+            }
             sys::rte_mempool_free(self.pool);
         }
     }

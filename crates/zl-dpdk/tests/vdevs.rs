@@ -88,7 +88,19 @@ mod with_dpdk {
         net_pcap_replays_a_file_and_writes_one(eal);
         port_trait_round_trip_on_net_ring(eal);
         errors_are_typed(eal, &eal_cfg);
+        a_closed_device_can_be_opened_again(eal);
         net_af_packet_over_a_veth_pair(eal);
+    }
+
+    fn a_closed_device_can_be_opened_again(eal: &'static Eal) {
+        for round in 0..3 {
+            let mut port = DpdkPort::open(eal, "again", 6, &DpdkPortConfig::new("net_ring7"))
+                .unwrap_or_else(|e| panic!("round {round}: {e}"));
+            assert_eq!(port.send_frames([frame(round, 64).as_slice()]), 1);
+            let mut n = 0;
+            port.recv_with(32, |_| n += 1);
+            assert_eq!(n, 1, "a fresh device holds only this round's frame");
+        }
     }
 
     fn net_af_packet_over_a_veth_pair(eal: &'static Eal) {
