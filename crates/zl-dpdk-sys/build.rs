@@ -93,7 +93,14 @@ mod with_dpdk {
         for dir in &lib.link_paths {
             println!("cargo::rustc-link-search=native={}", dir.display());
         }
-        for l in ["rte_ethdev", "rte_mbuf", "rte_mempool", "rte_ring", "rte_eal", "rte_kvargs"] {
+        for l in [
+            "rte_ethdev",
+            "rte_mbuf",
+            "rte_mempool",
+            "rte_ring",
+            "rte_eal",
+            "rte_kvargs",
+        ] {
             println!("cargo::rustc-link-lib=dylib={l}");
         }
         println!("cargo::rustc-cfg=dpdk_available");

@@ -7,7 +7,12 @@
 //! `libdpdk` and bindgen finds libclang; otherwise this crate is empty and [`AVAILABLE`] is
 //! false. The safe layer is `zl-dpdk`.
 
-#![allow(non_camel_case_types, non_snake_case, non_upper_case_globals, dead_code)]
+#![allow(
+    non_camel_case_types,
+    non_snake_case,
+    non_upper_case_globals,
+    dead_code
+)]
 #![allow(clippy::all, clippy::undocumented_unsafe_blocks)]
 
 /// Whether this build carries the DPDK bindings.
