@@ -137,7 +137,13 @@ fn run(
     };
     let end = Nanos::from_secs_f64(cfg.run.duration_s);
     let drain = Nanos::from_secs_f64(cfg.run.drain_s);
-    let reason = dp.run_virtual(end, drain, &stop, Nanos::from_millis(100), &mut progress)?;
+    let reason = if dp.has_live_ports() {
+        let start = Instant::now();
+        let mut clock = || Nanos(start.elapsed().as_nanos().min(u64::MAX as u128) as u64);
+        dp.run_live(&stop, &mut clock, Nanos::from_millis(100), &mut progress)?
+    } else {
+        dp.run_virtual(end, drain, &stop, Nanos::from_millis(100), &mut progress)?
+    };
     if !quiet {
         eprintln!();
     }

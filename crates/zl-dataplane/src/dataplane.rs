@@ -391,6 +391,45 @@ impl Dataplane {
         Ok(reason)
     }
 
+    /// True when a port must be driven by a real clock ([`Readiness::Live`]).
+    pub fn has_live_ports(&self) -> bool {
+        self.slots
+            .iter()
+            .any(|s| s.port.readiness() == Readiness::Live)
+    }
+
+    /// Drives the loop on `clock` (the monotonic clock for NIC ports; a test may pass a fake
+    /// one) until `stop` is set or every port is exhausted with every queue empty. `observer`
+    /// is called every `period` of that clock. What is queued at the end is counted as
+    /// `shutdown`.
+    pub fn run_live(
+        &mut self,
+        stop: &AtomicBool,
+        clock: &mut dyn FnMut() -> Nanos,
+        period: Nanos,
+        observer: &mut dyn Observer,
+    ) -> Result<StopReason, PortError> {
+        let mut next_report = clock() + period;
+        let reason = loop {
+            // Relaxed: the flag only asks the loop to stop; no data is published with it.
+            if stop.load(Ordering::Relaxed) {
+                break StopReason::Interrupted;
+            }
+            let now = clock().max(self.now);
+            self.poll(now)?;
+            if now >= next_report {
+                observer.progress(now, self);
+                next_report = now + period;
+            }
+            if self.next_event(now).is_none() {
+                break StopReason::Finished;
+            }
+        };
+        self.shutdown()?;
+        observer.progress(self.now, self);
+        Ok(reason)
+    }
+
     /// Stops: counts every packet still queued as a `shutdown` drop, recycles its buffer,
     /// and flushes the ports.
     pub fn shutdown(&mut self) -> Result<(), PortError> {
