@@ -17,6 +17,7 @@
 pub mod bounds;
 pub mod engine;
 pub mod params;
+pub mod plot;
 pub mod report;
 pub mod sweep;
 pub mod workload;
