@@ -17,9 +17,14 @@ pub fn csv(rows: &[Row]) -> String {
         for (k, _) in &r.labels {
             let _ = write!(s, "{},", csv_field(k));
         }
-        s.push_str("group");
+        s.push_str("group,replications");
         for m in METRICS {
             let _ = write!(s, ",{m}");
+        }
+        if !r.ci95.is_empty() {
+            for m in METRICS {
+                let _ = write!(s, ",{m}_ci95");
+            }
         }
         s.push('\n');
     }
@@ -28,7 +33,11 @@ pub fn csv(rows: &[Row]) -> String {
             let _ = write!(s, "{},", csv_field(v));
         }
         s.push_str(&csv_field(&r.group));
+        let _ = write!(s, ",{}", r.replications);
         for (_, v) in &r.metrics {
+            let _ = write!(s, ",{}", fmt_num(*v));
+        }
+        for v in &r.ci95 {
             let _ = write!(s, ",{}", fmt_num(*v));
         }
         s.push('\n');
@@ -112,7 +121,14 @@ pub fn markdown(rows: &[Row], metrics: &[String]) -> String {
         let _ = write!(s, " {} |", r.group);
         for m in metrics {
             let v = r.metric(m).unwrap_or(f64::NAN);
-            let _ = write!(s, " {} |", sig4(v));
+            match r.ci95(m) {
+                Some(ci) => {
+                    let _ = write!(s, " {} ± {} |", sig4(v), sig4(ci));
+                }
+                None => {
+                    let _ = write!(s, " {} |", sig4(v));
+                }
+            }
         }
         s.push('\n');
     }

@@ -81,9 +81,17 @@ pub struct Scenario {
     /// Metrics shown in the markdown table.
     #[serde(default = "default_table")]
     pub table: Vec<String>,
+    /// Independent runs per sweep point (seeds `seed`, `seed + 1`, ...); tables then show the
+    /// mean and the 95 % confidence half-width over them.
+    #[serde(default = "one")]
+    pub replications: u32,
     /// A lighter version for the quick runs: keys -> values applied on top of `run`.
     #[serde(default)]
     pub quick: Option<toml::Table>,
+}
+
+fn one() -> u32 {
+    1
 }
 
 fn default_table() -> Vec<String> {
@@ -104,6 +112,8 @@ pub struct Point {
     /// (axis name, value label) in axis order.
     pub labels: Vec<(String, String)>,
     pub run: RunConfig,
+    /// Which replication of the point this is (0-based; the seed is offset by it).
+    pub replica: u32,
 }
 
 /// A point's results.
@@ -206,6 +216,9 @@ impl Scenario {
             }
         }
         let mut points: Vec<(Vec<(String, String)>, toml::Value)> = vec![(Vec::new(), base)];
+        if self.replications == 0 {
+            return Err(bad("replications", "must be >= 1"));
+        }
         for (ai, axis) in self.sweep.iter().enumerate() {
             let keys: Vec<String> = match (&axis.key, axis.keys.is_empty()) {
                 (Some(k), true) => vec![k.clone()],
@@ -285,9 +298,18 @@ impl Scenario {
                         return Err(bad("table", format!("unknown metric `{m}`")));
                     }
                 }
-                Ok(Point { labels, run })
+                Ok((0..self.replications).map(move |k| {
+                    let mut run = run.clone();
+                    run.seed = run.seed.wrapping_add(k as u64);
+                    Point {
+                        labels: labels.clone(),
+                        run,
+                        replica: k,
+                    }
+                }))
             })
-            .collect()
+            .collect::<Result<Vec<_>, ScenarioError>>()
+            .map(|v| v.into_iter().flatten().collect())
     }
 }
 
@@ -347,8 +369,13 @@ pub fn run_points(points: &[Point], show_progress: bool) -> Result<Vec<PointResu
 pub struct Row {
     pub labels: Vec<(String, String)>,
     pub group: String,
-    /// (metric name, value) in a fixed order.
+    /// (metric name, value) in a fixed order; the mean over replications.
     pub metrics: Vec<(&'static str, f64)>,
+    /// Runs averaged into this row.
+    pub replications: u32,
+    /// 95 % confidence half-width of each metric (Student's t over the replications), in
+    /// `metrics` order; empty for a single run.
+    pub ci95: Vec<f64>,
 }
 
 impl Row {
@@ -357,6 +384,10 @@ impl Row {
             .iter()
             .find(|(k, _)| *k == name)
             .map(|(_, v)| *v)
+    }
+    pub fn ci95(&self, name: &str) -> Option<f64> {
+        let i = self.metrics.iter().position(|(k, _)| *k == name)?;
+        self.ci95.get(i).copied()
     }
     pub fn label(&self, name: &str) -> Option<&str> {
         self.labels
@@ -421,8 +452,58 @@ fn model_q_star(run: &RunConfig) -> f64 {
     model.fixed_point().unwrap_or(f64::NAN)
 }
 
-/// Flattens results into rows (one per point and group).
+/// Student's t quantile 0.975 for `df` degrees of freedom.
+fn t975(df: u32) -> f64 {
+    const T: [f64; 10] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    ];
+    match df {
+        0 => f64::NAN,
+        1..=10 => T[df as usize - 1],
+        11..=30 => 2.1,
+        _ => 1.96,
+    }
+}
+
+/// Flattens results into rows (one per point and group), averaging replications.
 pub fn rows(results: &[PointResult]) -> Vec<Row> {
+    let single = rows_per_run(results);
+    let mut out: Vec<Row> = Vec::new();
+    let mut samples: Vec<Vec<Vec<f64>>> = Vec::new();
+    for r in single {
+        match out
+            .iter()
+            .position(|o| o.labels == r.labels && o.group == r.group)
+        {
+            Some(i) => {
+                out[i].replications += 1;
+                for (k, (_, v)) in r.metrics.iter().enumerate() {
+                    samples[i][k].push(*v);
+                }
+            }
+            None => {
+                samples.push(r.metrics.iter().map(|(_, v)| vec![*v]).collect());
+                out.push(r);
+            }
+        }
+    }
+    for (row, s) in out.iter_mut().zip(samples) {
+        if row.replications <= 1 {
+            continue;
+        }
+        let n = row.replications as f64;
+        row.ci95 = Vec::with_capacity(s.len());
+        for ((_, m), xs) in row.metrics.iter_mut().zip(s) {
+            let mean = xs.iter().sum::<f64>() / n;
+            let var = xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / (n - 1.0);
+            *m = mean;
+            row.ci95.push(t975(row.replications - 1) * (var / n).sqrt());
+        }
+    }
+    out
+}
+
+fn rows_per_run(results: &[PointResult]) -> Vec<Row> {
     let mut out = Vec::new();
     for r in results {
         let rep = &r.report;
@@ -517,6 +598,8 @@ pub fn rows(results: &[PointResult]) -> Vec<Row> {
                     ("probe_hmean", probe_hmean),
                     ("model_q_star", q_star),
                 ],
+                replications: 1,
+                ci95: Vec::new(),
             });
         }
     }

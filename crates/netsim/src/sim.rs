@@ -397,8 +397,10 @@ impl Simulator {
                 if let Some(h) = self.in_service.take() {
                     let p = self.core.arena.get(h);
                     let flow = p.flow as usize;
-                    if now >= self.warmup {
-                        self.busy_ns += (p.len as f64 * self.ns_per_byte) as u64;
+                    if now > self.warmup {
+                        // Only the part of the transmission after the warm-up counts.
+                        let tx = (p.len as f64 * self.ns_per_byte) as u64;
+                        self.busy_ns += tx.min((now - self.warmup).as_nanos());
                     }
                     let at = now + self.link_delay + self.flows[flow].path.egress_delay;
                     self.core.events.push(at, Event::ReceiverArrive { pkt: h });
