@@ -23,15 +23,17 @@ use zl_zombie::{OccurrenceMode, ZombieList, ZombieParams};
 /// must have been validated (`WorkloadSpec::compile`); an M the list rejects gives an error
 /// naming `zombie.m` or `zombie.p_swap`.
 pub fn trace_counts(spec: &ZombieSpec) -> Result<Vec<PacketCounts>, crate::ParamError> {
+    // On the defaults (alpha = 1/M), so a field added to the list's parameters keeps its
+    // default here.
     let params = ZombieParams {
         m: spec.m,
         p_swap: spec.p_swap,
-        alpha: None,
         occurrence: if spec.occurrence == "scan" {
             OccurrenceMode::Scan
         } else {
             OccurrenceMode::Table
         },
+        ..ZombieParams::default()
     };
     let cfg = params
         .validate()
