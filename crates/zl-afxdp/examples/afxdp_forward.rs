@@ -38,6 +38,18 @@ fn mac(ns: &Netns, dev: &str) -> Res<[u8; 6]> {
     Ok(out)
 }
 
+/// Pins the calling thread to one CPU (the generator to CPU 0, the forwarder to CPU 1), so the
+/// two busy loops do not share a core with each other.
+fn pin_to_cpu(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes inside it;
+    // sched_setaffinity(0, ..) applies to the calling thread only.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
 fn ipv4_checksum(header: &[u8]) -> u16 {
     let mut sum: u32 = header
         .chunks(2)
@@ -167,6 +179,7 @@ fn generate(t: &Topology, secs: f64, pps: u64, frame: Vec<u8>, start: Arc<Barrie
             ..AfXdpConfig::new("g0")
         };
         let mut port = AfXdpPort::open("gen", 0, &cfg)?;
+        pin_to_cpu(0);
         start.wait();
         let t0 = Instant::now();
         let end = Duration::from_secs_f64(secs);
@@ -241,6 +254,7 @@ fn run_afxdp(
                 };
                 let mut rx = AfXdpPort::open("r0", 0, &rx_cfg)?;
                 let mut tx = AfXdpPort::open("r1", 1, &tx_cfg)?;
+                pin_to_cpu(1);
                 start2.wait();
                 let mut scratch = [0u8; 2048];
                 let mut n = 0u64;
