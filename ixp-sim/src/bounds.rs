@@ -7,9 +7,10 @@
 //! references per packet to unit m, L_m their mean unloaded latency and S_m their bus
 //! occupancy. The IX bus is one of the units. decided: the latency sum counts what a thread
 //! waits for: an asynchronous reference (`sync = false`) adds only the part of its latency
-//! that outlasts the work issued before the next `wait` (see [`Demand::serial`]). A packet crosses both stages when the workload
-//! has a transmit program, so each stage gives its own compute and latency bound and the
-//! unit bounds add the references of both. Units here are packets per core cycle.
+//! that outlasts the work issued before the next `wait` (see [`Demand::serial`]); one still
+//! outstanding at the end of the packet is not counted. A packet crosses both stages when the
+//! workload has a transmit program, so each stage gives its own compute and latency bound and
+//! the unit bounds add the references of both. Units here are packets per core cycle.
 
 use crate::params::{MachineConfig, Unit};
 use crate::workload::{Count, Instr, PacketCounts, Program, Workload};
@@ -27,8 +28,8 @@ pub struct Demand {
     /// Unloaded latency per packet, sum of L_m over the references, by unit.
     pub latency: [f64; Unit::COUNT],
     /// One thread's unloaded cycles per packet, `I + sum n_m L_m` over the references it
-    /// waits for: asynchronous references overlap the work up to the next `wait` or
-    /// synchronous reference, so only what they stick out beyond it counts.
+    /// waits for: asynchronous references overlap the work up to the next `wait`, so only
+    /// what they stick out beyond it counts.
     pub serial: f64,
 }
 
@@ -70,8 +71,7 @@ impl Demand {
                     d.latency[i] += k * lat;
                     t += k * issue;
                     if sync {
-                        // A synchronous reference also waits for the outstanding ones.
-                        t = (t + k * lat).max(pend);
+                        t += k * lat;
                     } else if k > 0.0 {
                         pend = pend.max(t + lat);
                     }

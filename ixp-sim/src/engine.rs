@@ -7,10 +7,11 @@
 //! so shared units see commands in global time order.
 //!
 //! Microengine model (spec 06): each ME runs one thread at a time, non-preemptively; a thread
-//! gives the ME up when it waits for a command's completion or executes `ctx_arb`; the ME then
-//! picks the next ready thread round-robin, after `ctx_swap_cycles` (0 on the IXP1200). A thread
-//! that issues to a unit whose command queue is full stalls the whole ME until a slot frees
-//! (counted as "stalled"). Cycles with no ready thread are "idle".
+//! gives the ME up when it waits for a command's completion (a synchronous command waits for
+//! its own signal, `wait` for all the thread's outstanding ones) or executes `ctx_arb`; the ME
+//! then picks the next ready thread round-robin, after `ctx_swap_cycles` (0 on the IXP1200). A
+//! thread that issues to a unit whose command queue is full stalls the whole ME until a slot
+//! frees (counted as "stalled"). Cycles with no ready thread are "idle".
 //!
 //! Unit model: commands are served first-come first-served by one bus. A reference of `w`
 //! words holds the bus `command_cycles + w * cycles_per_word` cycles from
@@ -36,7 +37,10 @@ enum Role {
 enum ThreadWait {
     /// Ready to run (or running).
     None,
-    /// Waiting for all its outstanding commands.
+    /// Waiting for the completion of its synchronous command, due at `Thread::sync_done`
+    /// (like `ctx_swap` naming that command's signal).
+    Sync,
+    /// Waiting for all its outstanding commands (`wait`).
     Signals,
     /// A transmit thread waiting for a packet.
     Packet,
@@ -53,6 +57,8 @@ struct Thread {
     loops: [(u32, u32); MAX_LOOP_DEPTH],
     depth: u8,
     outstanding: u32,
+    /// Completion cycle of the synchronous command being waited for.
+    sync_done: u64,
     wait: ThreadWait,
     counts: PacketCounts,
     /// Cycle at which this thread started working on its packet.
@@ -248,6 +254,7 @@ impl<'a> Engine<'a> {
                     loops: [(0, 0); MAX_LOOP_DEPTH],
                     depth: 0,
                     outstanding: 0,
+                    sync_done: 0,
                     wait: ThreadWait::None,
                     counts: PacketCounts::default(),
                     pkt_start: 0,
@@ -432,7 +439,12 @@ impl<'a> Engine<'a> {
     fn signal(&mut self, t: u32, now: u64) {
         let th = &mut self.threads[t as usize];
         th.outstanding -= 1;
-        if th.outstanding == 0 && th.wait == ThreadWait::Signals {
+        let ready = match th.wait {
+            ThreadWait::Sync => now >= th.sync_done,
+            ThreadWait::Signals => th.outstanding == 0,
+            _ => false,
+        };
+        if ready {
             th.wait = ThreadWait::None;
             let me = th.me;
             self.wake(me, now);
@@ -568,7 +580,9 @@ impl<'a> Engine<'a> {
                         th.pc += 1;
                         self.push(done, SIGNAL, t);
                         if sync {
-                            self.threads[t as usize].wait = ThreadWait::Signals;
+                            let th = &mut self.threads[t as usize];
+                            th.wait = ThreadWait::Sync;
+                            th.sync_done = done;
                             match self.swap_out(me, local) {
                                 Some(n) => {
                                     now = n;
