@@ -516,3 +516,66 @@ fn interface_that_disappears_is_reported_not_spun_on() {
     assert!(polls <= 256, "reported after {polls} polls");
     assert!(matches!(err, PortError::InterfaceGone { .. }), "{err:?}");
 }
+
+/// Environment variable naming the namespace the crash child must attach in.
+const CRASH_CHILD_NS: &str = "ZLR_AFXDP_CRASH_CHILD_NS";
+
+/// Child half of `program_is_detached_when_the_process_crashes`: does nothing in a normal run;
+/// when re-executed with the variable set, attaches a port and aborts with it open.
+#[test]
+fn crash_child() {
+    let Ok(ns) = std::env::var(CRASH_CHILD_NS) else {
+        return;
+    };
+    let file = std::fs::File::open(format!("/var/run/netns/{ns}")).unwrap();
+    // SAFETY: an open netns file; only this thread changes namespace, and the process aborts.
+    let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+    assert_eq!(r, 0, "setns");
+    let cfg = AfXdpConfig {
+        rx_ring_size: 64,
+        tx_ring_size: 64,
+        ..AfXdpConfig::new("zx0")
+    };
+    let port = AfXdpPort::open("p0", 0, &cfg).unwrap();
+    println!("ZLR-ATTACHED");
+    use std::io::Write;
+    std::io::stdout().flush().unwrap();
+    std::mem::forget(port);
+    // No core file in the working tree, whatever the machine's core limit.
+    let no_core = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: a valid rlimit for the call.
+    unsafe { libc::setrlimit(libc::RLIMIT_CORE, &no_core) };
+    std::process::abort();
+}
+
+#[test]
+fn program_is_detached_when_the_process_crashes() {
+    let Some(ns) = veth_ns("program_is_detached_when_the_process_crashes", "xcrash") else {
+        return;
+    };
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
+        .env(CRASH_CHILD_NS, ns.name())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("ZLR-ATTACHED"),
+        "child never attached: {stdout}"
+    );
+    assert!(!out.status.success(), "the child must have crashed");
+    // The link fd died with the process, and with it the attachment.
+    let start = Instant::now();
+    let mut link = ns.ip(&["link", "show", "zx0"]).unwrap();
+    while link.contains("prog/xdp") && start.elapsed() < GIVE_UP_AFTER {
+        std::thread::yield_now();
+        link = ns.ip(&["link", "show", "zx0"]).unwrap();
+    }
+    assert!(
+        !link.contains("prog/xdp"),
+        "stale program after a crash: {link}"
+    );
+}
