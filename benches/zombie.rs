@@ -1,7 +1,7 @@
 //! Per-packet cost of the `zl-zombie` Zombie List: `observe` (SRED steps 1-3 plus F and T)
 //! with the occurrence table at M = 100, 1000, 10000 and with the O(M) scan at M = 1000, the
 //! sequential `NaiveZombieList` at M = 1000, and the update rate of 1 and 2 threads
-//! hammering one shared list. Traffic: a fixed sequence of flow ids drawn from a skewed
+//! hammering one shared list, per packet (`observe`) and in bursts of 32 (`observe_batch`). Traffic: a fixed sequence of flow ids drawn from a skewed
 //! distribution over 3M flows (heavy flows give hits, the tail gives overwrites and table
 //! churn), replayed cyclically; the list is warmed with 20 M arrivals first.
 //! Results: docs/performance/zl-zombie.md.
@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use zl_zombie::{FlowId, NaiveZombieList, Nanos, OccurrenceMode, ZombieList, ZombieParams};
+use zl_zombie::{
+    FlowId, NaiveZombieList, Nanos, Observation, OccurrenceMode, ZombieList, ZombieParams,
+};
 
 const TRACE: usize = 1 << 16;
 
@@ -85,28 +87,49 @@ fn bench_observe(c: &mut Criterion) {
     g.finish();
 }
 
-/// `threads` threads share one list; each makes `iters / threads` observations. The time
-/// reported is wall time per observation of the whole group, so 2 threads scale perfectly
-/// when their time per observation is half of one thread's.
-fn hammer(list: &ZombieList, flows: &[FlowId], threads: u64, iters: u64) -> Duration {
+/// `threads` threads share one list; each makes `iters / threads` observations, one by one
+/// (`burst = 1`) or in bursts through `observe_batch`. The time reported is wall time per
+/// observation of the whole group, so 2 threads scale perfectly when their time per
+/// observation is half of one thread's.
+fn hammer(list: &ZombieList, flows: &[FlowId], threads: u64, burst: usize, iters: u64) -> Duration {
     let start = Barrier::new(threads as usize + 1);
-    let per_thread = iters.div_ceil(threads);
+    let per_thread = iters.div_ceil(threads) as usize;
     thread::scope(|s| {
         for t in 0..threads {
             let start = &start;
             s.spawn(move || {
                 let mut rng = Xoshiro256PlusPlus::seed_from_u64(10 + t);
                 let offset = t as usize * (TRACE / 2);
+                let blank = Observation {
+                    hit: false,
+                    p: 0.0,
+                    occurrence: 0,
+                    total: 0,
+                };
+                let mut out = [blank; 32];
                 start.wait();
-                for i in 0..per_thread as usize {
-                    black_box(list.observe(flows[(offset + i) % TRACE], Nanos(i as u64), &mut rng));
+                let mut i = 0;
+                while i < per_thread {
+                    let at = (offset + i) % TRACE;
+                    if burst == 1 {
+                        black_box(list.observe(flows[at], Nanos(i as u64), &mut rng));
+                        i += 1;
+                    } else {
+                        let end = (at + burst).min(TRACE);
+                        i += list.observe_batch(
+                            &flows[at..end],
+                            Nanos(i as u64),
+                            &mut rng,
+                            &mut out,
+                        );
+                        black_box(&out);
+                    }
                 }
             });
         }
         start.wait();
-        let t0 = Instant::now();
         // Leaving the scope joins every worker.
-        t0
+        Instant::now()
     })
     .elapsed()
 }
@@ -116,10 +139,12 @@ fn bench_threads(c: &mut Criterion) {
     g.throughput(Throughput::Elements(1));
     let list = warmed(1000, OccurrenceMode::Table);
     let flows = trace(1000, 5);
-    for threads in [1u64, 2] {
-        g.bench_function(format!("threads={threads}"), |b| {
-            b.iter_custom(|iters| hammer(&list, &flows, threads, iters))
-        });
+    for (burst, name) in [(1, "observe"), (32, "batch32")] {
+        for threads in [1u64, 2] {
+            g.bench_function(format!("{name}/threads={threads}"), |b| {
+                b.iter_custom(|iters| hammer(&list, &flows, threads, burst, iters))
+            });
+        }
     }
     g.finish();
 }

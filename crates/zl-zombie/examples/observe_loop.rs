@@ -1,19 +1,19 @@
 //! A fixed observe workload for `perf stat` (cycles per observation are robust on a shared,
 //! loaded machine, where wall-clock benchmarks are not):
 //!
-//! `perf stat -e cycles:u,instructions:u target/release/examples/observe_loop <M> <table|scan> <ops> <threads>`
+//! `perf stat -e task-clock target/release/examples/observe_loop <M> <table|scan> <ops> <threads> [burst]`
 //!
 //! Traffic as in `benches/zombie.rs`: flow ids drawn from a skewed distribution over 3M flows.
 //! The list is warmed with `ops` arrivals first, then every thread makes `ops / threads` more;
 //! the program prints the counts so the measured phase can be separated from the warm-up by
-//! running with `ops = 0` too.
+//! running with `ops = 0` too. `burst > 1` uses `observe_batch` with bursts of that size.
 
 use std::sync::Barrier;
 use std::thread;
 
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use zl_zombie::{FlowId, Nanos, OccurrenceMode, ZombieList, ZombieParams};
+use zl_zombie::{FlowId, Nanos, Observation, OccurrenceMode, ZombieList, ZombieParams};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -25,6 +25,7 @@ fn main() {
     };
     let ops: u64 = arg(3, "10000000").parse().expect("ops");
     let threads: u64 = arg(4, "1").parse().expect("threads");
+    let burst: usize = arg(5, "1").parse().expect("burst");
     let cfg = ZombieParams {
         m,
         occurrence,
@@ -51,9 +52,30 @@ fn main() {
                     let mut rng = Xoshiro256PlusPlus::seed_from_u64(10 + t);
                     start.wait();
                     let mut hits = 0;
-                    for i in 0..(ops / threads) as usize {
-                        let f = flows[(i + t as usize * 7919) % flows.len()];
-                        hits += list.observe(f, Nanos(i as u64), &mut rng).hit as u64;
+                    let blank = Observation {
+                        hit: false,
+                        p: 0.0,
+                        occurrence: 0,
+                        total: 0,
+                    };
+                    let mut out = vec![blank; burst.max(1)];
+                    let (mut i, n) = (0, (ops / threads) as usize);
+                    while i < n {
+                        let at = (i + t as usize * 7919) % flows.len();
+                        if burst <= 1 {
+                            hits += list.observe(flows[at], Nanos(i as u64), &mut rng).hit as u64;
+                            i += 1;
+                        } else {
+                            let end = (at + burst).min(flows.len());
+                            let done = list.observe_batch(
+                                &flows[at..end],
+                                Nanos(i as u64),
+                                &mut rng,
+                                &mut out,
+                            );
+                            hits += out[..done].iter().filter(|o| o.hit).count() as u64;
+                            i += done;
+                        }
                     }
                     hits
                 })
@@ -63,7 +85,7 @@ fn main() {
     });
     list.check_invariants().expect("invariants at quiescence");
     println!(
-        "M={m} {occurrence:?} ops={ops} threads={threads} hits={hits} P={:.5} T={}",
+        "M={m} {occurrence:?} ops={ops} threads={threads} burst={burst} hits={hits} P={:.5} T={}",
         list.hit_frequency(),
         list.total_occurrence()
     );
