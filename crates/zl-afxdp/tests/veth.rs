@@ -579,3 +579,56 @@ fn program_is_detached_when_the_process_crashes() {
         "stale program after a crash: {link}"
     );
 }
+
+#[test]
+fn a_second_port_on_the_same_interface_is_busy() {
+    let Some(ns) = veth_ns("a_second_port_on_the_same_interface_is_busy", "xbusy") else {
+        return;
+    };
+    let err = ns
+        .run_in(|| {
+            let cfg = AfXdpConfig {
+                rx_ring_size: 64,
+                tx_ring_size: 64,
+                ..AfXdpConfig::new("zx0")
+            };
+            let _first = AfXdpPort::open("p0", 0, &cfg).unwrap();
+            AfXdpPort::open("p1", 1, &cfg).unwrap_err()
+        })
+        .unwrap();
+    assert!(matches!(err, AfXdpError::Busy { .. }), "{err:?}");
+    assert!(err.to_string().contains("xdp off"), "{err}");
+}
+
+#[test]
+fn a_full_tx_ring_is_a_counted_refusal() {
+    let Some(ns) = veth_ns("a_full_tx_ring_is_a_counted_refusal", "xfull") else {
+        return;
+    };
+    ns.run_in(|| {
+        let cfg = AfXdpConfig {
+            attach_program: false,
+            rx_ring_size: 64,
+            tx_ring_size: 64,
+            ..AfXdpConfig::new("zx0")
+        };
+        let mut port = AfXdpPort::open("p0", 0, &cfg).unwrap();
+        let s = &mut port.sockets_mut()[0];
+        // 100 frames staged before any flush: the 64-entry ring takes 64.
+        let accepted = (0..100).filter(|&i| s.stage_tx(&frame(i, 64))).count();
+        assert_eq!(accepted, 64);
+        let big = vec![0u8; 4000];
+        assert!(!s.stage_tx(&big), "longer than a 2 KiB chunk");
+        s.flush_tx().unwrap();
+        let c = s.counters();
+        assert_eq!((c.tx_packets, c.tx_ring_full, c.tx_too_long), (64, 36, 1));
+        // After the flush the chunks come back and the ring takes frames again.
+        let start = Instant::now();
+        while s.tx_in_flight() > 0 && start.elapsed() < GIVE_UP_AFTER {
+            s.flush_tx().unwrap();
+        }
+        assert_eq!(s.tx_in_flight(), 0);
+        assert!(s.stage_tx(&frame(100, 64)));
+    })
+    .unwrap();
+}
