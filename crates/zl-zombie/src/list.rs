@@ -242,6 +242,7 @@ impl ZombieList {
         ops: &mut S,
     ) -> Observation {
         let h = mix(flow.0);
+        self.table.prefetch(h);
         let hit = self.update_list(flow, h, now, rng, ops);
         let p = self.update_p(hit, ops);
         let (occurrence, total) = self.read_occurrence(flow, h, ops);

@@ -286,6 +286,15 @@ impl OccurrenceTable {
         }
     }
 
+    /// Starts loading `h`'s first bucket, so that its cache miss overlaps the zombie slot's
+    /// instead of following it (the F lookup that ends every observation reads that line).
+    /// A plain load whose value is discarded: a prefetch without `unsafe`.
+    #[inline]
+    pub(crate) fn prefetch(&self, h: u64) {
+        let first = self.probe_hashed(h).first;
+        std::hint::black_box(self.buckets[first].spill.load(Ordering::Relaxed));
+    }
+
     /// Adds `n` references to `e`, on which the caller already holds one.
     pub(crate) fn add(&self, e: usize, n: u64) {
         self.entry(e).meta.fetch_add(n, Ordering::AcqRel);
