@@ -287,7 +287,7 @@ impl XskSocket {
     /// Calls `on_frame` with each received frame (at most `max`), then gives the chunks back
     /// to the fill ring. Returns the number of frames.
     ///
-    /// An idle socket checks every [`HEALTH_CHECK_EVERY`] polls that it is still bound, so an
+    /// An idle socket checks every 256 polls that it is still bound, so an
     /// interface that disappears is reported as [`AfXdpError::InterfaceGone`], not spun on.
     pub fn recv_with(
         &mut self,

@@ -9,7 +9,7 @@
 //! - The EAL is initialised once per process ([`Eal::init`]), with the EAL arguments from
 //!   config ([`EalConfig::args`]); a second call with the same arguments returns the same
 //!   handle, with different ones an error (DPDK cannot re-initialise).
-//! - [`DpdkPort::open`] finds the ethdev named by the config's device string, probing it as a
+//! - `DpdkPort::open` finds the ethdev named by the config's device string, probing it as a
 //!   hot-plugged device (a vdev such as `net_null0`, `net_ring0`,
 //!   `net_pcap0,rx_pcap=in.pcap,tx_pcap=out.pcap`, `net_af_packet0,iface=veth0`) when the EAL
 //!   arguments did not create it; then configures one RX and one TX queue with their own mbuf
