@@ -12,14 +12,18 @@
 //! update (decided, spec/01). Time and randomness are passed in. [`NaiveZombieList`] is the
 //! sequential oracle with O(M) scans; fed the same random stream, a single-threaded
 //! [`ZombieList`] makes exactly the same decisions and returns exactly the same values.
+//! Also: [`ZombieList::observe_batch`] (a burst, one P(t) CAS), [`ZombieList::observe_counted`]
+//! (with the [`OpCounts`] of shared-memory references, for ixp-sim), and
+//! [`ZombieList::check_invariants`] (spec/01 §4, at quiescence). The full write-up, with the
+//! tests and the estimate measurements: `docs/algorithms/zombie-list.md`.
 //!
 //! # Structure
 //! - M zombie slots. A slot is one `AtomicU64`: `(entry index + 1) << 40 | tag << 24 | count`,
 //!   where the entry is the flow's entry in the occurrence table (which holds the full 64-bit
 //!   flow id) and the tag is 16 bits of the flow's hash (a different tag is a miss without
-//!   reading the entry). So a zombie's flow and count change together in one CAS. Its timestamp sits beside it
-//!   in a second word, written after the CAS; decided: the timestamp is advisory (no equation
-//!   reads it) and may lag under concurrency.
+//!   reading the entry). So a zombie's flow and count change together in one CAS. Its
+//!   timestamp sits beside it in a second word, written after the CAS; decided: the
+//!   timestamp is advisory (no equation reads it) and may lag under concurrency.
 //! - The occurrence table (`table.rs`, whose module doc details it): at least 2M entries, closed
 //!   hashing with rehash, F per entry; O(1) per packet: a hit changes one entry, an overwrite
 //!   two, an append one.
