@@ -209,3 +209,36 @@ fn runs_are_deterministic_per_seed() {
         c.mpps
     );
 }
+
+/// Like `ctx_swap`, a synchronous command waits for its own signal only; `wait` waits for
+/// every outstanding one.
+#[test]
+fn sync_waits_for_its_own_signal_and_wait_for_all() {
+    let mut p = one_me(1);
+    fixed_latency(&mut p, Unit::Sram, 100);
+    fixed_latency(&mut p, Unit::Scratch, 10);
+    let body = "[[rx]]\nop = \"read\"\nunit = \"sram\"\nbytes = 4\nsync = false\n\
+                [[rx]]\nop = \"read\"\nunit = \"scratch\"\nbytes = 4\n\
+                [[rx]]\nop = \"compute\"\ncycles = 5\n";
+    // Per packet: two issue cycles, the scratch latency, 5 cycles; the SRAM read overlaps.
+    let r = simulate(&p, &workload(body), LEN).unwrap();
+    let expect = 1.0 / (2.0 + 10.0 + 5.0);
+    assert!(
+        (r.packets_per_cycle - expect).abs() / expect < 0.01,
+        "{}",
+        r.packets_per_cycle
+    );
+    // With `wait` the packet ends when the SRAM read is back: 1 + 100 cycles after it began.
+    let r = simulate(
+        &p,
+        &workload(&format!("{body}[[rx]]\nop = \"wait\"\n")),
+        LEN,
+    )
+    .unwrap();
+    let expect = 1.0 / (1.0 + 100.0);
+    assert!(
+        (r.packets_per_cycle - expect).abs() / expect < 0.01,
+        "{}",
+        r.packets_per_cycle
+    );
+}
