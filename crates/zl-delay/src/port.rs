@@ -12,6 +12,9 @@ use zl_port::{Batch, BufPool, PacketBuf, Port, PortCounters, PortError, Readines
 
 use crate::{DelayConfigError, DelayLine, DelayLineConfig, DelayStats};
 
+/// Inner-port batches taken onto the line per `recv` call at most.
+const INNER_BATCHES_PER_RECV: usize = 8;
+
 /// A port with a delay line on its receive side.
 #[derive(Debug)]
 pub struct DelayedPort<P> {
@@ -67,7 +70,9 @@ impl<P: Port> Port for DelayedPort<P> {
         pool: &mut BufPool,
         batch: &mut Batch,
     ) -> Result<usize, PortError> {
-        loop {
+        // A few batches per call, so an inner port that always has a full batch (an endless
+        // generator) cannot keep this call from returning.
+        for _ in 0..INNER_BATCHES_PER_RECV {
             let got = self.inner.recv(now, pool, &mut self.arrivals)?;
             for mut buf in self.arrivals.drain() {
                 let arrival = buf.rx_time;

@@ -94,3 +94,20 @@ fn drain_gives_buffers_back() {
     port.drain_into(&mut pool);
     assert_eq!(pool.available(), 8);
 }
+
+#[test]
+fn an_endless_inner_source_does_not_trap_recv() {
+    let inner = MemoryPort::cycling("gen", 0, vec![vec![7u8; 60]], u64::MAX);
+    let mut port = DelayedPort::new(inner, config(100, 1024)).unwrap();
+    let mut pool = BufPool::new(2048, 2048);
+    let mut batch = Batch::new();
+    // Each call takes at most 8 batches of 32 onto the line.
+    assert_eq!(port.recv(Nanos::ZERO, &mut pool, &mut batch).unwrap(), 0);
+    assert_eq!(port.in_flight(), 256);
+    // A delay later the first of them come out.
+    let n = port
+        .recv(Nanos::from_micros(100), &mut pool, &mut batch)
+        .unwrap();
+    assert_eq!(n, 32);
+    assert!(batch.iter().all(|b| b.rx_time == Nanos::from_micros(100)));
+}
