@@ -8,7 +8,9 @@ use zl_core::Nanos;
 use zl_port::{BufPool, Port, BATCH_CAPACITY, DEFAULT_BUF_SIZE};
 use zl_qos::QosEngine;
 
-use crate::config::{invalid, parse_mac, ConfigError, PortKind, PortParams, RouterConfig};
+use crate::config::{
+    invalid, parse_mac, ConfigError, PortKind, PortParams, RouterConfig, MAX_POOL_BUFFERS,
+};
 use crate::dataplane::{Dataplane, PortSlot, QLEN_BUCKETS};
 use crate::port::{GeneratorPort, GeneratorSetup, PcapPort, SinkPort};
 use crate::stats::GroupStats;
@@ -136,8 +138,8 @@ pub fn build_with_ports(
     }
     let pool_n = match cfg.run.pool_buffers {
         Some(n) => n as usize,
-        None => (ring_total + 4 * BATCH_CAPACITY as u64 * cfg.ports.len() as u64).min(16_777_216)
-            as usize,
+        None => (ring_total + 4 * BATCH_CAPACITY as u64 * cfg.ports.len() as u64)
+            .min(MAX_POOL_BUFFERS as u64) as usize,
     };
     let pool = BufPool::new(pool_n, DEFAULT_BUF_SIZE);
     Ok(Dataplane::new(

@@ -65,6 +65,9 @@ pub fn parse_mac(s: &str) -> Option<MacAddr> {
     parts.next().is_none().then_some(MacAddr(out))
 }
 
+/// Most packet buffers a pool may hold: 2 GiB of 2 KiB buffers.
+pub const MAX_POOL_BUFFERS: u32 = 1 << 20;
+
 /// `[run]`: how long and how the loop runs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -83,7 +86,8 @@ pub struct RunParams {
     /// Most packets received per port per poll (the per-poll work budget).
     #[serde(default = "default_budget")]
     pub work_budget: u32,
-    /// Packet buffers in the pool; default: every queue's ring plus four bursts per port.
+    /// Packet buffers in the pool; default: every queue's ring plus four bursts per port,
+    /// at most [`MAX_POOL_BUFFERS`].
     #[serde(default)]
     pub pool_buffers: Option<u32>,
 }
@@ -278,8 +282,12 @@ impl RouterConfig {
             ));
         }
         if let Some(n) = r.pool_buffers {
-            if !(64..=16_777_216).contains(&n) {
-                return Err(invalid("run.pool_buffers", n, "64..=16777216 buffers"));
+            if !(64..=MAX_POOL_BUFFERS).contains(&n) {
+                return Err(invalid(
+                    "run.pool_buffers",
+                    n,
+                    "64..=1048576 buffers (2 KiB each)",
+                ));
             }
         }
         self.parse

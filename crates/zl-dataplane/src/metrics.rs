@@ -290,7 +290,7 @@ fn walk(dp: &Dataplane, now: Nanos, v: &mut dyn Visit) {
     }
     v.family(
         "zlrouter_class_queue_length_packets",
-        "Class queue length sampled at every poll.",
+        "Class queue length, sampled every 8 polls.",
         MetricType::Histogram,
     );
     let qlen_bounds = || {

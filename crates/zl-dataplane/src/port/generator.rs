@@ -112,6 +112,12 @@ pub struct GeneratorParams {
     pub flows: Vec<FlowGroupParams>,
 }
 
+/// Longest on or off period, ms: keeps every virtual time far from `u64` overflow.
+const MAX_PERIOD_MS: f64 = 3_600_000.0;
+/// Latest start or stop time, s (the same bound as `run.duration_s`).
+const MAX_TIME_S: f64 = 1e6;
+/// Highest per-flow rate: 1 Tbit/s.
+const MAX_RATE_BPS: u64 = 1_000_000_000_000;
 pub(crate) const MIN_FRAME: u32 = 60;
 pub(crate) const MAX_FRAME: u32 = 1514;
 const ETH_LEN: usize = 14;
@@ -231,11 +237,11 @@ impl GeneratorPort {
             if g.count == 0 || g.count > 1_000_000 {
                 return Err(invalid(key("count"), g.count, "1..=1000000 flows"));
             }
-            if g.rate_bps == 0 {
+            if g.rate_bps == 0 || g.rate_bps > MAX_RATE_BPS {
                 return Err(invalid(
                     key("rate_bps"),
                     g.rate_bps,
-                    "a rate above 0 bits/s",
+                    "a rate above 0 bits/s, at most 1e12",
                 ));
             }
             let is_v6 = g.src.is_ipv6();
@@ -270,21 +276,21 @@ impl GeneratorPort {
                 )
             })?;
             let ms = |v: f64, f: &str| {
-                if v.is_finite() && v > 0.0 {
+                if v.is_finite() && v > 0.0 && v <= MAX_PERIOD_MS {
                     Ok(Nanos::from_secs_f64(v * 1e-3))
                 } else {
-                    Err(invalid(key(f), v, "a duration above 0 ms"))
+                    Err(invalid(key(f), v, "0 < ms <= 3600000 (one hour)"))
                 }
             };
             let on = ms(g.on_ms, "on_ms")?;
             let off = ms(g.off_ms, "off_ms")?;
-            if !(g.start_s.is_finite() && g.start_s >= 0.0) {
-                return Err(invalid(key("start_s"), g.start_s, "a time >= 0 s"));
+            if !(g.start_s.is_finite() && (0.0..=MAX_TIME_S).contains(&g.start_s)) {
+                return Err(invalid(key("start_s"), g.start_s, "0 <= seconds <= 1e6"));
             }
             let start = Nanos::from_secs_f64(g.start_s);
             let stop = match g.stop_s {
-                Some(s) if !(s.is_finite() && s > g.start_s) => {
-                    return Err(invalid(key("stop_s"), s, "a time after start_s"))
+                Some(s) if !(s.is_finite() && s > g.start_s && s <= MAX_TIME_S) => {
+                    return Err(invalid(key("stop_s"), s, "start_s < seconds <= 1e6"))
                 }
                 Some(s) => Nanos::from_secs_f64(s).min(end),
                 None => end,
