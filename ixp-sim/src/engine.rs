@@ -37,11 +37,10 @@ enum Role {
 enum ThreadWait {
     /// Ready to run (or running).
     None,
-    /// Waiting for the completion of its synchronous command, due at `Thread::sync_done`
-    /// (like `ctx_swap` naming that command's signal).
-    Sync,
-    /// Waiting for all its outstanding commands (`wait`).
-    Signals,
+    /// Waiting for a completion signal due at `Thread::wake_at`: its synchronous command's
+    /// (like `ctx_swap` naming that command's signal), or after `wait` the last of its
+    /// asynchronous ones.
+    Signal,
     /// A transmit thread waiting for a packet.
     Packet,
     /// A receive thread holding a processed packet until the descriptor ring has room
@@ -56,9 +55,11 @@ struct Thread {
     pc: u32,
     loops: [(u32, u32); MAX_LOOP_DEPTH],
     depth: u8,
-    outstanding: u32,
-    /// Completion cycle of the synchronous command being waited for.
-    sync_done: u64,
+    /// Completion cycle of the latest asynchronous command (what `wait` waits for). Their
+    /// completions need no event: only a thread that waits gets one, at `wake_at`.
+    async_done: u64,
+    /// Completion cycle the thread is waiting for.
+    wake_at: u64,
     wait: ThreadWait,
     counts: PacketCounts,
     /// Cycle at which this thread started working on its packet.
@@ -253,8 +254,8 @@ impl<'a> Engine<'a> {
                     pc: 0,
                     loops: [(0, 0); MAX_LOOP_DEPTH],
                     depth: 0,
-                    outstanding: 0,
-                    sync_done: 0,
+                    async_done: 0,
+                    wake_at: 0,
                     wait: ThreadWait::None,
                     counts: PacketCounts::default(),
                     pkt_start: 0,
@@ -438,13 +439,7 @@ impl<'a> Engine<'a> {
 
     fn signal(&mut self, t: u32, now: u64) {
         let th = &mut self.threads[t as usize];
-        th.outstanding -= 1;
-        let ready = match th.wait {
-            ThreadWait::Sync => now >= th.sync_done,
-            ThreadWait::Signals => th.outstanding == 0,
-            _ => false,
-        };
-        if ready {
+        if th.wait == ThreadWait::Signal && now >= th.wake_at {
             th.wait = ThreadWait::None;
             let me = th.me;
             self.wake(me, now);
@@ -576,13 +571,13 @@ impl<'a> Engine<'a> {
                         self.mes[me as usize].busy += issue;
                         let done = u.issue(local, bytes, &mut self.rng);
                         let th = &mut self.threads[t as usize];
-                        th.outstanding += 1;
                         th.pc += 1;
-                        self.push(done, SIGNAL, t);
-                        if sync {
-                            let th = &mut self.threads[t as usize];
-                            th.wait = ThreadWait::Sync;
-                            th.sync_done = done;
+                        if !sync {
+                            th.async_done = th.async_done.max(done);
+                        } else {
+                            th.wait = ThreadWait::Signal;
+                            th.wake_at = done;
+                            self.push(done, SIGNAL, t);
                             match self.swap_out(me, local) {
                                 Some(n) => {
                                     now = n;
@@ -595,8 +590,11 @@ impl<'a> Engine<'a> {
                     Instr::Wait => {
                         let th = &mut self.threads[t as usize];
                         th.pc += 1;
-                        if th.outstanding > 0 {
-                            th.wait = ThreadWait::Signals;
+                        if th.async_done > local {
+                            th.wait = ThreadWait::Signal;
+                            th.wake_at = th.async_done;
+                            let at = th.async_done;
+                            self.push(at, SIGNAL, t);
                             match self.swap_out(me, local) {
                                 Some(n) => {
                                     now = n;
