@@ -30,8 +30,9 @@ pub use error::{classify, AfXdpError, ModeContext, Op};
 pub use port::AfXdpPort;
 pub use socket::{XskCounters, XskKernelStats, XskSocket};
 
-/// How the XDP program is attached.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How the XDP program is attached (`xdp_mode = "generic" | "native"` in config).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum XdpMode {
     /// Generic (SKB) mode: works on every interface, after the kernel has built an skb.
     Generic,
@@ -40,8 +41,9 @@ pub enum XdpMode {
     Native,
 }
 
-/// How the AF_XDP socket is bound.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How the AF_XDP socket is bound (`bind_mode = "copy" | "zero-copy"` in config).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum BindMode {
     /// The kernel copies frames between its buffers and the UMEM (every driver).
     Copy,
@@ -50,24 +52,55 @@ pub enum BindMode {
     ZeroCopy,
 }
 
-/// Configuration of one AF_XDP port.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Configuration of one AF_XDP port. Deserialises from a table where only `ifname` is
+/// required, e.g. `{ ifname = "eth1", queues = [0, 1], xdp_mode = "native" }`; call
+/// [`AfXdpConfig::validate`] (or [`crate::AfXdpPort::open`], which does) for the value checks.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
 pub struct AfXdpConfig {
     /// Interface name, e.g. `eth1`.
     pub ifname: String,
     /// RX queues to open one socket on each (TX uses the first one's socket).
+    #[serde(default = "defaults::queues")]
     pub queues: Vec<u32>,
+    #[serde(default = "defaults::xdp_mode")]
     pub xdp_mode: XdpMode,
+    #[serde(default = "defaults::bind_mode")]
     pub bind_mode: BindMode,
     /// UMEM chunk size: 2048 or 4096 (aligned chunks must be a power of two within a page).
+    #[serde(default = "defaults::frame_size")]
     pub frame_size: u32,
     /// RX and fill ring entries, also the number of RX chunks (a power of two).
+    #[serde(default = "defaults::ring_size")]
     pub rx_ring_size: u32,
     /// TX and completion ring entries, also the number of TX chunks (a power of two).
+    #[serde(default = "defaults::ring_size")]
     pub tx_ring_size: u32,
     /// Load and attach the redirect program. Off gives a transmit-only port (nothing is
     /// redirected to its sockets).
+    #[serde(default = "defaults::attach_program")]
     pub attach_program: bool,
+}
+
+mod defaults {
+    pub fn queues() -> Vec<u32> {
+        vec![0]
+    }
+    pub fn xdp_mode() -> super::XdpMode {
+        super::XdpMode::Generic
+    }
+    pub fn bind_mode() -> super::BindMode {
+        super::BindMode::Copy
+    }
+    pub fn frame_size() -> u32 {
+        2048
+    }
+    pub fn ring_size() -> u32 {
+        2048
+    }
+    pub fn attach_program() -> bool {
+        true
+    }
 }
 
 impl AfXdpConfig {
@@ -75,13 +108,13 @@ impl AfXdpConfig {
     pub fn new(ifname: &str) -> Self {
         AfXdpConfig {
             ifname: ifname.to_owned(),
-            queues: vec![0],
-            xdp_mode: XdpMode::Generic,
-            bind_mode: BindMode::Copy,
-            frame_size: 2048,
-            rx_ring_size: 2048,
-            tx_ring_size: 2048,
-            attach_program: true,
+            queues: defaults::queues(),
+            xdp_mode: defaults::xdp_mode(),
+            bind_mode: defaults::bind_mode(),
+            frame_size: defaults::frame_size(),
+            rx_ring_size: defaults::ring_size(),
+            tx_ring_size: defaults::ring_size(),
+            attach_program: defaults::attach_program(),
         }
     }
 
@@ -156,5 +189,35 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("interface name"));
+    }
+
+    #[test]
+    fn config_from_toml_with_defaults_and_modes() {
+        let c: AfXdpConfig = toml::from_str(r#"ifname = "eth1""#).unwrap();
+        assert_eq!(c, AfXdpConfig::new("eth1"));
+        let c: AfXdpConfig = toml::from_str(
+            r#"
+            ifname = "eth2"
+            queues = [0, 1, 2]
+            xdp_mode = "native"
+            bind_mode = "zero-copy"
+            rx_ring_size = 4096
+            "#,
+        )
+        .unwrap();
+        assert_eq!(c.queues, vec![0, 1, 2]);
+        assert_eq!(
+            (c.xdp_mode, c.bind_mode),
+            (XdpMode::Native, BindMode::ZeroCopy)
+        );
+        assert_eq!((c.rx_ring_size, c.tx_ring_size), (4096, 2048));
+        let err = toml::from_str::<AfXdpConfig>("ifname = \"e\"\nxdp_mode = \"fast\"")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("fast"), "{err}");
+        let err = toml::from_str::<AfXdpConfig>("ifname = \"e\"\nrings = 4")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("rings"), "{err}");
     }
 }

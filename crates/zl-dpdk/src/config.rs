@@ -1,7 +1,9 @@
 //! Configuration and errors of the DPDK port; present in every build.
 
-/// EAL arguments, as they would follow the program name on a DPDK command line.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// EAL arguments, as they would follow the program name on a DPDK command line
+/// (`args = ["--no-huge", "--no-pci", ...]` in config).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
 pub struct EalConfig {
     pub args: Vec<String>,
 }
@@ -31,19 +33,36 @@ impl EalConfig {
     }
 }
 
-/// One DPDK port.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One DPDK port. Deserialises from a table where only `device` is required.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
 pub struct DpdkPortConfig {
     /// The device: an ethdev name created by the EAL arguments (`net_null0` after
     /// `--vdev net_null0`), a PCI address, or devargs to hot-plug (`net_ring0`,
     /// `net_pcap0,rx_pcap=in.pcap,tx_pcap=out.pcap`).
     pub device: String,
+    #[serde(default = "defaults::descriptors")]
     pub rx_descriptors: u16,
+    #[serde(default = "defaults::descriptors")]
     pub tx_descriptors: u16,
     /// Mbufs in the port's pool (DPDK likes 2^n - 1).
+    #[serde(default = "defaults::mbufs")]
     pub mbufs: u32,
     /// Per-lcore mbuf cache.
+    #[serde(default = "defaults::mbuf_cache")]
     pub mbuf_cache: u32,
+}
+
+mod defaults {
+    pub fn descriptors() -> u16 {
+        1024
+    }
+    pub fn mbufs() -> u32 {
+        8191
+    }
+    pub fn mbuf_cache() -> u32 {
+        256
+    }
 }
 
 impl DpdkPortConfig {
@@ -51,10 +70,10 @@ impl DpdkPortConfig {
     pub fn new(device: &str) -> Self {
         DpdkPortConfig {
             device: device.to_owned(),
-            rx_descriptors: 1024,
-            tx_descriptors: 1024,
-            mbufs: 8191,
-            mbuf_cache: 256,
+            rx_descriptors: defaults::descriptors(),
+            tx_descriptors: defaults::descriptors(),
+            mbufs: defaults::mbufs(),
+            mbuf_cache: defaults::mbuf_cache(),
         }
     }
 
@@ -142,6 +161,17 @@ mod tests {
         c.mbuf_cache = 1000;
         assert!(c.validate().unwrap_err().to_string().contains("mbuf_cache"));
         assert!(DpdkPortConfig::new(",x").validate().is_err());
+    }
+
+    #[test]
+    fn configs_from_toml() {
+        let p: DpdkPortConfig = toml::from_str(r#"device = "net_null0""#).unwrap();
+        assert_eq!(p, DpdkPortConfig::new("net_null0"));
+        let p: DpdkPortConfig = toml::from_str("device = \"0000:3b:00.0\"\nmbufs = 16383").unwrap();
+        assert_eq!(p.mbufs, 16383);
+        let e: EalConfig = toml::from_str(r#"args = ["--no-huge", "-l", "0"]"#).unwrap();
+        assert_eq!(e.args, ["--no-huge", "-l", "0"]);
+        assert!(toml::from_str::<DpdkPortConfig>("device = \"x\"\nqueues = 2").is_err());
     }
 
     #[test]
