@@ -66,11 +66,44 @@ impl DelayLineConfig {
     }
 }
 
+/// A delay line in config units: `{ delay_ms = 20, capacity = 4096 }`, optionally `tick_us`
+/// (default 10). Fractional milliseconds are allowed (`delay_ms = 0.5`).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct DelayParams {
+    pub delay_ms: f64,
+    pub capacity: usize,
+    #[serde(default = "default_tick_us")]
+    pub tick_us: u64,
+}
+
+fn default_tick_us() -> u64 {
+    DEFAULT_TICK.as_nanos() / 1_000
+}
+
+impl DelayParams {
+    /// The line these parameters describe; a negative or non-finite delay is an error.
+    pub fn to_config(&self) -> Result<DelayLineConfig, DelayConfigError> {
+        if !self.delay_ms.is_finite() || self.delay_ms < 0.0 {
+            return Err(DelayConfigError::Delay {
+                delay_ms: self.delay_ms,
+            });
+        }
+        Ok(DelayLineConfig {
+            delay: Nanos::from_secs_f64(self.delay_ms * 1e-3),
+            tick: Nanos::from_micros(self.tick_us),
+            capacity: self.capacity,
+        })
+    }
+}
+
 /// Why a [`DelayLineConfig`] was rejected.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum DelayConfigError {
     #[error("delay line tick must be > 0 ns")]
     ZeroTick,
+    #[error("delay_ms must be a finite number >= 0, got {delay_ms}")]
+    Delay { delay_ms: f64 },
     #[error("delay line capacity must be between 1 and {max}, got {got}")]
     Capacity { got: usize, max: usize },
     #[error(

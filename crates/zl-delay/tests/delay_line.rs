@@ -225,3 +225,18 @@ fn next_release_names_the_earliest_pending_item() {
     assert_eq!(l.pop_due(Nanos::from_micros(700)), Some(10));
     assert_eq!(l.next_release(), Some(Nanos::from_micros(800)));
 }
+
+#[test]
+fn params_from_toml() {
+    let p: zl_delay::DelayParams = toml::from_str("delay_ms = 20\ncapacity = 4096").unwrap();
+    let c = p.to_config().unwrap();
+    assert_eq!(c.delay, Nanos::from_millis(20));
+    assert_eq!(c.tick, Nanos::from_micros(10));
+    assert_eq!(c.capacity, 4096);
+    let p: zl_delay::DelayParams =
+        toml::from_str("delay_ms = 0.25\ncapacity = 8\ntick_us = 50").unwrap();
+    assert_eq!(p.to_config().unwrap().delay, Nanos::from_micros(250));
+    let p: zl_delay::DelayParams = toml::from_str("delay_ms = -1\ncapacity = 8").unwrap();
+    assert!(p.to_config().unwrap_err().to_string().contains("delay_ms"));
+    assert!(toml::from_str::<zl_delay::DelayParams>("delay = 1\ncapacity = 8").is_err());
+}
