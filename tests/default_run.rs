@@ -134,4 +134,8 @@ fn cli_stats_reads_a_metrics_endpoint() {
         "{text}"
     );
     assert!(text.contains("zlrouter_port_tx_packets_total{port=\"wan\"}"));
+    assert!(
+        text.contains("zlrouter_zombie_estimated_flows{port=\"wan\"}"),
+        "{text}"
+    );
 }

@@ -128,12 +128,34 @@ pub fn build_with_ports(
             (None, PortKind::Sink) => Box::new(SinkPort::new(&p.name)),
         };
         let classes = qos.class_names().len();
+        let live_sizing = qos_params
+            .classes
+            .iter()
+            .any(|c| matches!(c.buffer, Some(zl_qos::BufferRule::SqrtNLive { .. })));
+        let zombie = if cfg.metrics.flow_estimate || live_sizing {
+            let zp = cfg.metrics.flow_estimate_zombie.clone().unwrap_or_else(|| {
+                zl_zombie::ZombieParams {
+                    // Only P(t) is needed: no occurrence table to maintain per packet.
+                    occurrence: zl_zombie::OccurrenceMode::Scan,
+                    ..zl_zombie::ZombieParams::default()
+                }
+            });
+            let zc = zp.validate().map_err(|e| ConfigError::Invalid {
+                key: "metrics.flow_estimate_zombie".into(),
+                value: format!("{zp:?}"),
+                expected: e.to_string(),
+            })?;
+            Some(zl_zombie::ZombieList::new(zc))
+        } else {
+            None
+        };
         slots.push(PortSlot {
             port,
             mac,
             qos,
             held_until: None,
             qlen_hist: vec![[0; QLEN_BUCKETS]; classes],
+            zombie,
         });
     }
     let pool_n = match cfg.run.pool_buffers {

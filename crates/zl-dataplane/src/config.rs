@@ -191,6 +191,14 @@ pub struct MetricsParams {
     /// router does not expose its counters to the network unless asked.
     #[serde(default)]
     pub listen: Option<String>,
+    /// Keep a Zombie List per egress port to estimate its active flows, 1/P(t) (spec/01
+    /// step 3), exported as `zlrouter_zombie_estimated_flows`. Always on for a port whose QoS
+    /// has a `sqrt-n-live` buffer rule, which takes N from it.
+    #[serde(default)]
+    pub flow_estimate: bool,
+    /// The estimating list's parameters (M = 1000, p_swap = 0.25, alpha = 1/M by default).
+    #[serde(default)]
+    pub flow_estimate_zombie: Option<zl_zombie::ZombieParams>,
 }
 
 /// The whole file.

@@ -36,6 +36,18 @@ pub struct PortSlot {
     /// Queue-length samples per class (every [`QLEN_SAMPLE_EVERY`] polls), log2 buckets
     /// (`[0] = empty, [k] = 2^(k-1)..2^k - 1`).
     pub qlen_hist: Vec<[u64; QLEN_BUCKETS]>,
+    /// The port's own Zombie List when its active flows are estimated (`metrics.flow_estimate`
+    /// or a `sqrt-n-live` buffer rule). decided: a list separate from any ZL-RED / SRED
+    /// policy's, which the QoS engine keeps internal; it observes every packet offered to the
+    /// port's egress, before admission, as SRED's list does.
+    pub zombie: Option<zl_zombie::ZombieList>,
+}
+
+impl PortSlot {
+    /// Active flows at this egress estimated as 1/P(t), when estimated.
+    pub fn estimated_flows(&self) -> Option<f64> {
+        self.zombie.as_ref().map(|z| z.estimated_flows())
+    }
 }
 
 /// Buckets of the queue-length histogram: 0, 1, 2-3, 4-7, ..., >= 2^14.
@@ -250,6 +262,9 @@ impl Dataplane {
             },
         };
         let slot = &mut self.slots[buf.out_port as usize];
+        if let Some(z) = &slot.zombie {
+            z.observe(meta.flow, now, &mut self.rng);
+        }
         let class = slot
             .qos
             .classify(now, info.as_deref().map(|i| i.dscp()), len);
@@ -295,6 +310,9 @@ impl Dataplane {
         for p in 0..self.slots.len() {
             let slot = &mut self.slots[p];
             slot.held_until = None;
+            if let Some(z) = &slot.zombie {
+                slot.qos.offer_zombie_estimate(now, z);
+            }
             if self.polls % QLEN_SAMPLE_EVERY != 0 {
                 // Not a sampling poll.
             } else if slot.qos.is_empty() {

@@ -318,6 +318,16 @@ fn walk(dp: &Dataplane, now: Nanos, v: &mut dyn Visit) {
         }
     }
     v.family(
+        "zlrouter_zombie_estimated_flows",
+        "Active flows at the egress estimated by its Zombie List, 1/P(t) (+Inf while P = 0).",
+        Gauge,
+    );
+    for s in dp.slots() {
+        if let Some(n) = s.estimated_flows() {
+            v.value(&|| vec![("port", s.port.name().to_owned())], n.to_bits());
+        }
+    }
+    v.family(
         "zlrouter_group_packets_total",
         "Generator flow groups: packets by fate.",
         Counter,
@@ -445,7 +455,10 @@ pub struct MetricsHub {
 
 /// Families whose values are f64 bits rather than integers.
 fn is_float(name: &str) -> bool {
-    name == "zlrouter_virtual_time_seconds"
+    matches!(
+        name,
+        "zlrouter_virtual_time_seconds" | "zlrouter_zombie_estimated_flows"
+    )
 }
 
 impl MetricsHub {

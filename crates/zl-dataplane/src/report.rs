@@ -63,7 +63,18 @@ pub fn render(dp: &Dataplane, secs: f64) -> String {
                 continue;
             }
             if !any {
-                let _ = writeln!(out, "port {}:", s.port.name());
+                match s.estimated_flows() {
+                    Some(n) => {
+                        let _ = writeln!(
+                            out,
+                            "port {}: active flows (Zombie List, 1/P(t)) {n:.1}",
+                            s.port.name()
+                        );
+                    }
+                    None => {
+                        let _ = writeln!(out, "port {}:", s.port.name());
+                    }
+                }
                 any = true;
             }
             let _ = writeln!(
