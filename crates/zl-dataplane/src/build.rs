@@ -133,7 +133,7 @@ pub fn build_with_ports(
             .iter()
             .any(|c| matches!(c.buffer, Some(zl_qos::BufferRule::SqrtNLive { .. })));
         let zombie = if cfg.metrics.flow_estimate || live_sizing {
-            let zp = cfg.metrics.flow_estimate_zombie.clone().unwrap_or_else(|| {
+            let zp = cfg.metrics.flow_estimate_zombie.unwrap_or_else(|| {
                 zl_zombie::ZombieParams {
                     // Only P(t) is needed: no occurrence table to maintain per packet.
                     occurrence: zl_zombie::OccurrenceMode::Scan,
