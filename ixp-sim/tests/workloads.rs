@@ -137,6 +137,13 @@ fn invalid_machines_name_the_field() {
             },
             "clock_mhz",
         ),
+        (
+            MachineParams {
+                clock_mhz: 300.0,
+                ..d()
+            },
+            "clock_mhz",
+        ),
         (MachineParams { mes: 0, ..d() }, "mes"),
         (
             MachineParams {
