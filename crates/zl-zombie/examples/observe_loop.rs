@@ -1,12 +1,14 @@
 //! A fixed observe workload for `perf stat` (cycles per observation are robust on a shared,
 //! loaded machine, where wall-clock benchmarks are not):
 //!
-//! `perf stat -e task-clock target/release/examples/observe_loop <M> <table|scan> <ops> <threads> [burst]`
+//! `perf stat -e task-clock target/release/examples/observe_loop <M> <table|scan> <ops> <threads> [burst] [private]`
 //!
 //! Traffic as in `benches/zombie.rs`: flow ids drawn from a skewed distribution over 3M flows.
 //! The list is warmed with `ops` arrivals first, then every thread makes `ops / threads` more;
 //! the program prints the counts so the measured phase can be separated from the warm-up by
 //! running with `ops = 0` too. `burst > 1` uses `observe_batch` with bursts of that size.
+//! `private` gives every thread a list of its own (a control with no shared state: what the
+//! machine itself allows two threads to scale).
 
 use std::sync::Barrier;
 use std::thread;
@@ -26,6 +28,7 @@ fn main() {
     let ops: u64 = arg(3, "10000000").parse().expect("ops");
     let threads: u64 = arg(4, "1").parse().expect("threads");
     let burst: usize = arg(5, "1").parse().expect("burst");
+    let private = arg(6, "shared") == "private";
     let cfg = ZombieParams {
         m,
         occurrence,
@@ -40,14 +43,23 @@ fn main() {
         .map(|_| FlowId(trace_rng.random_range(0..k * k).isqrt()))
         .collect();
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(2);
-    for i in 0..ops as usize {
+    for i in 0..if private { 0 } else { ops as usize } {
         list.observe(flows[i % flows.len()], Nanos(i as u64), &mut rng);
+    }
+    let own: Vec<ZombieList> = (0..threads).map(|_| ZombieList::new(cfg)).collect();
+    if private {
+        for l in &own {
+            for i in 0..ops as usize {
+                l.observe(flows[i % flows.len()], Nanos(i as u64), &mut rng);
+            }
+        }
     }
     let start = Barrier::new(threads as usize);
     let hits: u64 = thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
-                let (list, flows, start) = (&list, &flows, &start);
+                let list = if private { &own[t as usize] } else { &list };
+                let (flows, start) = (&flows, &start);
                 s.spawn(move || {
                     let mut rng = Xoshiro256PlusPlus::seed_from_u64(10 + t);
                     start.wait();
@@ -84,6 +96,9 @@ fn main() {
         handles.into_iter().map(|h| h.join().expect("worker")).sum()
     });
     list.check_invariants().expect("invariants at quiescence");
+    for l in &own {
+        l.check_invariants().expect("invariants at quiescence");
+    }
     println!(
         "M={m} {occurrence:?} ops={ops} threads={threads} burst={burst} hits={hits} P={:.5} T={}",
         list.hit_frequency(),
