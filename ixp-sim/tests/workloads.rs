@@ -211,8 +211,16 @@ fn zombie_counts_follow_sred_theory() {
             (ow - ow_expect).abs() < 0.015,
             "overwrite {ow} vs {ow_expect}"
         );
-        // A hit changes one entry, an overwrite two: table writes grow with overwrites.
-        assert!(m[Counter::TableWrites.index()] >= hit + 2.0 * ow - 1e-9);
+        // Seed §5.2.3: a hit rewrites one table entry, a miss with overwrite two, a miss
+        // without overwrite none; checked packet by packet on the real list's counts.
+        for p in &c {
+            let tw = p.get(Counter::TableWrites);
+            match (p.get(Counter::Hit), p.get(Counter::Overwrites)) {
+                (1, _) => assert!(tw >= 1, "{p:?}"),
+                (0, 1) => assert!(tw >= 2, "{p:?}"),
+                _ => assert_eq!(tw, 0, "{p:?}"),
+            }
+        }
         // Closed hashing at load <= 1/2 keeps probes per packet small (seed fig. 10).
         assert!(m[Counter::TableProbes.index()] < 8.0, "{m:?}");
     }
