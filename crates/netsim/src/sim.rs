@@ -187,7 +187,7 @@ fn invalid(key: impl Into<String>, reason: impl Into<String>) -> SimError {
 }
 
 enum Source {
-    Tcp(TcpSender, TcpReceiver),
+    Tcp(Box<TcpSender>, TcpReceiver),
     Cbr(CbrSender),
     Tfrc(TfrcSender),
 }
@@ -686,7 +686,7 @@ fn build_flow(i: usize, f: &FlowSpec, link_delay: Nanos) -> Result<Flow, SimErro
             template.weight = params.weight;
             delack = Nanos::from_secs_f64(params.delack_ms * 1e-3);
             Source::Tcp(
-                TcpSender::new(params, web),
+                Box::new(TcpSender::new(params, web)),
                 TcpReceiver::new(params.window_cap, params.delayed_ack),
             )
         }

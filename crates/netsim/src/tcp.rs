@@ -19,7 +19,13 @@
 //!
 //! Retransmission timer: RFC 6298 (`srtt + 4 rttvar`, floor `min_rto`, doubling back-off),
 //! go-back-N after a timeout, and ns-2's `bugfix_` (no fast retransmit for duplicate ACKs of
-//! data sent before the timeout).
+//! data sent before the timeout). As in ns-2 (and RFC 6298 §3 without timestamps), the
+//! estimator takes one sample per RTT: one new segment is timed at a time, and a timing is
+//! abandoned when anything is retransmitted (Karn). Decided: Vegas's own RTT (baseRTT and the
+//! per-round minimum) still uses every ACK's echoed send time, as ns-2's fine-grained Vegas
+//! clock does. Sampling every ACK into the RFC 6298 estimator would collapse `rttvar` when a
+//! window's ACKs return back to back with equal RTTs, and then every slow rise of the queue
+//! fires a spurious timeout.
 
 use serde::{Deserialize, Serialize};
 use zl_core::Nanos;
@@ -176,6 +182,8 @@ pub(crate) struct TcpSender {
     ecn_recover: u32,
     srtt: Option<f64>,
     rttvar: f64,
+    /// The segment being timed for the RTO estimator and when it was sent.
+    timed: Option<(u32, Nanos)>,
     rto: f64,
     backoff: u32,
     rto_deadline: Option<Nanos>,
@@ -208,6 +216,7 @@ impl TcpSender {
             ecn_recover: 0,
             srtt: None,
             rttvar: 0.0,
+            timed: None,
             rto: p.initial_rto_ms * 1e-3,
             backoff: 1,
             rto_deadline: None,
@@ -257,6 +266,11 @@ impl TcpSender {
 
     fn transmit(&mut self, io: &mut FlowIo<'_>, seq: u32) {
         let retransmit = seq < self.high_tx;
+        if retransmit {
+            self.timed = None;
+        } else if self.timed.is_none() {
+            self.timed = Some((seq, io.now()));
+        }
         io.send(seq, self.p.packet_size, retransmit);
         if seq >= self.high_tx {
             self.high_tx = seq + 1;
@@ -294,6 +308,13 @@ impl TcpSender {
         }
     }
 
+    /// Vegas's fine-grained clock: every ACK's echoed send time.
+    fn vegas_sample(&mut self, r: f64) {
+        self.base_rtt = self.base_rtt.min(r);
+        self.round_min_rtt = self.round_min_rtt.min(r);
+    }
+
+    /// One RFC 6298 sample (at most one per RTT).
     fn rtt_sample(&mut self, r: f64) {
         match self.srtt {
             None => {
@@ -309,8 +330,6 @@ impl TcpSender {
         self.rto = (s + 4.0 * self.rttvar)
             .max(self.p.min_rto_ms * 1e-3)
             .min(self.p.max_rto_ms * 1e-3);
-        self.base_rtt = self.base_rtt.min(r);
-        self.round_min_rtt = self.round_min_rtt.min(r);
     }
 
     fn enter_loss_recovery_thresh(&mut self) {
@@ -321,7 +340,13 @@ impl TcpSender {
     /// Handles a cumulative ACK (`ack` = next sequence the receiver expects).
     pub(crate) fn on_ack(&mut self, io: &mut FlowIo<'_>, ack: u32, ece: bool, ts: Nanos) {
         let now = io.now();
-        self.rtt_sample((now - ts).as_secs_f64());
+        self.vegas_sample((now - ts).as_secs_f64());
+        if let Some((seq, sent)) = self.timed {
+            if ack > seq {
+                self.timed = None;
+                self.rtt_sample((now - sent).as_secs_f64());
+            }
+        }
         if ack > self.snd_una {
             let newly = ack - self.snd_una;
             self.snd_una = ack;
@@ -464,6 +489,7 @@ impl TcpSender {
 
     fn timeout(&mut self, io: &mut FlowIo<'_>) {
         io.counters.timeouts += 1;
+        self.timed = None;
         self.enter_loss_recovery_thresh();
         self.cwnd = 1.0;
         self.last_cwnd = 1.0;
