@@ -592,10 +592,25 @@ impl ControlThread {
             None => None,
         };
         let addr = listener.as_ref().and_then(|l| l.local_addr().ok());
+        // Register the signal handlers and the listener before returning, so a signal that
+        // arrives right after `start` is already caught (not the default: kill the process).
+        let (signals, listener) = {
+            let _rt = rt.enter();
+            use tokio::signal::unix::{signal, SignalKind};
+            let int = signal(SignalKind::interrupt()).map_err(ControlError::Runtime)?;
+            let term = signal(SignalKind::terminate()).map_err(ControlError::Runtime)?;
+            let listener = match listener {
+                Some(l) => {
+                    Some(tokio::net::TcpListener::from_std(l).map_err(ControlError::Runtime)?)
+                }
+                None => None,
+            };
+            ((int, term), listener)
+        };
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::Builder::new()
             .name("zlrouter-control".into())
-            .spawn(move || rt.block_on(control(listener, hub, stop, rx)))
+            .spawn(move || rt.block_on(control(listener, signals, hub, stop, rx)))
             .map_err(ControlError::Runtime)?;
         Ok(ControlThread {
             addr,
@@ -631,18 +646,17 @@ impl Drop for ControlThread {
 }
 
 async fn control(
-    listener: Option<std::net::TcpListener>,
+    listener: Option<tokio::net::TcpListener>,
+    (mut int, mut term): (tokio::signal::unix::Signal, tokio::signal::unix::Signal),
     hub: Arc<MetricsHub>,
     stop: Arc<AtomicBool>,
     mut shutdown: tokio::sync::oneshot::Receiver<()>,
 ) {
-    let listener = listener.and_then(|l| tokio::net::TcpListener::from_std(l).ok());
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     loop {
         tokio::select! {
             _ = &mut shutdown => return,
-            _ = tokio::signal::ctrl_c() => on_signal(&stop),
-            Some(_) = async { match term.as_mut() { Some(t) => t.recv().await, None => std::future::pending().await } } => on_signal(&stop),
+            Some(_) = int.recv() => on_signal(&stop),
+            Some(_) = term.recv() => on_signal(&stop),
             Ok((mut sock, _)) = async { match &listener { Some(l) => l.accept().await, None => std::future::pending().await } } => {
                 let hub = hub.clone();
                 tokio::spawn(async move {
