@@ -38,9 +38,10 @@ enum Command {
         /// Override `run.seed`.
         #[arg(long)]
         seed: Option<u64>,
-        /// Serve Prometheus metrics on this address (overrides `metrics.listen`), e.g.
-        /// 127.0.0.1:9464.
-        #[arg(long)]
+        /// Serve Prometheus metrics at http://ADDR/metrics (`--metrics=ADDR`; overrides
+        /// `metrics.listen`).
+        /// Alone: 127.0.0.1:9464; a bare port number binds 127.0.0.1.
+        #[arg(long, value_name = "ADDR", num_args = 0..=1, require_equals = true, default_missing_value = "127.0.0.1:9464")]
         metrics: Option<String>,
         /// No progress line.
         #[arg(long, short)]
@@ -119,8 +120,13 @@ fn run(
     if let Some(s) = seed {
         cfg.run.seed = s;
     }
-    if metrics.is_some() {
-        cfg.metrics.listen = metrics;
+    if let Some(m) = metrics {
+        // A bare port stays on loopback: counters are not exposed to the network unless an
+        // address says so.
+        cfg.metrics.listen = Some(match m.parse::<u16>() {
+            Ok(port) => format!("127.0.0.1:{port}"),
+            Err(_) => m,
+        });
     }
     let mut dp = build(&cfg, &base)?;
     let stop = Arc::new(AtomicBool::new(false));

@@ -67,10 +67,9 @@ pub fn build_with_ports(
             "qos".to_owned()
         };
         let qos: QosEngine<zl_port::PacketBuf> =
-            QosEngine::new(&qos_params).map_err(|e| ConfigError::Invalid {
+            QosEngine::new(&qos_params).map_err(|e| ConfigError::Qos {
                 key: format!("{qos_key}.{}", e.key),
-                value: String::new(),
-                expected: e.reason.clone(),
+                reason: e.reason.clone(),
             })?;
         ring_total += qos_params
             .classes

@@ -30,6 +30,9 @@ pub enum ConfigError {
     /// Bad syntax, a wrong type or an unknown key (the message names the key and the line).
     #[error("config syntax: {0}")]
     Syntax(String),
+    /// A QoS value outside what is allowed (`zl_qos` states the value and the rule together).
+    #[error("invalid `{key}`: {reason}")]
+    Qos { key: String, reason: String },
     /// A value outside what is allowed.
     #[error("invalid `{key}` = {value}: expected {expected}")]
     Invalid {
