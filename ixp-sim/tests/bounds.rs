@@ -116,3 +116,37 @@ fn two_stage_pipeline_follows_the_slower_stage() {
         assert!(r.bottleneck.starts_with(slow), "{}", r.bottleneck);
     }
 }
+
+/// decided (bounds.rs): an asynchronous reference counts in the latency sum only for what it
+/// sticks out beyond the work before the next `wait`.
+#[test]
+fn async_latency_counts_only_past_the_overlapping_work() {
+    let w = WorkloadSpec::from_toml(
+        "name = \"async\"\nrx = [{ op = \"compute\", cycles = 10 }, \
+         { op = \"write\", unit = \"sram\", bytes = 4, sync = false }, \
+         { op = \"compute\", cycles = 5 }, { op = \"wait\" }]\n",
+    )
+    .unwrap()
+    .compile()
+    .unwrap();
+    let mut p = MachineParams {
+        mes: 1,
+        threads_per_me: 1,
+        ..MachineParams::default()
+    };
+    *p.units.get_mut(ixp_sim::Unit::Sram) = Some(ixp_sim::UnitParams {
+        latency: Some([20, 20]),
+        ..Default::default()
+    });
+    let r = simulate(&p, &w, LEN).unwrap();
+    // 10 + 1 (issue) + 5 = 16 cycles of work; the write is back 11 + 20 = 31 cycles in.
+    assert_eq!(r.bounds.rx_demand.compute, 16.0);
+    assert_eq!(r.bounds.rx_demand.serial, 31.0);
+    let expect = 1.0 / 31.0;
+    assert!(
+        (r.packets_per_cycle - expect).abs() / expect < 0.01,
+        "{}",
+        r.packets_per_cycle
+    );
+    assert_eq!(r.bottleneck, "rx latency hiding");
+}
