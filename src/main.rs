@@ -153,10 +153,8 @@ fn run(
     if !quiet {
         eprintln!();
     }
-    let secs = dp
-        .now()
-        .as_secs_f64()
-        .max(cfg.run.duration_s.min(dp.now().as_secs_f64()));
+    // The run's length as the loop's clock saw it, drain included.
+    let secs = dp.now().as_secs_f64();
     println!("{}", report::render(&dp, secs));
     match reason {
         StopReason::Finished => println!("stopped: every source finished and every queue drained"),
