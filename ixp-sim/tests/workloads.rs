@@ -200,7 +200,11 @@ fn zombie_counts_follow_sred_theory() {
         let c = trace_counts(&spec("table", 1000, flows)).unwrap();
         let m = mean_counts(&c);
         assert_eq!(c.len(), 20_000);
-        assert!((m[Counter::SlotReads.index()] - 1.0).abs() < 1e-9);
+        let reads = m[Counter::SlotReads.index()];
+        assert!(
+            (1.0..1.05).contains(&reads),
+            "slot reads per packet {reads}"
+        );
         let hit = m[Counter::Hit.index()];
         let expect = 1.0 / flows as f64;
         let sd = (expect * (1.0 - expect) / 20_000.0).sqrt();
