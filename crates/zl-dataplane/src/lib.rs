@@ -14,6 +14,7 @@
 
 pub mod build;
 pub mod config;
+mod control;
 pub mod dataplane;
 pub mod metrics;
 pub mod port;
