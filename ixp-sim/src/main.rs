@@ -30,9 +30,9 @@ enum Cmd {
         workload: String,
         #[command(flatten)]
         machine: MachineArgs,
-        /// Print every field of the report (Rust debug format) instead of the summary.
+        /// Print the whole report as JSON instead of the summary (unused units' bounds are null).
         #[arg(long)]
-        raw: bool,
+        json: bool,
     },
     /// Sweep threads, Zombie List size and placement; write CSV, markdown tables and PNG/SVG
     /// plots.
@@ -215,15 +215,17 @@ fn main() -> ExitCode {
         Cmd::Run {
             workload,
             machine,
-            raw,
+            json,
         } => (|| {
             let params = machine.params()?;
             let w = machine.workload(&workload)?.compile()?;
             let r = simulate_auto(&params, &w, machine.len())?;
             // A closed stdout (`| head`) is not an error worth a panic.
             let mut stdout = std::io::stdout().lock();
-            let _ = if raw {
-                writeln!(stdout, "{r:#?}")
+            let _ = if json {
+                let text = serde_json::to_string_pretty(&r)
+                    .map_err(|e| ParamError::new("--json", e.to_string()))?;
+                writeln!(stdout, "{text}")
             } else {
                 write!(stdout, "{r}")
             };

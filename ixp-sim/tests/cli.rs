@@ -45,6 +45,17 @@ fn run_prints_the_figures() {
 }
 
 #[test]
+fn json_report_parses() {
+    let (code, out, err) = ixp_sim(&["run", "ipv4", "--json", "--cycles", "20000"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
+    assert_eq!(v["workload"], "ipv4");
+    assert!(v["mpps"].as_f64().unwrap() > 1.0);
+    assert_eq!(v["units"].as_array().unwrap().len(), 5);
+    assert_eq!(v["bottleneck"], "ix-bus bandwidth");
+}
+
+#[test]
 fn bad_input_exits_2_naming_the_field() {
     for (args, field) in [
         (vec!["run", "ipv4", "--rx-tx", "10:14"], "rx_threads"),
