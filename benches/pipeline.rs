@@ -201,9 +201,9 @@ fn bench_variant<M: Measurement>(
     let cfg = RouterConfig::from_toml(config).expect("bench config");
     let templates: Vec<Vec<u8>> = (0..256).map(frame).collect();
     let mut dp = build_with_ports(&cfg, std::path::Path::new("."), &mut |i, _| {
-        (i == 0).then(|| {
+        Ok((i == 0).then(|| {
             Box::new(MemoryPort::cycling("rx", 0, templates.clone(), u64::MAX)) as BoxedPort
-        })
+        }))
     })
     .expect("bench data plane");
     // One burst of 32 frames of 64 + 20 bytes on the wire at 10 Gbit/s is 2150.4 ns; offer

@@ -11,8 +11,12 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use zl_core::Nanos;
+use zl_dataplane::config::{PortKind, PortParams};
 use zl_dataplane::metrics::{ControlThread, MetricsHub};
-use zl_dataplane::{build, report, Dataplane, Observer, RouterConfig, StopReason, DEFAULT_CONFIG};
+use zl_dataplane::{
+    build_with_ports, report, BoxedPort, BuildError, Dataplane, Observer, RouterConfig, StopReason,
+    DEFAULT_CONFIG,
+};
 
 #[derive(Parser)]
 #[command(
@@ -55,6 +59,35 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:9464")]
         addr: String,
     },
+}
+
+/// Opens the ports the data plane leaves to the binary: AF_XDP sockets.
+fn open_port(i: usize, p: &PortParams) -> Result<Option<BoxedPort>, BuildError> {
+    match p.kind {
+        PortKind::AfXdp => {
+            let table = p.af_xdp.clone().unwrap_or_default();
+            let cfg: zl_afxdp::AfXdpConfig =
+                toml::Value::Table(table)
+                    .try_into()
+                    .map_err(|e| BuildError::External {
+                        port: p.name.clone(),
+                        detail: format!("`ports[{i}].af_xdp`: {e}"),
+                    })?;
+            let port = zl_afxdp::AfXdpPort::open(&p.name, i as u16, &cfg).map_err(|e| {
+                BuildError::External {
+                    port: p.name.clone(),
+                    detail: e.to_string(),
+                }
+            })?;
+            Ok(Some(Box::new(port)))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Builds the data plane, opening AF_XDP ports here.
+fn build(cfg: &RouterConfig, base: &Path) -> Result<Dataplane, BuildError> {
+    build_with_ports(cfg, base, &mut open_port)
 }
 
 fn load(config: Option<&Path>) -> Result<(RouterConfig, PathBuf)> {

@@ -139,3 +139,47 @@ fn cli_stats_reads_a_metrics_endpoint() {
         "{text}"
     );
 }
+
+#[test]
+fn cli_check_reports_a_missing_af_xdp_interface_and_unknown_backend_keys() {
+    let dir = common::scratch("cli-af-xdp");
+    let base = r#"
+[[ports]]
+name = "wan0"
+kind = "af-xdp"
+mac = "02:00:00:00:00:01"
+af_xdp = { ifname = "zlr-nosuch0" EXTRA}
+
+[[ports]]
+name = "out"
+kind = "sink"
+mac = "02:00:00:00:00:02"
+
+[[routes]]
+prefix = "0.0.0.0/0"
+port = "out"
+next_hop_mac = "02:00:00:00:00:03"
+
+[qos]
+link_rate_bps = 1_000_000_000
+[[qos.classes]]
+name = "be"
+weight = 1
+"#;
+    for (extra, needles) in [
+        ("", vec!["port `wan0`", "zlr-nosuch0"]),
+        (
+            ", bogus = 1",
+            vec!["port `wan0`", "ports[0].af_xdp", "unknown field `bogus`"],
+        ),
+    ] {
+        let path = dir.join("afxdp.toml");
+        std::fs::write(&path, base.replace("EXTRA", extra)).unwrap();
+        let out = zlrouter(&["check", path.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        for n in needles {
+            assert!(err.contains(n), "{err} should mention {n}");
+        }
+    }
+}

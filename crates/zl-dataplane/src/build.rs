@@ -22,6 +22,9 @@ pub enum BuildError {
     Config(#[from] ConfigError),
     #[error(transparent)]
     Port(#[from] zl_port::PortError),
+    /// A port the embedding program opens (AF_XDP, DPDK) failed to open.
+    #[error("port `{port}`: {detail}")]
+    External { port: String, detail: String },
 }
 
 /// Seeds of the independent random streams, derived from the run's seed so that adding a
@@ -37,19 +40,25 @@ fn stream_seed(seed: u64, stream: u64) -> u64 {
 /// A port owned by the data plane (moved to its forwarding thread).
 pub type BoxedPort = Box<dyn Port + Send>;
 
+/// What [`build_with_ports`] asks for each port: `Ok(Some(port))` to supply it, `Ok(None)` to
+/// let the config build it, `Err` to stop.
+pub type PortSupplier<'a> =
+    dyn FnMut(usize, &PortParams) -> Result<Option<BoxedPort>, BuildError> + 'a;
+
 /// Builds the data plane of `cfg`; relative pcap paths are taken from `base`. Ports of kind
 /// `external` are rejected: use [`build_with_ports`].
 pub fn build(cfg: &RouterConfig, base: &Path) -> Result<Dataplane, BuildError> {
-    build_with_ports(cfg, base, &mut |_, _| None)
+    build_with_ports(cfg, base, &mut |_, _| Ok(None))
 }
 
 /// Builds the data plane of `cfg`, asking `supply(index, params)` for each port first: a
-/// port it returns is used as is (its `recv` must stamp `in_port = index`); for `None` the
-/// port is built from its config. A port of kind `external` must be supplied.
+/// port it returns is used as is (its `recv` must stamp `in_port = index`); for `Ok(None)`
+/// the port is built from its config; an error stops the build. Ports of kind `af-xdp` and
+/// `external` must be supplied.
 pub fn build_with_ports(
     cfg: &RouterConfig,
     base: &Path,
-    supply: &mut dyn FnMut(usize, &PortParams) -> Option<BoxedPort>,
+    supply: &mut PortSupplier<'_>,
 ) -> Result<Dataplane, BuildError> {
     cfg.validate()?;
     let end = Nanos::from_secs_f64(cfg.run.duration_s);
@@ -76,9 +85,17 @@ pub fn build_with_ports(
             .iter()
             .map(|c| c.max_packets as u64)
             .sum::<u64>();
-        let supplied = supply(i, p);
+        let supplied = supply(i, p)?;
         let port: Box<dyn Port + Send> = match (supplied, p.kind) {
             (Some(port), _) => port,
+            (None, PortKind::AfXdp) => {
+                return Err(invalid(
+                    format!("ports[{i}].kind"),
+                    "\"af-xdp\"",
+                    "a port kind this program opens: AF_XDP ports are opened by the zlrouter binary",
+                )
+                .into())
+            }
             (None, PortKind::External) => {
                 return Err(invalid(
                     format!("ports[{i}].kind"),

@@ -130,8 +130,12 @@ pub enum PortKind {
     Pcap,
     /// Counts and discards what it is sent; receives nothing.
     Sink,
-    /// Supplied by the program embedding the data plane (an AF_XDP or DPDK port, the
-    /// in-memory port of a benchmark) through [`crate::build_with_ports`].
+    /// An AF_XDP socket on a Linux interface (`[ports.af_xdp]`, `zl_afxdp::AfXdpConfig`: at
+    /// least `ifname`). Opened by the `zlrouter` binary (needs root or CAP_NET_ADMIN and
+    /// CAP_BPF); the data plane itself does not depend on the backend.
+    AfXdp,
+    /// Supplied by the program embedding the data plane (a DPDK port, the in-memory port of a
+    /// benchmark) through [`crate::build_with_ports`].
     External,
 }
 
@@ -147,6 +151,9 @@ pub struct PortParams {
     pub generator: Option<GeneratorParams>,
     #[serde(default)]
     pub pcap: Option<PcapParams>,
+    /// The AF_XDP backend's own table, passed to it unread (it rejects unknown keys).
+    #[serde(default)]
+    pub af_xdp: Option<toml::Table>,
     /// QoS of this port's egress; the top-level `[qos]` when absent.
     #[serde(default)]
     pub qos: Option<QosParams>,
@@ -343,6 +350,20 @@ impl RouterConfig {
                     ))
                 }
                 _ => {}
+            }
+            if p.kind == PortKind::AfXdp && p.af_xdp.is_none() {
+                return Err(invalid(
+                    key("af_xdp"),
+                    "(missing)",
+                    "a [ports.af_xdp] table (at least ifname) for kind = \"af-xdp\"",
+                ));
+            }
+            if p.kind != PortKind::AfXdp && p.af_xdp.is_some() {
+                return Err(invalid(
+                    key("af_xdp"),
+                    "(present)",
+                    "only on a port of kind = \"af-xdp\"",
+                ));
             }
             if p.kind != PortKind::Generator && p.generator.is_some() {
                 return Err(invalid(

@@ -23,7 +23,7 @@ pub mod report;
 pub mod route;
 pub mod stats;
 
-pub use build::{build, build_with_ports, BoxedPort, BuildError};
+pub use build::{build, build_with_ports, BoxedPort, BuildError, PortSupplier};
 pub use config::{ConfigError, RouterConfig, DEFAULT_CONFIG};
 pub use dataplane::{Dataplane, NoObserver, Observer, StopReason};
 pub use stats::{DropCause, FateCounters, GroupStats};

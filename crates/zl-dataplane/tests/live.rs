@@ -57,10 +57,12 @@ fn frame(i: u8) -> Vec<u8> {
 fn dataplane(count: u64) -> Dataplane {
     let cfg = RouterConfig::from_toml(CONFIG).unwrap();
     let templates: Vec<Vec<u8>> = (1..=8).map(frame).collect();
-    let mut supply = |i: usize, _: &zl_dataplane::config::PortParams| -> Option<BoxedPort> {
-        (i == 0).then(|| {
+    let mut supply = |i: usize,
+                      _: &zl_dataplane::config::PortParams|
+     -> Result<Option<BoxedPort>, zl_dataplane::BuildError> {
+        Ok((i == 0).then(|| {
             Box::new(MemoryPort::cycling("nic0", 0, templates.clone(), count)) as BoxedPort
-        })
+        }))
     };
     build_with_ports(&cfg, std::path::Path::new("."), &mut supply).unwrap()
 }
