@@ -1,0 +1,240 @@
+//! End to end on a veth pair with AF_XDP (Linux, root): one `zlrouter` generates 200 frames
+//! and sends them out of veth `b` through its AF_XDP port; a second `zlrouter` receives them
+//! on veth `a` through its own AF_XDP port, routes them (TTL, MACs) and writes them to a pcap.
+//! Both run on the live clock and stop on SIGINT with balanced tables. Skipped, with a message,
+//! where namespaces or AF_XDP are not available.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::time::Duration;
+
+use zl_afxdp::netns::{is_root, Netns};
+
+fn skip(why: &str) {
+    let _ = writeln!(std::io::stderr(), "SKIPPED: AF_XDP end-to-end test: {why}");
+}
+
+const RECEIVER: &str = r#"
+[[ports]]
+name = "a"
+kind = "af-xdp"
+mac = "02:00:00:00:0a:0a"
+af_xdp = { ifname = "IFA" }
+
+[[ports]]
+name = "out"
+kind = "pcap"
+mac = "02:00:00:00:0a:0b"
+pcap = { write = "out.pcap" }
+
+[[routes]]
+prefix = "10.77.1.0/24"
+port = "out"
+next_hop_mac = "02:00:00:00:0a:fe"
+
+[qos]
+link_rate_bps = 1_000_000_000
+[[qos.classes]]
+name = "be"
+weight = 1
+"#;
+
+const SENDER: &str = r#"
+[run]
+duration_s = 0.2
+
+[[ports]]
+name = "gen"
+kind = "generator"
+mac = "02:00:00:00:0b:01"
+[[ports.generator.flows]]
+name = "probe"
+rate_bps = 800_000
+size = 100
+src = "10.77.0.2"
+dst = "10.77.1.1"
+
+[[ports]]
+name = "b"
+kind = "af-xdp"
+mac = "02:00:00:00:0b:0b"
+af_xdp = { ifname = "IFB" }
+
+[[routes]]
+prefix = "10.77.1.0/24"
+port = "b"
+next_hop_mac = "02:00:00:00:0a:0a"
+
+[qos]
+link_rate_bps = 1_000_000_000
+[[qos.classes]]
+name = "be"
+weight = 1
+"#;
+
+/// Forwards every progress / log line of `child`'s stderr (split on CR and LF).
+fn lines_of(child: &mut Child) -> Receiver<String> {
+    let mut stderr = child.stderr.take().unwrap();
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        let mut line = Vec::new();
+        let mut byte = [0u8; 1];
+        while let Ok(1) = stderr.read(&mut byte) {
+            if byte[0] == b'\r' || byte[0] == b'\n' {
+                if !line.is_empty()
+                    && tx
+                        .send(String::from_utf8_lossy(&line).into_owned())
+                        .is_err()
+                {
+                    return;
+                }
+                line.clear();
+            } else {
+                line.push(byte[0]);
+            }
+        }
+        let _ = tx.send(String::from_utf8_lossy(&line).into_owned());
+    });
+    rx
+}
+
+/// The `fwd` count of a progress line.
+fn forwarded(line: &str) -> Option<u64> {
+    let at = line.find(" fwd ")? + 5;
+    line[at..].split_whitespace().next()?.parse().ok()
+}
+
+/// Waits (bounded) for a progress line forwarding at least `n`; returns the lines seen.
+fn wait_forwarded(rx: &Receiver<String>, n: u64) -> Result<Vec<String>, Vec<String>> {
+    let mut seen = Vec::new();
+    loop {
+        match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(l) => {
+                let done = forwarded(&l).is_some_and(|f| f >= n);
+                seen.push(l);
+                if done {
+                    return Ok(seen);
+                }
+            }
+            Err(_) => return Err(seen),
+        }
+    }
+}
+
+fn spawn(ns: &Netns, dir: &std::path::Path, cfg: &str) -> Child {
+    Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            ns.name(),
+            env!("CARGO_BIN_EXE_zlrouter"),
+            "run",
+            cfg,
+        ])
+        .current_dir(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn interrupt(child: &Child) {
+    let _ = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+}
+
+/// Kills and reaps both children on every path out of the test.
+struct Reaper(Vec<Child>);
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+#[test]
+fn two_routers_over_af_xdp_on_a_veth_pair() {
+    if !is_root() {
+        return skip("needs root");
+    }
+    let ns = match Netns::create("dpe2e") {
+        Ok(ns) => ns,
+        Err(e) => return skip(&format!("cannot create a network namespace: {e}")),
+    };
+    let tag = std::process::id() % 100_000;
+    let (ifa, ifb) = (format!("zdpa{tag}"), format!("zdpb{tag}"));
+    if let Err(e) = ns.add_veth_pair(&ifa, &ifb) {
+        return skip(&format!("cannot create a veth pair: {e}"));
+    }
+    let dir = common::scratch("af-xdp-e2e");
+    std::fs::write(dir.join("receiver.toml"), RECEIVER.replace("IFA", &ifa)).unwrap();
+    std::fs::write(dir.join("sender.toml"), SENDER.replace("IFB", &ifb)).unwrap();
+
+    // `ip netns exec` execs the router in place (same pid), so signals reach it.
+    let mut reaper = Reaper(vec![spawn(&ns, &dir, "receiver.toml")]);
+    let rx_lines = lines_of(&mut reaper.0[0]);
+    // The receiver is up once it prints its first progress line.
+    match wait_forwarded(&rx_lines, 0) {
+        Ok(_) => {}
+        Err(seen) => {
+            return skip(&format!(
+                "the AF_XDP receiver did not start: {}",
+                seen.join(" | ")
+            ))
+        }
+    }
+    reaper.0.push(spawn(&ns, &dir, "sender.toml"));
+    let tx_lines = lines_of(&mut reaper.0[1]);
+    let sent = wait_forwarded(&tx_lines, 200);
+    assert!(
+        sent.is_ok(),
+        "sender never forwarded its 200 frames: {:?}",
+        sent
+    );
+    interrupt(&reaper.0[1]);
+    let got = wait_forwarded(&rx_lines, 200);
+    assert!(
+        got.is_ok(),
+        "receiver never forwarded 200 frames: {:?}",
+        got
+    );
+    interrupt(&reaper.0[0]);
+
+    let sender = reaper.0.pop().unwrap();
+    let receiver = reaper.0.pop().unwrap();
+    for (child, who) in [(sender, "sender"), (receiver, "receiver")] {
+        let out = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{who}: {:?}\n{stdout}", out.status);
+        assert!(stdout.contains("stopped: interrupted"), "{who}:\n{stdout}");
+        let fate = stdout.lines().find(|l| l.starts_with("received ")).unwrap();
+        assert!(fate.contains("+ queued 0"), "{who}: {fate}");
+    }
+
+    let mut r =
+        pcap_file::pcap::PcapReader::new(std::fs::File::open(dir.join("out.pcap")).unwrap())
+            .unwrap();
+    let mut frames = 0;
+    while let Some(p) = r.next_packet() {
+        let f = p.unwrap().data.into_owned();
+        assert_eq!(&f[0..6], &[2, 0, 0, 0, 0x0a, 0xfe], "next hop MAC");
+        assert_eq!(&f[6..12], &[2, 0, 0, 0, 0x0a, 0x0b], "egress port MAC");
+        assert_eq!(f[14 + 8], 62, "TTL decremented by both routers");
+        let mut sum: u32 = f[14..34]
+            .chunks(2)
+            .map(|w| u16::from_be_bytes([w[0], w[1]]) as u32)
+            .sum();
+        while sum > 0xffff {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        assert_eq!(sum, 0xffff, "IPv4 header checksum valid");
+        frames += 1;
+    }
+    assert_eq!(frames, 200);
+}
