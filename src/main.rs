@@ -8,6 +8,8 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod stats_view;
+
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use zl_core::Nanos;
@@ -58,6 +60,9 @@ enum Command {
         /// The router's metrics address.
         #[arg(long, default_value = "127.0.0.1:9464")]
         addr: String,
+        /// Print the Prometheus text as served instead of the summary.
+        #[arg(long)]
+        raw: bool,
     },
 }
 
@@ -214,7 +219,7 @@ fn check(config: &Path) -> Result<()> {
     Ok(())
 }
 
-fn stats(addr: &str) -> Result<()> {
+fn stats(addr: &str, raw: bool) -> Result<()> {
     let mut s = TcpStream::connect(addr)
         .with_context(|| format!("connecting to the router's metrics endpoint at {addr}"))?;
     s.set_read_timeout(Some(Duration::from_secs(5)))?;
@@ -229,7 +234,11 @@ fn stats(addr: &str) -> Result<()> {
     if !head.starts_with("HTTP/1.0 200") && !head.starts_with("HTTP/1.1 200") {
         bail!("{addr} answered: {}", head.lines().next().unwrap_or(""));
     }
-    print!("{text}");
+    if raw {
+        print!("{text}");
+    } else {
+        print!("{}", stats_view::summarize(text));
+    }
     Ok(())
 }
 
@@ -244,7 +253,7 @@ fn main() {
             quiet,
         } => run(config, duration, seed, metrics, quiet),
         Command::Check { config } => check(&config),
-        Command::Stats { addr } => stats(&addr),
+        Command::Stats { addr, raw } => stats(&addr, raw),
     };
     if let Err(e) = result {
         eprintln!("zlrouter: {e:#}");

@@ -112,8 +112,19 @@ fn cli_stats_reads_a_metrics_endpoint() {
     let control =
         ControlThread::start(Some("127.0.0.1:0"), hub, Arc::new(AtomicBool::new(false))).unwrap();
     let addr = control.local_addr().unwrap().to_string();
-    let out = zlrouter(&["stats", "--addr", &addr]);
+    let out = zlrouter(&["stats", "--raw", "--addr", &addr]);
+    let summary = zlrouter(&["stats", "--addr", &addr]);
     control.stop();
+    let summary = String::from_utf8_lossy(&summary.stdout);
+    assert!(
+        summary.contains(&format!(
+            "received {} forwarded {}",
+            dp.totals().received,
+            dp.totals().forwarded
+        )),
+        "{summary}"
+    );
+    assert!(summary.contains("wan/be/green"), "{summary}");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
