@@ -185,7 +185,7 @@ pub fn build_with_ports(
         pool,
         cfg.forwarding()?,
         cfg.parse,
-        cfg.priority,
+        cfg.priority.build()?,
         Xoshiro256PlusPlus::seed_from_u64(stream_seed(cfg.run.seed, 0)),
         cfg.run.work_budget,
         groups,

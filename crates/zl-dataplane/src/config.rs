@@ -15,7 +15,7 @@ use zl_qos::{ClassParams, QosParams};
 use zl_wire::{MacAddr, ParseConfig};
 
 use crate::port::{GeneratorParams, PcapParams};
-use crate::priority::PrioritySource;
+use crate::priority::PriorityParams;
 use crate::route::{NextHop, Prefix, RouteTable};
 
 /// A configuration the router cannot run.
@@ -221,7 +221,7 @@ pub struct RouterConfig {
     pub parse: ParseConfig,
     /// Where priority and weight come from (priority-ECN RED, spec/02).
     #[serde(default)]
-    pub priority: PrioritySource,
+    pub priority: PriorityParams,
     pub ports: Vec<PortParams>,
     #[serde(default)]
     pub forwarding: ForwardingParams,
@@ -311,6 +311,7 @@ impl RouterConfig {
         self.parse
             .validate()
             .map_err(|e| invalid(format!("parse.{}", e.param), e.value, e.expected))?;
+        self.priority.build()?;
         if self.ports.is_empty() {
             return Err(invalid("ports", "[]", "at least one [[ports]] entry"));
         }

@@ -23,7 +23,7 @@ use zl_qos::{Dequeue, QosEngine};
 use zl_wire::{MacAddr, ParseConfig, TtlOutcome};
 
 use crate::config::Forwarding;
-use crate::priority::PrioritySource;
+use crate::priority::PriorityMap;
 use crate::stats::{DropCause, FateCounters, GroupStats};
 
 /// A port plus what the data plane keeps beside it.
@@ -85,7 +85,7 @@ pub struct Dataplane {
     pool: BufPool,
     forwarding: Forwarding,
     parse: ParseConfig,
-    priority: PrioritySource,
+    priority: PriorityMap,
     rng: Xoshiro256PlusPlus,
     budget: usize,
     rx: Batch,
@@ -104,7 +104,7 @@ impl Dataplane {
         pool: BufPool,
         forwarding: Forwarding,
         parse: ParseConfig,
-        priority: PrioritySource,
+        priority: PriorityMap,
         rng: Xoshiro256PlusPlus,
         work_budget: u32,
         groups: Vec<GroupStats>,
