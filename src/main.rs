@@ -181,26 +181,34 @@ fn run(
     };
     let end = Nanos::from_secs_f64(cfg.run.duration_s);
     let drain = Nanos::from_secs_f64(cfg.run.drain_s);
-    let reason = if dp.has_live_ports() {
+    let result = if dp.has_live_ports() {
         let start = Instant::now();
         let mut clock = || Nanos(start.elapsed().as_nanos().min(u64::MAX as u128) as u64);
-        dp.run_live(&stop, &mut clock, Nanos::from_millis(100), &mut progress)?
+        dp.run_live(&stop, &mut clock, Nanos::from_millis(100), &mut progress)
     } else {
-        dp.run_virtual(end, drain, &stop, Nanos::from_millis(100), &mut progress)?
+        dp.run_virtual(end, drain, &stop, Nanos::from_millis(100), &mut progress)
     };
     if !quiet {
         eprintln!();
     }
-    // The run's length as the loop's clock saw it, drain included.
+    // The run's length as the loop's clock saw it, drain included. The table is printed
+    // whatever stopped the run, a failed port included.
     let secs = dp.now().as_secs_f64();
     println!("{}", report::render(&dp, secs));
-    match reason {
-        StopReason::Finished => println!("stopped: every source finished and every queue drained"),
-        StopReason::DrainTimeout => {
+    match result {
+        Ok(StopReason::Finished) => {
+            println!("stopped: every source finished and every queue drained")
+        }
+        Ok(StopReason::DrainTimeout) => {
             println!("stopped: drain time over; what was queued is counted as shutdown drops")
         }
-        StopReason::Interrupted => {
+        Ok(StopReason::Interrupted) => {
             println!("stopped: interrupted; what was queued is counted as shutdown drops")
+        }
+        Err(e) => {
+            println!("stopped: a port failed; what was queued is counted as shutdown drops");
+            server.stop();
+            return Err(e.into());
         }
     }
     server.stop();

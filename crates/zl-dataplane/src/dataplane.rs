@@ -401,21 +401,35 @@ impl Dataplane {
         let reason = loop {
             // Relaxed: the flag only asks the loop to stop; no data is published with it.
             if stop.load(Ordering::Relaxed) {
-                break StopReason::Interrupted;
+                break Ok(StopReason::Interrupted);
             }
-            self.poll(now)?;
+            if let Err(e) = self.poll(now) {
+                break Err(e);
+            }
             if now >= next_report {
                 observer.progress(now, self);
                 next_report = now + period;
             }
             match self.next_event(now) {
-                None => break StopReason::Finished,
-                Some(t) if t > deadline => break StopReason::DrainTimeout,
+                None => break Ok(StopReason::Finished),
+                Some(t) if t > deadline => break Ok(StopReason::DrainTimeout),
                 Some(t) => now = t,
             }
         };
-        self.shutdown()?;
+        self.finish(reason, observer)
+    }
+
+    /// Ends a run: counts what is queued as `shutdown` and flushes the ports even when a port
+    /// failed (the counters stay balanced for the final report); the first error wins.
+    fn finish(
+        &mut self,
+        reason: Result<StopReason, PortError>,
+        observer: &mut dyn Observer,
+    ) -> Result<StopReason, PortError> {
+        let shut = self.shutdown();
         observer.progress(self.now, self);
+        let reason = reason?;
+        shut?;
         Ok(reason)
     }
 
@@ -441,25 +455,25 @@ impl Dataplane {
         let reason = loop {
             // Relaxed: the flag only asks the loop to stop; no data is published with it.
             if stop.load(Ordering::Relaxed) {
-                break StopReason::Interrupted;
+                break Ok(StopReason::Interrupted);
             }
             let now = clock().max(self.now);
-            self.poll(now)?;
+            if let Err(e) = self.poll(now) {
+                break Err(e);
+            }
             if now >= next_report {
                 observer.progress(now, self);
                 next_report = now + period;
             }
             if self.next_event(now).is_none() {
-                break StopReason::Finished;
+                break Ok(StopReason::Finished);
             }
         };
-        self.shutdown()?;
-        observer.progress(self.now, self);
-        Ok(reason)
+        self.finish(reason, observer)
     }
 
     /// Stops: counts every packet still queued as a `shutdown` drop, recycles its buffer,
-    /// and flushes the ports.
+    /// and flushes every port (returning the first flush error).
     pub fn shutdown(&mut self) -> Result<(), PortError> {
         for p in 0..self.slots.len() {
             // Dequeue in (virtual) time steps the shaper allows; the packets are counted, not
@@ -473,9 +487,14 @@ impl Dataplane {
                 }
             }
         }
+        let mut first = Ok(());
         for s in &mut self.slots {
-            s.port.flush()?;
+            if let Err(e) = s.port.flush() {
+                if first.is_ok() {
+                    first = Err(e);
+                }
+            }
         }
-        Ok(())
+        first
     }
 }

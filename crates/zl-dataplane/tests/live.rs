@@ -133,3 +133,83 @@ fn an_endless_live_port_stops_on_the_flag() {
     assert_eq!(dp.queued(), 0);
     assert!(dp.totals().received > 1000);
 }
+
+/// A live port whose interface disappears after `left` polls.
+struct Vanishing {
+    inner: MemoryPort,
+    left: u32,
+}
+
+impl zl_port::Port for Vanishing {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn recv(
+        &mut self,
+        now: Nanos,
+        pool: &mut zl_port::BufPool,
+        batch: &mut zl_port::Batch,
+    ) -> Result<usize, zl_port::PortError> {
+        if self.left == 0 {
+            return Err(zl_port::PortError::InterfaceGone {
+                port: "nic0".into(),
+                detail: "link deleted".into(),
+            });
+        }
+        self.left -= 1;
+        self.inner.recv(now, pool, batch)
+    }
+    fn send(
+        &mut self,
+        now: Nanos,
+        batch: &mut zl_port::Batch,
+        pool: &mut zl_port::BufPool,
+    ) -> Result<usize, zl_port::PortError> {
+        self.inner.send(now, batch, pool)
+    }
+    fn readiness(&self) -> zl_port::Readiness {
+        zl_port::Readiness::Live
+    }
+    fn counters(&self) -> zl_port::PortCounters {
+        self.inner.counters()
+    }
+}
+
+#[test]
+fn an_interface_that_goes_away_ends_the_run_with_an_error_and_balanced_counters() {
+    let cfg = RouterConfig::from_toml(CONFIG).unwrap();
+    let templates: Vec<Vec<u8>> = (1..=8).map(frame).collect();
+    let mut supply = |i: usize,
+                      _: &zl_dataplane::config::PortParams|
+     -> Result<Option<BoxedPort>, zl_dataplane::BuildError> {
+        Ok((i == 0).then(|| {
+            Box::new(Vanishing {
+                inner: MemoryPort::cycling("nic0", 0, templates.clone(), u64::MAX),
+                left: 50,
+            }) as BoxedPort
+        }))
+    };
+    let mut dp = build_with_ports(&cfg, std::path::Path::new("."), &mut supply).unwrap();
+    let mut t = 0u64;
+    let mut clock = || {
+        t += 1_000;
+        Nanos(t)
+    };
+    let err = dp
+        .run_live(
+            &AtomicBool::new(false),
+            &mut clock,
+            Nanos::from_millis(1),
+            &mut NoObserver,
+        )
+        .unwrap_err();
+    assert!(
+        matches!(err, zl_port::PortError::InterfaceGone { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("interface is gone"), "{err}");
+    // No spin, no loss: the loop stopped at the error, and the queued packets were counted.
+    assert_eq!(dp.totals().received, 50 * 32);
+    assert!(balanced(&dp));
+    assert_eq!(dp.queued(), 0);
+}
