@@ -57,7 +57,7 @@ pub const QLEN_BUCKETS: usize = 16;
 /// statistics block (about 1 KB), which showed in the pipeline benchmark when done per poll.
 pub const QLEN_SAMPLE_EVERY: u64 = 8;
 
-/// How a virtual-time run ended.
+/// How a run ended (a failed port is the `Err` of the run instead).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StopReason {
     /// Every source finished and every queue drained.
