@@ -64,6 +64,7 @@ pub fn build_with_ports(
     let end = Nanos::from_secs_f64(cfg.run.duration_s);
     let mut slots = Vec::with_capacity(cfg.ports.len());
     let mut groups = Vec::new();
+    let forwarding = cfg.forwarding()?;
     let mut ring_total: u64 = 0;
     for (i, p) in cfg.ports.iter().enumerate() {
         let idx = i as u16;
@@ -80,11 +81,15 @@ pub fn build_with_ports(
                 key: format!("{qos_key}.{}", e.key),
                 reason: e.reason.clone(),
             })?;
-        ring_total += qos_params
-            .classes
-            .iter()
-            .map(|c| c.max_packets as u64)
-            .sum::<u64>();
+        // Only queues packets can reach hold buffers: a port no route or bridge pair sends
+        // to keeps its (empty) engine but adds nothing to the pool.
+        if forwarding.is_egress(idx) {
+            ring_total += qos_params
+                .classes
+                .iter()
+                .map(|c| c.max_packets as u64)
+                .sum::<u64>();
+        }
         let supplied = supply(i, p)?;
         let port: Box<dyn Port + Send> = match (supplied, p.kind) {
             (Some(port), _) => port,
@@ -183,7 +188,7 @@ pub fn build_with_ports(
     Ok(Dataplane::new(
         slots,
         pool,
-        cfg.forwarding()?,
+        forwarding,
         cfg.parse,
         cfg.priority.build()?,
         Xoshiro256PlusPlus::seed_from_u64(stream_seed(cfg.run.seed, 0)),

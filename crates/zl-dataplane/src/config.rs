@@ -89,8 +89,8 @@ pub struct RunParams {
     /// Most packets received per port per poll (the per-poll work budget).
     #[serde(default = "default_budget")]
     pub work_budget: u32,
-    /// Packet buffers in the pool; default: every queue's ring plus four bursts per port,
-    /// at most [`MAX_POOL_BUFFERS`].
+    /// Packet buffers in the pool; default: the rings of every egress port's queues plus four
+    /// bursts per port, at most [`MAX_POOL_BUFFERS`].
     #[serde(default)]
     pub pool_buffers: Option<u32>,
 }
@@ -244,6 +244,16 @@ pub enum Forwarding {
     Router(RouteTable),
     /// `peer[i]`: where frames received on port i go (`None`: dropped as no route).
     Bridge(Vec<Option<u16>>),
+}
+
+impl Forwarding {
+    /// True when some packet can be sent out of port `port`.
+    pub fn is_egress(&self, port: u16) -> bool {
+        match self {
+            Forwarding::Router(table) => table.egress_ports().any(|p| p == port),
+            Forwarding::Bridge(peer) => peer.contains(&Some(port)),
+        }
+    }
 }
 
 impl RouterConfig {

@@ -124,6 +124,14 @@ impl RouteTable {
         }
     }
 
+    /// The ports routes lead to (with repeats).
+    pub fn egress_ports(&self) -> impl Iterator<Item = u16> + '_ {
+        self.v4
+            .iter()
+            .map(|(_, r)| r.nh.port)
+            .chain(self.v6.iter().map(|(_, r)| r.nh.port))
+    }
+
     pub fn len(&self) -> usize {
         self.v4.len() + self.v6.len()
     }
