@@ -4,8 +4,15 @@
 //!
 //! Layers, bottom up: `event` (binary-heap event queue of `Copy` events), packets in an
 //! arena, traffic sources ([`tcp`], [`udp`]) and the TCP receiver, the [`bottleneck`] trait
-//! with its FIFO + AQM implementation, the [`sim`] loop, and the scenarios (TOML files in
-//! `configs/netsim/`) that drive it and write CSV, plots and markdown tables.
+//! with its FIFO + `zl_aqm` implementation and [`diffserv`]'s `zl_qos::QosEngine`, passive
+//! [`probe`]s (the Zombie List's 1/P(t), RED's average), the [`sim`] loop; above it, [`config`]
+//! (one run, every value checked and named on error), [`scenario`] (sweeps, replications,
+//! parallel runs, result rows) and [`report`] (CSV, markdown, PNG/SVG plots), which the
+//! `netsim` binary drives from the TOML files in `configs/netsim/`.
+//!
+//! Contract: a run is a pure function of its [`SimSpec`] (seed included) and bottleneck: the
+//! same inputs give the same [`SimReport`] bit for bit. Nothing reads a clock or allocates per
+//! event once the queues and the packet arena have grown to the working set.
 
 #![forbid(unsafe_code)]
 
