@@ -1,6 +1,6 @@
 //! The pcap port: replay timing, and malformed files as typed errors (never a panic).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use pcap_file::pcap::{PcapPacket, PcapWriter};
@@ -15,7 +15,7 @@ fn dir(name: &str) -> PathBuf {
     d
 }
 
-fn write(path: &PathBuf, times_us: &[u64]) {
+fn write(path: &Path, times_us: &[u64]) {
     let mut w = PcapWriter::new(std::fs::File::create(path).unwrap()).unwrap();
     for (i, &t) in times_us.iter().enumerate() {
         let frame = vec![i as u8; 60];
@@ -24,7 +24,7 @@ fn write(path: &PathBuf, times_us: &[u64]) {
     }
 }
 
-fn open(d: &PathBuf, read: &str) -> Result<PcapPort, PortError> {
+fn open(d: &Path, read: &str) -> Result<PcapPort, PortError> {
     let params = PcapParams {
         read: Some(read.into()),
         write: None,
