@@ -183,10 +183,10 @@ impl Dataplane {
         for p in 0..self.slots.len() {
             let mut left = self.budget;
             while left > 0 {
-                let n = self.slots[p].port.recv(now, &mut self.pool, &mut self.rx)?;
-                if n == 0 {
-                    break;
-                }
+                let result = self.slots[p].port.recv(now, &mut self.pool, &mut self.rx);
+                // What the port delivered before an error is processed like any burst, so
+                // the counters stay balanced and no buffer is stranded in the batch.
+                let n = self.rx.len();
                 received += n;
                 left = left.saturating_sub(n);
                 let mut rx = std::mem::take(&mut self.rx);
@@ -194,6 +194,14 @@ impl Dataplane {
                     self.process(now, buf);
                 }
                 self.rx = rx;
+                if let Err(e) = result {
+                    // The error of the failed port is the one reported.
+                    let _ = self.transmit(now);
+                    return Err(e);
+                }
+                if n == 0 {
+                    break;
+                }
             }
         }
         self.transmit(now)?;

@@ -80,3 +80,51 @@ fn a_capture_cut_mid_packet_is_an_error_not_a_panic() {
     // The two whole packets before the cut were delivered.
     assert_eq!(batch.len(), 2);
 }
+
+#[test]
+fn a_truncated_capture_stops_the_run_with_balanced_counters() {
+    let d = dir("pcap-truncated-run");
+    let path = d.join("cut.pcap");
+    write(&path, &[0, 10, 20, 30]);
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..bytes.len() - 30]).unwrap();
+    let cfg = zl_dataplane::RouterConfig::from_toml(
+        r#"
+[forwarding]
+mode = "bridge"
+bridge = [["a", "b"]]
+[[ports]]
+name = "a"
+kind = "pcap"
+mac = "02:00:00:00:00:0a"
+pcap = { read = "cut.pcap" }
+[[ports]]
+name = "b"
+kind = "sink"
+mac = "02:00:00:00:00:0b"
+[qos]
+link_rate_bps = 1_000_000_000
+[[qos.classes]]
+name = "be"
+weight = 1
+"#,
+    )
+    .unwrap();
+    let mut dp = zl_dataplane::build(&cfg, &d).unwrap();
+    let err = dp
+        .run_virtual(
+            Nanos::from_secs(1),
+            Nanos::from_secs(1),
+            &std::sync::atomic::AtomicBool::new(false),
+            Nanos::from_secs(1),
+            &mut zl_dataplane::NoObserver,
+        )
+        .unwrap_err();
+    assert!(matches!(err, PortError::BadInput { .. }), "{err}");
+    let t = dp.totals();
+    let rx: u64 = dp.port_counters().iter().map(|(_, c)| c.rx_packets).sum();
+    assert_eq!(rx, 3, "three whole packets before the cut");
+    assert_eq!(t.received, rx);
+    assert_eq!(t.received, t.forwarded + t.dropped() + dp.queued());
+    assert_eq!(dp.buffers_in_use(), 0);
+}
