@@ -67,10 +67,31 @@ enum Command {
 }
 
 /// Opens the ports the data plane leaves to the binary: AF_XDP sockets.
+///
+/// The `[ports.af_xdp]` table may carry `delay = { delay_ms = 10, capacity = 4096 }`
+/// (`zl_delay::DelayParams`): the port is then wrapped in a `zl_delay::DelayedPort`, so every
+/// frame it receives reaches the data plane that much later (a longer link in front of the
+/// port). decided: the key lives in the backend table, taken out before the backend reads it.
+/// The line holds pool buffers: size `run.pool_buffers` for its capacity.
 fn open_port(i: usize, p: &PortParams) -> Result<Option<BoxedPort>, BuildError> {
     match p.kind {
         PortKind::AfXdp => {
-            let table = p.af_xdp.clone().unwrap_or_default();
+            let mut table = p.af_xdp.clone().unwrap_or_default();
+            let delay = match table.remove("delay") {
+                None => None,
+                Some(v) => {
+                    let params: zl_delay::DelayParams =
+                        v.try_into().map_err(|e| BuildError::External {
+                            port: p.name.clone(),
+                            detail: format!("`ports[{i}].af_xdp.delay`: {e}"),
+                        })?;
+                    let line = params.to_config().map_err(|e| BuildError::External {
+                        port: p.name.clone(),
+                        detail: format!("`ports[{i}].af_xdp.delay`: {e}"),
+                    })?;
+                    Some(line)
+                }
+            };
             let cfg: zl_afxdp::AfXdpConfig =
                 toml::Value::Table(table)
                     .try_into()
@@ -84,7 +105,18 @@ fn open_port(i: usize, p: &PortParams) -> Result<Option<BoxedPort>, BuildError> 
                     detail: e.to_string(),
                 }
             })?;
-            Ok(Some(Box::new(port)))
+            match delay {
+                None => Ok(Some(Box::new(port))),
+                Some(line) => {
+                    let delayed = zl_delay::DelayedPort::new(port, line).map_err(|e| {
+                        BuildError::External {
+                            port: p.name.clone(),
+                            detail: format!("`ports[{i}].af_xdp.delay`: {e}"),
+                        }
+                    })?;
+                    Ok(Some(Box::new(delayed)))
+                }
+            }
         }
         _ => Ok(None),
     }
