@@ -364,7 +364,14 @@ impl Dataplane {
                     break;
                 }
                 let full = self.tx.is_full();
-                slot.port.send(now, &mut self.tx, &mut self.pool)?;
+                if let Err(e) = slot.port.send(now, &mut self.tx, &mut self.pool) {
+                    // A failing port may leave packets in the batch; their buffers go back
+                    // (they were counted as forwarded, the port counts its own errors).
+                    for b in self.tx.drain() {
+                        self.pool.free(b);
+                    }
+                    return Err(e);
+                }
                 if !full {
                     break;
                 }
