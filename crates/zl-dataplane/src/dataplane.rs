@@ -410,6 +410,17 @@ impl Dataplane {
         period: Nanos,
         observer: &mut dyn Observer,
     ) -> Result<StopReason, PortError> {
+        // A live port never becomes "not ready": virtual time could not advance past it.
+        if let Some(s) = self
+            .slots
+            .iter()
+            .find(|s| s.port.readiness() == Readiness::Live)
+        {
+            return Err(PortError::BadInput {
+                port: s.port.name().to_owned(),
+                detail: "a live port cannot run in virtual time; use run_live".into(),
+            });
+        }
         let deadline = end + drain;
         let mut now = Nanos::ZERO;
         let mut next_report = period;

@@ -213,3 +213,18 @@ fn an_interface_that_goes_away_ends_the_run_with_an_error_and_balanced_counters(
     assert!(balanced(&dp));
     assert_eq!(dp.queued(), 0);
 }
+
+#[test]
+fn a_live_port_is_refused_in_virtual_time() {
+    let mut dp = dataplane(10);
+    let err = dp
+        .run_virtual(
+            Nanos::from_secs(1),
+            Nanos::ZERO,
+            &AtomicBool::new(false),
+            Nanos::from_secs(1),
+            &mut NoObserver,
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("use run_live"), "{err}");
+}
