@@ -44,10 +44,9 @@ enum Command {
         /// Override `run.seed`.
         #[arg(long)]
         seed: Option<u64>,
-        /// Serve Prometheus metrics at http://ADDR/metrics (`--metrics=ADDR`; overrides
-        /// `metrics.listen`).
-        /// Alone: 127.0.0.1:9464; a bare port number binds 127.0.0.1.
-        #[arg(long, value_name = "ADDR", num_args = 0..=1, require_equals = true, default_missing_value = "127.0.0.1:9464")]
+        /// Serve Prometheus metrics at http://ADDR/metrics, e.g. 127.0.0.1:9464 (overrides
+        /// `metrics.listen`); a bare port number binds 127.0.0.1.
+        #[arg(long, value_name = "ADDR")]
         metrics: Option<String>,
         /// No progress line.
         #[arg(long, short)]
