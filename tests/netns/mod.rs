@@ -1,0 +1,601 @@
+//! Real traffic through the `zlrouter` binary (Linux, root): a lab of network namespaces
+//!
+//! ```text
+//!   zlr-<tag>-snd0 g0 10.9.1.2 --- r0 |                 |
+//!   zlr-<tag>-snd1 g0 10.9.2.2 --- r1 | zlr-<tag>-rtr   | rx --- s0 10.9.100.2 zlr-<tag>-rcv
+//!   ...                               | (zlrouter, AF_XDP on every r*, kernel forwarding off)
+//! ```
+//!
+//! Every namespace is a [`Netns`] (unique `zlr-` name with the pid, deleted on drop), the router
+//! process is killed and reaped on drop, and only that PID is ever signalled. The end hosts use
+//! static neighbours for the router's MACs (the router answers no ARP) and have checksum and
+//! segmentation offloads off, so every frame on the wire is a complete, checksummed frame no
+//! larger than the MTU (generic XDP hands AF_XDP the frame as it is). The test's own TCP and
+//! UDP endpoints are threads that joined a namespace (`setns`), so no external tool is needed.
+
+#![allow(dead_code)]
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+pub use zl_afxdp::netns::{is_root, Netns};
+
+/// Prints the visible skip message.
+pub fn skip(test: &str, why: &str) {
+    let _ = writeln!(io::stderr(), "SKIPPED {test}: {why}");
+}
+
+/// The receiver's address.
+pub const RECEIVER_IP: &str = "10.9.100.2";
+
+/// One sender namespace.
+#[derive(Clone, Copy, Debug)]
+pub struct SenderSpec {
+    /// `net.ipv4.tcp_ecn` in the namespace (1: request ECN; 0: never).
+    pub ecn: bool,
+    /// One-way delay the router's delay line adds to what this sender sends (0: none).
+    pub delay_ms: f64,
+}
+
+impl SenderSpec {
+    pub const PLAIN: SenderSpec = SenderSpec {
+        ecn: false,
+        delay_ms: 0.0,
+    };
+}
+
+fn sender_mac(i: usize) -> String {
+    format!("02:00:00:09:{:02x}:02", i + 1)
+}
+fn router_mac(i: usize) -> String {
+    format!("02:00:00:09:{:02x}:01", i + 1)
+}
+const RX_MAC: &str = "02:00:00:09:64:01";
+const RCV_MAC: &str = "02:00:00:09:64:02";
+
+/// The sender `i`'s address.
+pub fn sender_ip(i: usize) -> String {
+    format!("10.9.{}.2", i + 1)
+}
+
+/// A running `zlrouter`, killed and reaped on drop.
+pub struct Router {
+    child: Option<Child>,
+    lines: Receiver<String>,
+}
+
+impl Router {
+    /// The process id (only this one is ever signalled).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
+    /// SIGINT, then the exit status and the stdout (final table) once it exits.
+    pub fn stop(mut self) -> (std::process::ExitStatus, String) {
+        let child = self.child.take().expect("router running");
+        signal(child.id(), libc::SIGINT);
+        self.collect(child)
+    }
+
+    /// Waits (bounded: 20 s, then SIGKILL) for the router to exit by itself.
+    pub fn wait_exit(mut self) -> (std::process::ExitStatus, String) {
+        let mut child = self.child.take().expect("router running");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.collect(child)
+    }
+
+    fn collect(&mut self, mut child: Child) -> (std::process::ExitStatus, String) {
+        let mut out = String::new();
+        if let Some(mut s) = child.stdout.take() {
+            let _ = s.read_to_string(&mut out);
+        }
+        let status = child.wait().expect("wait for zlrouter");
+        // Whatever the router wrote on stderr after its progress lines (the error, if any).
+        let mut err = String::new();
+        while let Ok(l) = self.lines.recv_timeout(Duration::from_millis(200)) {
+            err.push_str(&l);
+            err.push('\n');
+        }
+        (status, format!("{out}\n--- stderr ---\n{err}"))
+    }
+}
+
+impl Drop for Router {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn signal(pid: u32, sig: libc::c_int) {
+    // SAFETY: kill(2) on the PID of a child this process started and has not yet reaped, so
+    // the PID cannot have been reused.
+    unsafe {
+        libc::kill(pid as libc::pid_t, sig);
+    }
+}
+
+/// The namespaces of one test; the router (if started) is dropped first.
+pub struct Lab {
+    pub router: Option<Router>,
+    pub rtr: Netns,
+    pub senders: Vec<Netns>,
+    pub rcv: Netns,
+    pub specs: Vec<SenderSpec>,
+    pub dir: PathBuf,
+}
+
+fn setup_host(
+    ns: &Netns,
+    dev: &str,
+    mac: &str,
+    addr: &str,
+    gw: &str,
+    gw_mac: &str,
+) -> io::Result<()> {
+    ns.exec(&[
+        "sysctl",
+        "-qw",
+        &format!("net.ipv6.conf.{dev}.disable_ipv6=1"),
+    ])?;
+    ns.ip(&["link", "set", dev, "address", mac])?;
+    ns.ip(&["addr", "add", &format!("{addr}/24"), "dev", dev])?;
+    offloads_off(ns, dev)?;
+    ns.ip(&["link", "set", dev, "up"])?;
+    ns.ip(&[
+        "neigh",
+        "replace",
+        gw,
+        "lladdr",
+        gw_mac,
+        "dev",
+        dev,
+        "nud",
+        "permanent",
+    ])?;
+    ns.ip(&["route", "add", "default", "via", gw])?;
+    Ok(())
+}
+
+fn offloads_off(ns: &Netns, dev: &str) -> io::Result<()> {
+    ns.exec(&[
+        "ethtool", "-K", dev, "tx", "off", "rx", "off", "tso", "off", "gso", "off", "gro", "off",
+    ])
+    .map(|_| ())
+}
+
+impl Lab {
+    /// Builds the namespaces and links; `Err` means the machine cannot (the caller skips).
+    pub fn new(tag: &str, specs: &[SenderSpec]) -> io::Result<Lab> {
+        let rtr = Netns::create(&format!("{tag}-rtr"))?;
+        let rcv = Netns::create(&format!("{tag}-rcv"))?;
+        let mut senders = Vec::new();
+        for (i, spec) in specs.iter().enumerate() {
+            let ns = Netns::create(&format!("{tag}-snd{i}"))?;
+            ns.exec(&[
+                "sysctl",
+                "-qw",
+                &format!("net.ipv4.tcp_ecn={}", u8::from(spec.ecn)),
+            ])?;
+            let r = format!("r{i}");
+            rtr.ip(&[
+                "link",
+                "add",
+                &r,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                "g0",
+                "netns",
+                ns.name(),
+            ])?;
+            rtr.exec(&[
+                "sysctl",
+                "-qw",
+                &format!("net.ipv6.conf.{r}.disable_ipv6=1"),
+            ])?;
+            rtr.ip(&["link", "set", &r, "address", &router_mac(i)])?;
+            offloads_off(&rtr, &r)?;
+            rtr.ip(&["link", "set", &r, "up"])?;
+            let gw = format!("10.9.{}.1", i + 1);
+            setup_host(
+                &ns,
+                "g0",
+                &sender_mac(i),
+                &sender_ip(i),
+                &gw,
+                &router_mac(i),
+            )?;
+            senders.push(ns);
+        }
+        rtr.ip(&[
+            "link",
+            "add",
+            "rx",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "s0",
+            "netns",
+            rcv.name(),
+        ])?;
+        rtr.exec(&["sysctl", "-qw", "net.ipv6.conf.rx.disable_ipv6=1"])?;
+        rtr.exec(&["sysctl", "-qw", "net.ipv4.ip_forward=0"])?;
+        rtr.ip(&["link", "set", "rx", "address", RX_MAC])?;
+        offloads_off(&rtr, "rx")?;
+        rtr.ip(&["link", "set", "rx", "up"])?;
+        setup_host(&rcv, "s0", RCV_MAC, RECEIVER_IP, "10.9.100.1", RX_MAC)?;
+        let dir = std::env::temp_dir().join(format!("{}-{}", rtr.name(), "cfg"));
+        std::fs::create_dir_all(&dir)?;
+        Ok(Lab {
+            router: None,
+            rtr,
+            senders,
+            rcv,
+            specs: specs.to_vec(),
+            dir,
+        })
+    }
+
+    /// The router's config: the AF_XDP ports `r<i>` (each with its sender's delay line and a
+    /// fast tail-drop egress for the ACKs) and `rx`, whose egress gets `bottleneck_qos` (a
+    /// top-level `[qos]` table with its classes), plus `extra` (more top-level tables).
+    pub fn router_config(&self, bottleneck_qos: &str, extra: &str) -> String {
+        let mut c = String::from("[run]\npool_buffers = 65536\n\n");
+        c.push_str(extra);
+        c.push('\n');
+        for (i, spec) in self.specs.iter().enumerate() {
+            let delay = if spec.delay_ms > 0.0 {
+                format!(
+                    ", delay = {{ delay_ms = {}, capacity = 8192 }}",
+                    spec.delay_ms
+                )
+            } else {
+                String::new()
+            };
+            c.push_str(&format!(
+                "[[ports]]\nname = \"r{i}\"\nkind = \"af-xdp\"\nmac = \"{}\"\n\
+                 af_xdp = {{ ifname = \"r{i}\"{delay} }}\n\
+                 qos = {{ link_rate_bps = 1_000_000_000, classes = [{{ name = \"be\", weight = 1, max_packets = 1000 }}] }}\n\n",
+                router_mac(i)
+            ));
+            c.push_str(&format!(
+                "[[routes]]\nprefix = \"10.9.{}.0/24\"\nport = \"r{i}\"\nnext_hop_mac = \"{}\"\n\n",
+                i + 1,
+                sender_mac(i)
+            ));
+        }
+        c.push_str(&format!(
+            "[[ports]]\nname = \"rx\"\nkind = \"af-xdp\"\nmac = \"{RX_MAC}\"\naf_xdp = {{ ifname = \"rx\" }}\n\n\
+             [[routes]]\nprefix = \"10.9.100.0/24\"\nport = \"rx\"\nnext_hop_mac = \"{RCV_MAC}\"\n\n"
+        ));
+        c.push_str(bottleneck_qos);
+        c
+    }
+
+    /// Starts `zlrouter run` in the router namespace on `config`; waits (bounded) for its
+    /// first progress line. `Err` carries what it printed.
+    pub fn start_router(&mut self, config: &str) -> Result<(), String> {
+        let path = self.dir.join("router.toml");
+        std::fs::write(&path, config).map_err(|e| e.to_string())?;
+        let mut child = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                self.rtr.name(),
+                env!("CARGO_BIN_EXE_zlrouter"),
+                "run",
+            ])
+            .arg(&path)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| e.to_string())?;
+        let lines = lines_of(&mut child);
+        let router = Router {
+            child: Some(child),
+            lines,
+        };
+        let mut seen = Vec::new();
+        loop {
+            match router.lines.recv_timeout(Duration::from_secs(20)) {
+                Ok(l) if l.contains(" fwd ") => break,
+                Ok(l) => seen.push(l),
+                Err(_) => {
+                    let (status, out) = router.stop();
+                    return Err(format!("{status:?} {} {out}", seen.join(" | ")));
+                }
+            }
+        }
+        self.router = Some(router);
+        Ok(())
+    }
+
+    /// Stops the router (SIGINT) and returns its exit status and output.
+    pub fn stop_router(&mut self) -> (std::process::ExitStatus, String) {
+        self.router.take().expect("router started").stop()
+    }
+
+    /// The receiver interface's frame byte and packet counters.
+    pub fn receiver_rx(&self) -> (u64, u64) {
+        (
+            self.rcv.link_stat("s0", "rx_bytes").unwrap_or(0),
+            self.rcv.link_stat("s0", "rx_packets").unwrap_or(0),
+        )
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        self.router.take();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Forwards every progress / log line of `child`'s stderr (split on CR and LF).
+fn lines_of(child: &mut Child) -> Receiver<String> {
+    let mut stderr = child.stderr.take().expect("piped stderr");
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        let mut line = Vec::new();
+        let mut byte = [0u8; 1];
+        while let Ok(1) = stderr.read(&mut byte) {
+            if byte[0] == b'\r' || byte[0] == b'\n' {
+                if !line.is_empty()
+                    && tx
+                        .send(String::from_utf8_lossy(&line).into_owned())
+                        .is_err()
+                {
+                    return;
+                }
+                line.clear();
+            } else {
+                line.push(byte[0]);
+            }
+        }
+        let _ = tx.send(String::from_utf8_lossy(&line).into_owned());
+    });
+    rx
+}
+
+/// Runs `f` on a new thread that has joined namespace `ns` (not joined here).
+pub fn spawn_in<R: Send + 'static>(
+    ns: &Netns,
+    f: impl FnOnce() -> R + Send + 'static,
+) -> JoinHandle<io::Result<R>> {
+    let path = format!("/var/run/netns/{}", ns.name());
+    std::thread::spawn(move || -> io::Result<R> {
+        let file = std::fs::File::open(&path)?;
+        // SAFETY: `file` is an open netns file; setns moves only this (new) thread into it.
+        let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(f())
+    })
+}
+
+/// The head of the kernel's `struct tcp_info` (include/uapi/linux/tcp.h) up to
+/// `tcpi_delivered_ce`, in the kernel's field order.
+#[repr(C)]
+#[derive(Default)]
+struct TcpInfoHead {
+    state: u8,
+    ca_state: u8,
+    retransmits: u8,
+    probes: u8,
+    backoff: u8,
+    options: u8,
+    wscale: u8,
+    flags: u8,
+    u32s: [u32; 24],
+    pacing_rate: u64,
+    max_pacing_rate: u64,
+    bytes_acked: u64,
+    bytes_received: u64,
+    segs_out: u32,
+    segs_in: u32,
+    notsent_bytes: u32,
+    min_rtt: u32,
+    data_segs_in: u32,
+    data_segs_out: u32,
+    delivery_rate: u64,
+    busy_time: u64,
+    rwnd_limited: u64,
+    sndbuf_limited: u64,
+    delivered: u32,
+    delivered_ce: u32,
+}
+
+/// `TCPI_OPT_ECN`: ECN was negotiated.
+const TCPI_OPT_ECN: u8 = 8;
+
+/// What a sending socket's `TCP_INFO` says at the end of a flow.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TcpSummary {
+    /// Payload bytes the peer acknowledged.
+    pub bytes_acked: u64,
+    /// Segments retransmitted over the connection's life (losses, here AQM / tail drops).
+    pub total_retrans: u32,
+    /// Segments delivered with a CE echo (ECE).
+    pub delivered_ce: u32,
+    /// ECN negotiated on the connection.
+    pub ecn: bool,
+    /// Smoothed RTT, µs.
+    pub srtt_us: u32,
+}
+
+fn tcp_summary(s: &TcpStream) -> TcpSummary {
+    let mut info = TcpInfoHead::default();
+    let mut len = std::mem::size_of::<TcpInfoHead>() as libc::socklen_t;
+    // SAFETY: `info` is a writable buffer of `len` bytes; the kernel writes at most `len`.
+    let r = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut TcpInfoHead).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return TcpSummary::default();
+    }
+    TcpSummary {
+        bytes_acked: info.bytes_acked,
+        total_retrans: info.u32s[23],
+        delivered_ce: info.delivered_ce,
+        ecn: info.options & TCPI_OPT_ECN != 0,
+        srtt_us: info.u32s[15],
+    }
+}
+
+fn set_congestion(s: &TcpStream, cc: &str) -> io::Result<()> {
+    // SAFETY: the name buffer is valid for its length; the kernel copies it.
+    let r = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            cc.as_ptr().cast(),
+            cc.len() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// A TCP sink in the receiver namespace: accepts `flows` connections on `port` and counts
+/// what each delivers (bytes per connection, in accept order).
+pub fn tcp_sink(lab: &Lab, port: u16, flows: usize) -> JoinHandle<io::Result<Vec<u64>>> {
+    let (ready_tx, ready_rx) = channel();
+    let h = spawn_in(&lab.rcv, move || -> Vec<u64> {
+        let l = TcpListener::bind((RECEIVER_IP, port)).expect("bind the sink");
+        let _ = ready_tx.send(());
+        let mut handles = Vec::new();
+        for _ in 0..flows {
+            let (mut s, _) = l.accept().expect("accept");
+            handles.push(std::thread::spawn(move || {
+                let mut buf = vec![0u8; 65536];
+                let mut n = 0u64;
+                loop {
+                    match s.read(&mut buf) {
+                        Ok(0) | Err(_) => return n,
+                        Ok(k) => n += k as u64,
+                    }
+                }
+            }));
+        }
+        handles.into_iter().map(|h| h.join().unwrap_or(0)).collect()
+    });
+    let _ = ready_rx.recv_timeout(Duration::from_secs(5));
+    h
+}
+
+/// A bulk TCP flow from sender `i` to the sink on `port` under congestion control `cc`, for
+/// `secs` of wall time; the socket's summary at the end.
+pub fn tcp_flow(
+    lab: &Lab,
+    i: usize,
+    port: u16,
+    cc: &'static str,
+    secs: f64,
+) -> JoinHandle<io::Result<TcpSummary>> {
+    spawn_in(&lab.senders[i], move || -> TcpSummary {
+        let dst: SocketAddr = format!("{RECEIVER_IP}:{port}").parse().expect("addr");
+        let mut s = TcpStream::connect_timeout(&dst, Duration::from_secs(5)).expect("connect");
+        set_congestion(&s, cc).expect("TCP_CONGESTION");
+        s.set_write_timeout(Some(Duration::from_millis(200))).ok();
+        let chunk = vec![0x5au8; 16384];
+        let end = Instant::now() + Duration::from_secs_f64(secs);
+        while Instant::now() < end {
+            match s.write(&chunk) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::TimedOut => {}
+                Err(e) => panic!("write: {e}"),
+            }
+        }
+        let summary = tcp_summary(&s);
+        let _ = s.shutdown(Shutdown::Both);
+        summary
+    })
+}
+
+/// The congestion control a flow actually runs (the kernel may lack a module).
+pub fn congestion_available(cc: &str) -> bool {
+    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+        .is_ok_and(|s| s.split_whitespace().any(|c| c == cc))
+}
+
+/// UDP echo between sender 0 and the receiver: `n` datagrams out, each echoed back; the
+/// count that made the round trip.
+pub fn udp_echo(lab: &Lab, port: u16, n: usize) -> io::Result<usize> {
+    let (ready_tx, ready_rx) = channel();
+    let server = spawn_in(&lab.rcv, move || {
+        let s = UdpSocket::bind((RECEIVER_IP, port)).expect("bind");
+        s.set_read_timeout(Some(Duration::from_secs(2))).ok();
+        let _ = ready_tx.send(());
+        let mut buf = [0u8; 2048];
+        while let Ok((k, from)) = s.recv_from(&mut buf) {
+            let _ = s.send_to(&buf[..k], from);
+        }
+    });
+    let _ = ready_rx.recv_timeout(Duration::from_secs(5));
+    let client = spawn_in(&lab.senders[0], move || -> usize {
+        let s = UdpSocket::bind(("0.0.0.0", 0)).expect("bind");
+        s.set_read_timeout(Some(Duration::from_millis(500))).ok();
+        let mut back = 0;
+        let mut buf = [0u8; 2048];
+        for k in 0..n {
+            let msg = (k as u32).to_be_bytes();
+            let _ = s.send_to(&msg, (RECEIVER_IP, port));
+            if let Ok((len, _)) = s.recv_from(&mut buf) {
+                if len == 4 && buf[..4] == msg {
+                    back += 1;
+                }
+            }
+        }
+        back
+    });
+    let back = client.join().expect("client thread")?;
+    let _ = server.join();
+    Ok(back)
+}
+
+/// Jain's fairness index of `x`: (sum x)^2 / (n sum x^2), 1 when all equal, 1/n at worst.
+pub fn jain(x: &[f64]) -> f64 {
+    let s: f64 = x.iter().sum();
+    let s2: f64 = x.iter().map(|v| v * v).sum();
+    if s2 == 0.0 {
+        return 0.0;
+    }
+    s * s / (x.len() as f64 * s2)
+}
+
+/// A number after `key` in the line of `table` starting with `line_start`.
+pub fn table_value(table: &str, line_start: &str, key: &str) -> Option<u64> {
+    let line = table
+        .lines()
+        .find(|l| l.trim_start().starts_with(line_start))?;
+    let at = line.find(key)? + key.len();
+    line[at..].split_whitespace().next()?.parse().ok()
+}
