@@ -60,3 +60,116 @@ fn udp_and_tcp_flow_both_ways() {
     let fwd = table_value(&out, "received", "forwarded").unwrap();
     assert!(fwd > 400, "{out}");
 }
+
+/// Two cubic flows through RED with ECN marking at 4 Mbit/s, one from a namespace with
+/// `net.ipv4.tcp_ecn=1`, one with `tcp_ecn=0`.
+#[test]
+fn ecn_flows_are_marked_others_dropped_and_goodput_is_the_shaper_rate() {
+    const RATE: u64 = 4_000_000;
+    let qos = bottleneck(
+        RATE,
+        100,
+        "{ kind = \"red\", min_th = 5.0, max_th = 15.0, max_p = 0.1, w_q = 0.002, ecn = true }",
+    );
+    let specs = [
+        SenderSpec {
+            ecn: true,
+            delay_ms: 0.0,
+        },
+        SenderSpec::PLAIN,
+    ];
+    let Some(mut lab) = lab_or_skip("ecn", &specs, &qos) else {
+        return;
+    };
+    let sink = tcp_sink(&lab, 7010, 2);
+    let flows = [
+        tcp_flow(&lab, 0, 7010, "cubic", 7.0),
+        tcp_flow(&lab, 1, 7010, "cubic", 7.0),
+    ];
+    // Goodput over seconds 2..6, past slow start, while both flows run.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let (b0, _) = lab.receiver_rx();
+    let t0 = std::time::Instant::now();
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    let (b1, _) = lab.receiver_rx();
+    let secs = t0.elapsed().as_secs_f64();
+    let goodput = (b1 - b0) as f64 * 8.0 / secs;
+    let [f0, f1] = flows.map(|f| f.join().unwrap().expect("flow"));
+    let _ = sink.join();
+    let (status, out) = lab.stop_router();
+    eprintln!("ecn {f0:?}\nplain {f1:?}\ngoodput {goodput:.0} bit/s\n{out}");
+    assert!(status.success(), "{status:?}\n{out}");
+    // The ECN flow negotiated ECN and saw CE echoes; the other never did and lost segments.
+    assert!(f0.ecn && f0.delivered_ce > 0, "ECN flow: {f0:?}");
+    assert!(!f1.ecn && f1.delivered_ce == 0, "non-ECN flow: {f1:?}");
+    assert!(f1.total_retrans > 0, "non-ECN flow lost nothing: {f1:?}");
+    // Early drops hit only the non-ECN flow, so the marked flow retransmits less.
+    assert!(f0.total_retrans < f1.total_retrans, "{f0:?} vs {f1:?}");
+    // The router marked and dropped early (the bottleneck's RED, `port rx` class `be`).
+    let marked = table_value(&out, "received", "marked").unwrap();
+    let early = table_value(&out, "received", "early").unwrap();
+    assert!(
+        marked > 0 && early > 0,
+        "marked {marked} early {early}\n{out}"
+    );
+    // The marked flow keeps its throughput: at least a third of what both delivered.
+    let share = f0.bytes_acked as f64 / (f0.bytes_acked + f1.bytes_acked) as f64;
+    assert!(share > 1.0 / 3.0, "ECN flow share {share:.3}");
+    // The link stays full: frame bytes at the receiver within 5 % of the shaper rate.
+    let err = (goodput - RATE as f64).abs() / RATE as f64;
+    assert!(err < 0.05, "goodput {goodput:.0} bit/s vs {RATE}");
+}
+
+/// Per-flow bytes of `per_sender` Reno flows from each sender (sender `i` behind its own
+/// delay line of `delays[i]` ms) over `secs`, through `aqm` at 8 Mbit/s with 100 packets.
+fn rtt_run(
+    test: &str,
+    aqm: &str,
+    delays: &[f64],
+    per_sender: usize,
+    secs: f64,
+) -> Option<Vec<f64>> {
+    let qos = bottleneck(8_000_000, 100, aqm);
+    let specs: Vec<SenderSpec> = delays
+        .iter()
+        .map(|&d| SenderSpec {
+            ecn: false,
+            delay_ms: d,
+        })
+        .collect();
+    let mut lab = lab_or_skip(test, &specs, &qos)?;
+    let sink = tcp_sink(&lab, 7020, delays.len() * per_sender);
+    let flows: Vec<_> = (0..delays.len() * per_sender)
+        .map(|k| tcp_flow(&lab, k % delays.len(), 7020, "reno", secs))
+        .collect();
+    let sums: Vec<TcpSummary> = flows
+        .into_iter()
+        .map(|f| f.join().unwrap().expect("flow"))
+        .collect();
+    let _ = sink.join();
+    let (status, out) = lab.stop_router();
+    assert!(status.success(), "{status:?}\n{out}");
+    eprintln!("{aqm}: {sums:?}\n{out}");
+    Some(sums.iter().map(|s| s.bytes_acked as f64).collect())
+}
+
+#[test]
+fn rtt_fairness_zl_red_over_tail_drop() {
+    let delays = [10.0, 40.0];
+    let n = 8;
+    let Some(td) = rtt_run("rtt-td", "{ kind = \"tail-drop\" }", &delays, n, 15.0) else {
+        return;
+    };
+    let Some(zl) = rtt_run(
+        "rtt-zl",
+        "{ kind = \"zl-red\", th_min = 5, p_max = 0.15, a = 10, zombie = { m = 1000, p_swap = 0.25 } }",
+        &delays,
+        n,
+        15.0,
+    ) else {
+        return;
+    };
+    let (jt, jz) = (jain(&td), jain(&zl));
+    eprintln!("tail drop {td:?} J = {jt:.3}; zl-red {zl:?} J = {jz:.3}");
+    assert!(jz > jt, "Jain under ZL-RED {jz:.3} <= tail drop {jt:.3}");
+}

@@ -21,6 +21,7 @@ use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver};
+use std::sync::{Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -137,7 +138,12 @@ pub struct Lab {
     pub rcv: Netns,
     pub specs: Vec<SenderSpec>,
     pub dir: PathBuf,
+    /// One lab at a time per test binary: each router busy-polls a core, and two at once on a
+    /// small machine would measure the machine, not the router. Dropped last.
+    _one_at_a_time: MutexGuard<'static, ()>,
 }
+
+static ONE_LAB: Mutex<()> = Mutex::new(());
 
 fn setup_host(
     ns: &Netns,
@@ -181,6 +187,9 @@ fn offloads_off(ns: &Netns, dev: &str) -> io::Result<()> {
 impl Lab {
     /// Builds the namespaces and links; `Err` means the machine cannot (the caller skips).
     pub fn new(tag: &str, specs: &[SenderSpec]) -> io::Result<Lab> {
+        let guard = ONE_LAB
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let rtr = Netns::create(&format!("{tag}-rtr"))?;
         let rcv = Netns::create(&format!("{tag}-rcv"))?;
         let mut senders = Vec::new();
@@ -250,6 +259,7 @@ impl Lab {
             rcv,
             specs: specs.to_vec(),
             dir,
+            _one_at_a_time: guard,
         })
     }
 
