@@ -11,7 +11,7 @@ use zl_qos::QosEngine;
 use crate::config::{
     invalid, parse_mac, ConfigError, PortKind, PortParams, RouterConfig, MAX_POOL_BUFFERS,
 };
-use crate::dataplane::{Dataplane, PortSlot, QLEN_BUCKETS};
+use crate::dataplane::{Dataplane, PortSlot, QueueLengthHistogram};
 use crate::port::{GeneratorPort, GeneratorSetup, PcapPort, SinkPort};
 use crate::stats::GroupStats;
 
@@ -175,7 +175,7 @@ pub fn build_with_ports(
             mac,
             qos,
             held_until: None,
-            qlen_hist: vec![[0; QLEN_BUCKETS]; classes],
+            qlen_hist: vec![QueueLengthHistogram::default(); classes],
             zombie,
         });
     }

@@ -35,7 +35,7 @@ pub struct PortSlot {
     pub held_until: Option<Nanos>,
     /// Queue-length samples per class (every [`QLEN_SAMPLE_EVERY`] polls), log2 buckets
     /// (`[0] = empty, [k] = 2^(k-1)..2^k - 1`).
-    pub qlen_hist: Vec<[u64; QLEN_BUCKETS]>,
+    pub qlen_hist: Vec<QueueLengthHistogram>,
     /// The port's own Zombie List when its active flows are estimated (`metrics.flow_estimate`
     /// or a `sqrt-n-live` buffer rule). decided: a list separate from any ZL-RED / SRED
     /// policy's, which the QoS engine keeps internal; it observes every packet offered to the
@@ -52,6 +52,26 @@ impl PortSlot {
 
 /// Buckets of the queue-length histogram: 0, 1, 2-3, 4-7, ..., >= 2^14.
 pub const QLEN_BUCKETS: usize = 16;
+
+/// Samples of a queue's length in packets, log2 buckets, with their sum (for the mean).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueLengthHistogram {
+    /// `[0]` = empty, `[k]` = `2^(k-1) ..= 2^k - 1`, the last bucket open-ended.
+    pub buckets: [u64; QLEN_BUCKETS],
+    pub sum: u64,
+}
+
+impl QueueLengthHistogram {
+    #[inline]
+    pub fn record(&mut self, len: u32) {
+        let bucket = (u32::BITS - len.leading_zeros()) as usize;
+        self.buckets[bucket.min(QLEN_BUCKETS - 1)] += 1;
+        self.sum += len as u64;
+    }
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().sum()
+    }
+}
 
 /// Queue lengths are sampled every this many polls: reading a class's length copies its
 /// statistics block (about 1 KB), which showed in the pipeline benchmark when done per poll.
@@ -325,13 +345,11 @@ impl Dataplane {
                 // Not a sampling poll.
             } else if slot.qos.is_empty() {
                 for h in &mut slot.qlen_hist {
-                    h[0] += 1;
+                    h.record(0);
                 }
             } else {
                 for (c, h) in slot.qlen_hist.iter_mut().enumerate() {
-                    let len = slot.qos.class_stats(c).map_or(0, |s| s.len_packets);
-                    let bucket = (u32::BITS - len.leading_zeros()) as usize;
-                    h[bucket.min(QLEN_BUCKETS - 1)] += 1;
+                    h.record(slot.qos.class_stats(c).map_or(0, |s| s.len_packets));
                 }
             }
             loop {

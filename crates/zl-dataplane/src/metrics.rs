@@ -307,13 +307,12 @@ fn walk(dp: &Dataplane, now: Nanos, v: &mut dyn Visit) {
     for s in dp.slots() {
         for (ci, class) in s.qos.class_names().iter().enumerate() {
             let h = &s.qlen_hist[ci];
-            let count = h.iter().sum();
             v.hist(
                 &|| vec![("port", s.port.name().to_owned()), ("class", class.clone())],
                 &qlen_bounds,
-                h,
-                0.0,
-                count,
+                &h.buckets,
+                h.sum as f64,
+                h.count(),
             );
         }
     }
