@@ -199,6 +199,17 @@ fn invalid_configs_are_rejected_with_the_key_value_and_expectation() {
             replace("[qos]", "[parse]\ncc_ext_next_header = 6\n[qos]"),
             vec!["parse.cc_ext_next_header", "6"],
         ),
+        (
+            replace(
+                "[qos]",
+                "[priority]\nsource = \"dscp-table\"\ntable = [{ dscp = \"ef\", priority = 16 }]\n[qos]",
+            ),
+            vec!["priority.table[0].priority", "16", "0..=15"],
+        ),
+        (
+            replace("kind = \"sink\"", "kind = \"af-xdp\""),
+            vec!["ports[1].af_xdp", "[ports.af_xdp]", "ifname"],
+        ),
     ];
     for (text, needles) in checks {
         let msg = error_of(&text);
