@@ -276,10 +276,15 @@ impl GeneratorPort {
                 )
             })?;
             let ms = |v: f64, f: &str| {
-                if v.is_finite() && v > 0.0 && v <= MAX_PERIOD_MS {
+                // At least 1 µs, so an on + off period is never zero nanoseconds.
+                if v.is_finite() && (0.001..=MAX_PERIOD_MS).contains(&v) {
                     Ok(Nanos::from_secs_f64(v * 1e-3))
                 } else {
-                    Err(invalid(key(f), v, "0 < ms <= 3600000 (one hour)"))
+                    Err(invalid(
+                        key(f),
+                        v,
+                        "0.001 <= ms <= 3600000 (1 µs to one hour)",
+                    ))
                 }
             };
             let on = ms(g.on_ms, "on_ms")?;
