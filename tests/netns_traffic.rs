@@ -158,7 +158,7 @@ fn rtt_run(
 /// The short-RTT group's edge (Reno's 1/RTT bias) is small here (short/long 1.07..1.8) since
 /// the 45 ms queue adds to both RTTs. The paper's claim, ZL-RED fairer than tail drop, does NOT hold run after run here (per-flow
 /// Jain 0.89..0.98 under ZL-RED against 0.93..0.97 under tail drop over five runs, ZL-RED
-/// ahead in two; see
+/// ahead in three; see
 /// docs/real-traffic.md): with 16 flows SRED's (1/(256 P))^2 factor leaves early drops rare, so
 /// the flow-aware part acts on few drops. What is asserted is what holds every run.
 #[test]
