@@ -185,8 +185,8 @@ impl ZombieList {
     /// were observed (`min(flows.len(), out.len())`).
     ///
     /// Each arrival updates the list and reads F and T as `observe` does; P(t) takes the burst
-    /// as one contiguous run of EWMA steps published by a single CAS, so threads contend on
-    /// P(t) once per burst instead of once per packet. Sequentially, the result equals that
+    /// as one contiguous run of EWMA steps published by a single relaxed store, so threads
+    /// touch P(t)'s cache line once per burst instead of once per packet. Sequentially, the result equals that
     /// many `observe` calls with the same random stream.
     pub fn observe_batch<R: RngCore + ?Sized>(
         &self,
@@ -197,6 +197,10 @@ impl ZombieList {
     ) -> usize {
         let n = flows.len().min(out.len());
         let ops = &mut NoOps;
+        // Start every flow's first-bucket load up front, so the burst's F lookups overlap.
+        for &flow in &flows[..n] {
+            self.table.prefetch(mix(flow.0));
+        }
         for (&flow, obs) in flows.iter().zip(out.iter_mut()) {
             let h = mix(flow.0);
             let hit = self.update_list(flow, h, now, rng, ops);
@@ -209,28 +213,18 @@ impl ZombieList {
             };
         }
         let alpha = self.cfg.alpha();
-        let out = &mut out[..n];
-        let mut bits = self.p_bits.0.load(Ordering::Relaxed);
-        loop {
-            let mut p = f64::from_bits(bits);
-            for obs in out.iter_mut() {
-                p = draw::ewma(p, alpha, obs.hit);
-                obs.p = p;
-            }
-            if p.to_bits() == bits {
-                return n;
-            }
-            // Relaxed, as in `update_p`.
-            match self.p_bits.0.compare_exchange_weak(
-                bits,
-                p.to_bits(),
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return n,
-                Err(now) => bits = now,
-            }
+        // One relaxed load and one relaxed store for the whole burst (decided, see
+        // `update_p`: a concurrent burst's steps may be overwritten, never T or F).
+        let bits = self.p_bits.0.load(Ordering::Relaxed);
+        let mut p = f64::from_bits(bits);
+        for obs in out[..n].iter_mut() {
+            p = draw::ewma(p, alpha, obs.hit);
+            obs.p = p;
         }
+        if p.to_bits() != bits {
+            self.p_bits.0.store(p.to_bits(), Ordering::Relaxed);
+        }
+        n
     }
 
     #[inline]
@@ -433,29 +427,25 @@ impl ZombieList {
         }
     }
 
-    /// Step 3 by CAS loop; returns P(t) after this arrival. Relaxed: P(t) publishes no other
-    /// data, and the CAS alone orders all updates into one sequence.
+    /// Step 3: one relaxed load and, when P(t) changes, one relaxed store (no locked
+    /// read-modify-write); returns P(t) after this arrival.
+    ///
+    /// decided: P(t) is updated by load + store, not by CAS. Sequentially this is exactly the
+    /// EWMA of SRED. Under concurrency two threads may read the same P(t-1) and the later store
+    /// overwrites the earlier step: that arrival's step is lost, which for the EWMA amounts to
+    /// a slightly smaller effective gain (alpha times the fraction of steps kept; with two
+    /// threads racing on a few percent of packets, alpha shrinks by those few percent). P(t)
+    /// stays a convex combination of values in [0, 1], so it stays in [0, 1]; T and F are never
+    /// lost (they keep their read-modify-writes). Relaxed: P(t) carries no other data.
     #[inline]
     fn update_p<S: OpSink>(&self, hit: bool, ops: &mut S) -> f64 {
-        let alpha = self.cfg.alpha();
-        let mut bits = self.p_bits.0.load(Ordering::Relaxed);
-        loop {
-            let p = f64::from_bits(bits);
-            let next = draw::ewma(p, alpha, hit);
-            if next.to_bits() == bits {
-                return next;
-            }
+        let bits = self.p_bits.0.load(Ordering::Relaxed);
+        let next = draw::ewma(f64::from_bits(bits), self.cfg.alpha(), hit);
+        if next.to_bits() != bits {
             ops.total_write();
-            match self.p_bits.0.compare_exchange_weak(
-                bits,
-                next.to_bits(),
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return next,
-                Err(now) => bits = now,
-            }
+            self.p_bits.0.store(next.to_bits(), Ordering::Relaxed);
         }
+        next
     }
 
     /// Scan mode: F(flow) and T by reading all M zombies.

@@ -95,3 +95,49 @@ fn four_threads_batches_m1000() {
     list.check_invariants().unwrap();
     assert_eq!(list.table_full_events(), 0);
 }
+
+/// Quantifies the P(t) steps two threads lose to each other (decided in `update_p`: load +
+/// store, no CAS). One zombie of flow 1, every arrival a hit, alpha = 1e-6: sequentially
+/// `P = 1 - (1 - alpha)^k` after k steps, so the final P gives the number of steps that
+/// survived. No step may be counted twice (kept <= 2K); the loss is printed, not asserted (it
+/// depends on how often the two threads overlap on this machine). T and F lose nothing.
+#[test]
+fn p_steps_lost_under_contention_are_counted() {
+    let cfg = ZombieParams {
+        m: 1,
+        alpha: Some(1e-6),
+        ..ZombieParams::default()
+    }
+    .validate()
+    .unwrap();
+    let z = zl_zombie::Zombie {
+        flow: FlowId(1),
+        count: 0,
+        stamp: Nanos::ZERO,
+    };
+    let list = ZombieList::from_zombies(cfg, &[z]).unwrap();
+    let per_thread = 200_000u64;
+    let start = Barrier::new(2);
+    thread::scope(|s| {
+        for t in 0..2u64 {
+            let (list, start) = (&list, &start);
+            s.spawn(move || {
+                let mut rng = Xoshiro256PlusPlus::seed_from_u64(t);
+                start.wait();
+                for i in 0..per_thread {
+                    assert!(list.observe(FlowId(1), Nanos(i), &mut rng).hit);
+                }
+            });
+        }
+    });
+    list.check_invariants().unwrap();
+    let kept = (1.0 - list.hit_frequency()).ln() / (1.0 - 1e-6f64).ln();
+    let lost = 1.0 - kept / (2 * per_thread) as f64;
+    println!(
+        "P(t) steps kept {kept:.0} of {}, lost {:.2} %",
+        2 * per_thread,
+        lost * 100.0
+    );
+    assert!(kept <= (2 * per_thread) as f64 + 0.5, "kept {kept}");
+    assert!(kept >= per_thread as f64 * 0.01, "kept {kept}");
+}
