@@ -227,7 +227,9 @@ impl ZombieList {
         n
     }
 
-    #[inline]
+    // Always inlined, so that the caller gets the Observation in registers rather than
+    // through a returned struct in memory (measured: zombie_observe 21.5 -> 17.7 ns).
+    #[inline(always)]
     fn observe_with<R: RngCore + ?Sized, S: OpSink>(
         &self,
         flow: FlowId,
