@@ -17,6 +17,7 @@ pub mod config;
 mod control;
 pub mod dataplane;
 pub mod metrics;
+pub mod mt;
 pub mod port;
 pub mod priority;
 pub mod report;
