@@ -77,6 +77,16 @@ impl Router {
         self.child.as_ref().map_or(0, Child::id)
     }
 
+    /// Freezes the router (SIGSTOP), e.g. to let a ring fill deterministically.
+    pub fn pause(&self) {
+        signal(self.pid(), libc::SIGSTOP);
+    }
+
+    /// Resumes it (SIGCONT).
+    pub fn resume(&self) {
+        signal(self.pid(), libc::SIGCONT);
+    }
+
     /// SIGINT, then the exit status and the stdout (final table) once it exits.
     pub fn stop(mut self) -> (std::process::ExitStatus, String) {
         let child = self.child.take().expect("router running");
@@ -138,6 +148,8 @@ pub struct Lab {
     pub rcv: Netns,
     pub specs: Vec<SenderSpec>,
     pub dir: PathBuf,
+    /// Extra keys for the senders' `r<i>` AF_XDP tables (e.g. `", rx_ring_size = 64"`).
+    pub sender_port_af_xdp: String,
     /// One lab at a time per test binary: each router busy-polls a core, and two at once on a
     /// small machine would measure the machine, not the router. Dropped last.
     _one_at_a_time: MutexGuard<'static, ()>,
@@ -259,6 +271,7 @@ impl Lab {
             rcv,
             specs: specs.to_vec(),
             dir,
+            sender_port_af_xdp: String::new(),
             _one_at_a_time: guard,
         })
     }
@@ -281,9 +294,10 @@ impl Lab {
             };
             c.push_str(&format!(
                 "[[ports]]\nname = \"r{i}\"\nkind = \"af-xdp\"\nmac = \"{}\"\n\
-                 af_xdp = {{ ifname = \"r{i}\"{delay} }}\n\
+                 af_xdp = {{ ifname = \"r{i}\"{delay}{} }}\n\
                  qos = {{ link_rate_bps = 1_000_000_000, classes = [{{ name = \"be\", weight = 1, max_packets = 1000 }}] }}\n\n",
-                router_mac(i)
+                router_mac(i),
+                self.sender_port_af_xdp
             ));
             c.push_str(&format!(
                 "[[routes]]\nprefix = \"10.9.{}.0/24\"\nport = \"r{i}\"\nnext_hop_mac = \"{}\"\n\n",
