@@ -85,7 +85,10 @@ impl Port for MemoryPort {
         batch: &mut Batch,
     ) -> Result<usize, PortError> {
         let mut added = 0;
-        while !batch.is_full() {
+        // At most one burst of frames leaves the source per call, as a NIC ring hands over at
+        // most its free descriptors: a frame that finds no buffer is a counted drop, and an
+        // endless source with an empty pool cannot keep the call looping.
+        for _ in 0..batch.room() {
             let popped;
             let (ts, frame): (Nanos, &[u8]) = match &mut self.source {
                 Source::Cycle {
@@ -127,7 +130,7 @@ impl Port for MemoryPort {
             buf.in_port = self.index;
             self.counters.rx_packets += 1;
             self.counters.rx_bytes += frame.len() as u64;
-            // Cannot fail: the loop checks for room first.
+            // Cannot fail: the loop takes at most `room` frames.
             if let Err(b) = batch.push(buf) {
                 pool.free(b);
             }
@@ -191,6 +194,18 @@ mod tests {
         assert_eq!(port.readiness(), Readiness::Exhausted);
         let c = port.counters();
         assert_eq!((c.rx_packets, c.tx_packets), (40, 32));
+    }
+
+    #[test]
+    fn endless_source_with_an_empty_pool_drops_one_burst_and_returns() {
+        let mut pool = BufPool::new(1, 128);
+        let held = pool.alloc().unwrap();
+        let mut port = MemoryPort::cycling("m", 0, vec![vec![1; 60]], u64::MAX);
+        let mut batch = Batch::new();
+        assert_eq!(port.recv(Nanos(1), &mut pool, &mut batch).unwrap(), 0);
+        assert_eq!(port.counters().rx_no_buffer, batch.room() as u64);
+        pool.free(held);
+        assert_eq!(port.recv(Nanos(2), &mut pool, &mut batch).unwrap(), 1);
     }
 
     #[test]
