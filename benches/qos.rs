@@ -113,7 +113,13 @@ fn pipeline(c: &mut Criterion) {
         })
     });
 
-    let mut m = Trtcm::new(1_000_000_000, 64_000, 2_000_000_000, 64_000, ColorMode::ColorBlind);
+    let mut m = Trtcm::new(
+        1_000_000_000,
+        64_000,
+        2_000_000_000,
+        64_000,
+        ColorMode::ColorBlind,
+    );
     let mut t = 0u64;
     g.bench_function("trtcm_color", |b| {
         b.iter(|| {
