@@ -59,33 +59,8 @@ pub trait Bottleneck: Send {
     fn capacity_packets(&self) -> u32;
 }
 
-/// Plain tail drop: admits whatever fits (the baseline every paper compares against).
-#[derive(Clone, Debug, Default)]
-pub struct DropTail {
-    stats: AqmStats,
-}
-
-impl Aqm for DropTail {
-    fn on_arrival<R: rand::RngCore + ?Sized>(
-        &mut self,
-        _now: Nanos,
-        _rng: &mut R,
-        queue: &QueueView,
-        pkt: &PacketMeta,
-    ) -> Verdict {
-        let v = if queue.is_full_for(pkt.len) {
-            Verdict::TailDrop
-        } else {
-            Verdict::Enqueue
-        };
-        self.stats.record(v);
-        v
-    }
-
-    fn stats(&self) -> &AqmStats {
-        &self.stats
-    }
-}
+/// Plain tail drop, the baseline every paper compares against: the router's own policy.
+pub use zl_aqm::TailDrop as DropTail;
 
 /// Drops each arriving packet independently with probability `p` (a lossy link, for checking
 /// TCP models against loss-rate formulas), and tail-drops what does not fit.
