@@ -191,6 +191,17 @@ pub(crate) fn happens<R: rand::RngCore + ?Sized>(rng: &mut R, p: f64) -> bool {
     }
 }
 
+/// The verdict of an early decision that fired: `MarkCe` when the policy marks (`ecn`) and the
+/// packet is markable, else `EarlyDrop` (forced and tail drops never come here).
+#[inline]
+pub(crate) fn early_verdict(ecn: bool, pkt: &PacketMeta) -> Verdict {
+    if ecn && pkt.is_markable() {
+        Verdict::MarkCe
+    } else {
+        Verdict::EarlyDrop
+    }
+}
+
 /// A queue's admission policy.
 ///
 /// `on_arrival` is called once per arriving packet, before it is queued; `on_dequeue` once

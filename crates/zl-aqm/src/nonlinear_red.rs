@@ -22,7 +22,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::check;
 use crate::red::QueueUnit;
-use crate::{happens, Aqm, AqmConfigError, AqmStats, Nanos, PacketMeta, QueueView, Verdict};
+use crate::{
+    early_verdict, happens, Aqm, AqmConfigError, AqmStats, Nanos, PacketMeta, QueueView, Verdict,
+};
 
 /// Parameters in config units (defaults: the paper's table 2).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -156,11 +158,7 @@ impl Aqm for NonlinearRed {
         } else if self.avg >= self.cfg.q_max {
             Verdict::ForcedDrop
         } else if happens(rng, self.cfg.probability(self.avg)) {
-            if self.cfg.ecn && pkt.is_markable() {
-                Verdict::MarkCe
-            } else {
-                Verdict::EarlyDrop
-            }
+            early_verdict(self.cfg.ecn, pkt)
         } else {
             Verdict::Enqueue
         };

@@ -28,7 +28,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::check;
-use crate::{happens, Aqm, AqmConfigError, AqmStats, Nanos, PacketMeta, QueueView, Verdict};
+use crate::{
+    early_verdict, happens, Aqm, AqmConfigError, AqmStats, Nanos, PacketMeta, QueueView, Verdict,
+};
 
 /// What the thresholds count.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -265,11 +267,7 @@ impl Red {
                     let p = (count_adjusted(p_b, self.count) * scale()).min(1.0);
                     if happens(rng, p) {
                         self.count = 0;
-                        if self.cfg.ecn && pkt.is_markable() {
-                            Verdict::MarkCe
-                        } else {
-                            Verdict::EarlyDrop
-                        }
+                        early_verdict(self.cfg.ecn, pkt)
                     } else {
                         self.count = self.count.saturating_add(1);
                         Verdict::Enqueue

@@ -21,7 +21,10 @@
 use serde::{Deserialize, Serialize};
 
 use crate::check;
-use crate::{happens, Aqm, AqmConfigError, AqmStats, Color, Nanos, PacketMeta, QueueView, Verdict};
+use crate::{
+    early_verdict, happens, Aqm, AqmConfigError, AqmStats, Color, Nanos, PacketMeta, QueueView,
+    Verdict,
+};
 
 /// Eq. (3.1): the sojourn threshold, in milliseconds, equivalent to `packets` packets of
 /// `packet_bytes` bytes on a `link_rate_bps` link.
@@ -209,11 +212,7 @@ impl Aqm for Sojourn {
         } else if self.avg_ns >= th.max_th_ns {
             Verdict::ForcedDrop
         } else if happens(rng, th.p) {
-            if self.cfg.ecn && pkt.is_markable() {
-                Verdict::MarkCe
-            } else {
-                Verdict::EarlyDrop
-            }
+            early_verdict(self.cfg.ecn, pkt)
         } else {
             Verdict::Enqueue
         };

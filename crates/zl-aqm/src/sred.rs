@@ -25,7 +25,9 @@ use serde::{Deserialize, Serialize};
 use zl_zombie::{ZombieConfig, ZombieList, ZombieParams};
 
 use crate::check;
-use crate::{happens, Aqm, AqmConfigError, AqmStats, Nanos, PacketMeta, QueueView, Verdict};
+use crate::{
+    early_verdict, happens, Aqm, AqmConfigError, AqmStats, Nanos, PacketMeta, QueueView, Verdict,
+};
 
 /// Eq. (1) with a configurable start: `0` below `start`, `p_max/4` below `b_third`, then
 /// `p_max` (SRED: `start = B/6`; ZL-RED's eq. (7): `start = th_min`).
@@ -234,11 +236,7 @@ impl Aqm for Sred {
             );
             self.last = sred_terms(p1, obs.hit, obs.p);
             if happens(rng, self.last.p3) {
-                if self.cfg.ecn && pkt.is_markable() {
-                    Verdict::MarkCe
-                } else {
-                    Verdict::EarlyDrop
-                }
+                early_verdict(self.cfg.ecn, pkt)
             } else {
                 Verdict::Enqueue
             }

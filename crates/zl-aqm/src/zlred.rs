@@ -40,7 +40,9 @@ use zl_zombie::{Observation, ZombieConfig, ZombieList, ZombieParams};
 
 use crate::check;
 use crate::sred::{check_capacity, sred_terms, staged_p1, zombie_config};
-use crate::{happens, Aqm, AqmConfigError, AqmStats, Nanos, PacketMeta, QueueView, Verdict};
+use crate::{
+    early_verdict, happens, Aqm, AqmConfigError, AqmStats, Nanos, PacketMeta, QueueView, Verdict,
+};
 
 /// Everything one ZL-RED decision depends on.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -281,11 +283,7 @@ impl Aqm for ZlRed {
             self.last = zlred_probability(&self.cfg.inputs(queue.len_packets, &obs, self.p_avg));
             self.p_avg = next_p_avg(self.p_avg, self.cfg.alpha, self.last.p4);
             if happens(rng, self.last.p5) {
-                if self.cfg.ecn && pkt.is_markable() {
-                    Verdict::MarkCe
-                } else {
-                    Verdict::EarlyDrop
-                }
+                early_verdict(self.cfg.ecn, pkt)
             } else {
                 Verdict::Enqueue
             }
