@@ -61,19 +61,25 @@ fn ip_header_mut<'a>(frame: &'a mut [u8], info: &PacketInfo) -> Result<&'a mut [
         })
 }
 
+/// Replaces the 16-bit word at the even offset `at` of the IPv4 header `ip` (at least
+/// [`ipv4::MIN_HEADER_LEN`] bytes, as [`ip_header_mut`] returns) with `new`, and updates the
+/// header checksum incrementally (RFC 1624 eqn. 3).
+#[inline]
+fn rewrite_ipv4_word(ip: &mut [u8], at: usize, new: [u8; 2]) {
+    let old = u16::from_be_bytes([ip[at], ip[at + 1]]);
+    let hc = u16::from_be_bytes([ip[ipv4::CHECKSUM], ip[ipv4::CHECKSUM + 1]]);
+    let hc = checksum::update_word(hc, old, u16::from_be_bytes(new));
+    ip[at..at + 2].copy_from_slice(&new);
+    ip[ipv4::CHECKSUM..ipv4::CHECKSUM + 2].copy_from_slice(&hc.to_be_bytes());
+}
+
 /// Writes the whole TOS / traffic class octet.
 #[inline]
 fn write_tos(frame: &mut [u8], info: &mut PacketInfo, tos: u8) -> Result<(), MutateError> {
     let ip = ip_header_mut(frame, info)?;
     match info.ip_version {
-        IpVersion::V4 => {
-            let old = u16::from_be_bytes([ip[0], ip[ipv4::TOS]]);
-            let new = u16::from_be_bytes([ip[0], tos]);
-            let hc = u16::from_be_bytes([ip[ipv4::CHECKSUM], ip[ipv4::CHECKSUM + 1]]);
-            let hc = checksum::update_word(hc, old, new);
-            ip[ipv4::TOS] = tos;
-            ip[ipv4::CHECKSUM..ipv4::CHECKSUM + 2].copy_from_slice(&hc.to_be_bytes());
-        }
+        // TOS is the low octet of the header's first 16-bit word.
+        IpVersion::V4 => rewrite_ipv4_word(ip, ipv4::TOS - 1, [ip[0], tos]),
         IpVersion::V6 => {
             // The traffic class straddles octets 0 and 1 behind the 4-bit version.
             ip[0] = (ip[0] & 0xf0) | (tos >> 4);
@@ -161,15 +167,8 @@ pub fn decrement_ttl(frame: &mut [u8], info: &mut PacketInfo) -> Result<TtlOutco
     let ttl = info.ttl - 1;
     let ip = ip_header_mut(frame, info)?;
     match info.ip_version {
-        IpVersion::V4 => {
-            let protocol = ip[ipv4::PROTOCOL];
-            let old = u16::from_be_bytes([ip[ipv4::TTL], protocol]);
-            let new = u16::from_be_bytes([ttl, protocol]);
-            let hc = u16::from_be_bytes([ip[ipv4::CHECKSUM], ip[ipv4::CHECKSUM + 1]]);
-            let hc = checksum::update_word(hc, old, new);
-            ip[ipv4::TTL] = ttl;
-            ip[ipv4::CHECKSUM..ipv4::CHECKSUM + 2].copy_from_slice(&hc.to_be_bytes());
-        }
+        // TTL and protocol share one 16-bit word.
+        IpVersion::V4 => rewrite_ipv4_word(ip, ipv4::TTL, [ttl, ip[ipv4::PROTOCOL]]),
         IpVersion::V6 => ip[ipv6::HOP_LIMIT] = ttl,
     }
     info.ttl = ttl;
