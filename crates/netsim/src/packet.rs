@@ -14,8 +14,6 @@ pub(crate) struct Packet {
     pub len: u32,
     /// When the sender emitted it (echoed back for RTT samples).
     pub sent_at: Nanos,
-    /// When it joined the bottleneck queue.
-    pub enqueued_at: Nanos,
     /// RFC 3168 field as sent.
     pub ecn: Ecn,
     /// Carries the congestion-control extension header of spec/02.
@@ -30,7 +28,7 @@ pub(crate) struct Packet {
     pub dscp: Option<u8>,
     /// Class the bottleneck put it in (0 when there is one FIFO).
     pub class: u8,
-    /// Drop precedence after metering.
+    /// Drop precedence as sent (a bottleneck meter may recolour it; that colour is not kept).
     pub color: Color,
 }
 

@@ -475,8 +475,6 @@ impl Simulator {
         match v {
             Verdict::Enqueue | Verdict::MarkCe => {
                 let q = self.core.arena.get_mut(h);
-                q.enqueued_at = now;
-                q.color = meta.color;
                 q.class = class;
                 if v == Verdict::MarkCe {
                     q.marked = true;
