@@ -80,6 +80,19 @@ impl Bucket {
         }
     }
 
+    /// The tokens this bucket would hold after `dt_ns` at `rate_bps` (capped at the depth).
+    #[inline]
+    pub fn accrued(&self, rate_bps: u64, dt_ns: u64) -> u64 {
+        self.tokens + credit(rate_bps, dt_ns, self.depth - self.tokens)
+    }
+
+    /// Refills for `dt_ns` at `rate_bps`, up to the depth (a lone bucket; srTCM's C passes
+    /// its overflow on to E through [`Bucket::fill`] instead).
+    #[inline]
+    pub fn accrue(&mut self, rate_bps: u64, dt_ns: u64) {
+        self.tokens = self.accrued(rate_bps, dt_ns);
+    }
+
     /// Takes `cost` units if present.
     #[inline]
     pub fn take(&mut self, cost: u64) -> bool {

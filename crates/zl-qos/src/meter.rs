@@ -212,10 +212,8 @@ impl Trtcm {
     fn refill(&mut self, now: Nanos) {
         let dt = elapsed(&mut self.last, now);
         if dt != 0 {
-            self.c
-                .fill(credit(self.cir_bps, dt, self.c.depth - self.c.tokens));
-            self.p
-                .fill(credit(self.pir_bps, dt, self.p.depth - self.p.tokens));
+            self.c.accrue(self.cir_bps, dt);
+            self.p.accrue(self.pir_bps, dt);
         }
     }
 

@@ -17,7 +17,7 @@
 use serde::{Deserialize, Serialize};
 use zl_core::Nanos;
 
-use crate::bucket::{credit, elapsed, time_to_earn, units, Bucket, MAX_BURST_BYTES, MAX_RATE_BPS};
+use crate::bucket::{elapsed, time_to_earn, units, Bucket, MAX_BURST_BYTES, MAX_RATE_BPS};
 use crate::error::QosConfigError;
 
 /// Ethernet per-packet overhead: preamble + SFD 8, IFG 12, FCS 4.
@@ -115,8 +115,7 @@ impl Shaper {
     fn refill(&mut self, now: Nanos) {
         let dt = elapsed(&mut self.last, now);
         if dt != 0 {
-            let room = self.bucket.depth - self.bucket.tokens;
-            self.bucket.fill(credit(self.rate_bps, dt, room));
+            self.bucket.accrue(self.rate_bps, dt);
         }
     }
 
@@ -129,8 +128,7 @@ impl Shaper {
             return Nanos::MAX;
         }
         let dt = now.0.saturating_sub(self.last.0);
-        let room = self.bucket.depth - self.bucket.tokens;
-        let tokens = self.bucket.tokens + credit(self.rate_bps, dt, room);
+        let tokens = self.bucket.accrued(self.rate_bps, dt);
         if tokens >= cost {
             now
         } else {
