@@ -5,6 +5,7 @@
 //! Layout: destination MAC (6 octets), source MAC (6), then EtherType/TPID (2). A VLAN tag is
 //! TPID (2) + TCI (2: PCP 3 bits, DEI 1 bit, VID 12 bits), followed by the next EtherType.
 
+use crate::be16;
 use crate::error::{Header, MutateError, ParseError};
 
 /// Length of the untagged header: two MACs and the EtherType.
@@ -78,11 +79,6 @@ pub struct EthernetInfo {
     pub inner_vlan: Option<VlanTag>,
     /// The EtherType after the tags (IPv4 or IPv6 once parsing succeeded).
     pub ethertype: u16,
-}
-
-#[inline]
-fn be16(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([b[at], b[at + 1]])
 }
 
 #[inline]

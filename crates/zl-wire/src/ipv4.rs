@@ -4,6 +4,7 @@
 //! 2-3 total length; 4-5 identification; 6-7 flags(3) | fragment offset(13, in 8-octet units);
 //! 8 TTL; 9 protocol; 10-11 header checksum; 12-15 source; 16-19 destination; 20.. options.
 
+use crate::be16;
 use crate::checksum;
 use crate::error::{Header, ParseError};
 use crate::Fragment;
@@ -34,11 +35,6 @@ pub(crate) struct Ipv4Fields {
     pub src: [u8; 4],
     pub dst: [u8; 4],
     pub fragment: Fragment,
-}
-
-#[inline]
-fn be16(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([b[at], b[at + 1]])
 }
 
 /// Parses the header at `frame[l3..]`. The total length must fit in the frame (bytes after it

@@ -11,6 +11,7 @@
 //! congestion-control header of spec/02 (see [`cc_ext`](crate::cc_ext)). ESP (50) and No Next
 //! Header (59) end the walk: what follows is opaque.
 
+use crate::be16;
 use crate::cc_ext::CcExt;
 use crate::error::{Header, ParseError};
 use crate::Fragment;
@@ -62,11 +63,6 @@ pub(crate) struct ChainEnd {
     pub protocol: u8,
     pub fragment: Fragment,
     pub cc_ext: Option<CcExt>,
-}
-
-#[inline]
-fn be16(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([b[at], b[at + 1]])
 }
 
 /// Parses the fixed header at `frame[l3..]`; the payload length must fit in the frame.

@@ -52,6 +52,12 @@ pub mod mutate;
 mod parse;
 pub mod vectors;
 
+/// The big-endian 16-bit word at `b[at..at + 2]`; the caller has checked the bounds.
+#[inline]
+pub(crate) fn be16(b: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([b[at], b[at + 1]])
+}
+
 pub use cc_ext::{CcExt, CcExtRepr};
 pub use error::{Header, MutateError, ParseError};
 pub use ethernet::{set_macs, EthernetInfo, MacAddr, VlanTag, MAX_VLAN_TAGS};

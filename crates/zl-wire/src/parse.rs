@@ -5,6 +5,7 @@
 //! extension-header chain walked) -> the TCP or UDP ports. Every read is at a fixed or computed
 //! offset checked against the frame (or, inside the IP packet, against the IP length) first.
 
+use crate::be16;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use serde::{Deserialize, Serialize};
 use zl_core::{Ecn, FlowId};
@@ -180,11 +181,6 @@ impl PacketInfo {
     pub const fn ip_end(&self) -> usize {
         self.l3_offset + self.ip_len
     }
-}
-
-#[inline]
-fn be16(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([b[at], b[at + 1]])
 }
 
 /// Reads the ports of a TCP or UDP header at `l4`, bounded by `end` (the IP packet's end).
