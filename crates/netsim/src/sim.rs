@@ -599,7 +599,7 @@ impl Simulator {
 /// the caller renames it).
 pub fn check_flow(i: usize, f: &FlowSpec) -> Result<(), SimError> {
     let key = |k: &str| format!("flows[{i}].{k}");
-    if f.access_rate_bps.is_nan() || f.access_rate_bps < 0.0 {
+    if !f.access_rate_bps.is_finite() || f.access_rate_bps < 0.0 {
         return Err(invalid(
             key("access_rate_mbps"),
             "must be >= 0 (0 = unlimited)",
@@ -619,14 +619,14 @@ pub fn check_flow(i: usize, f: &FlowSpec) -> Result<(), SimError> {
             if params.initial_window == 0 {
                 return Err(invalid(key("initial_window"), "must be >= 1"));
             }
-            let bad_ms = |v: f64| v.is_nan() || v <= 0.0;
+            let bad_ms = |v: f64| !v.is_finite() || v <= 0.0;
             if bad_ms(params.min_rto_ms)
                 || bad_ms(params.initial_rto_ms)
                 || bad_ms(params.max_rto_ms)
             {
                 return Err(invalid(key("min_rto_ms"), "RTO bounds must be > 0"));
             }
-            if params.delack_ms.is_nan() || params.delack_ms < 0.0 {
+            if !params.delack_ms.is_finite() || params.delack_ms < 0.0 {
                 return Err(invalid(key("delack_ms"), "must be >= 0"));
             }
             if !(8..=15).contains(&params.priority) {
@@ -647,7 +647,7 @@ pub fn check_flow(i: usize, f: &FlowSpec) -> Result<(), SimError> {
             }
         }
         SourceSpec::Cbr(p) => {
-            if p.rate_bps.is_nan() || p.rate_bps <= 0.0 || p.packet_size == 0 {
+            if !p.rate_bps.is_finite() || p.rate_bps <= 0.0 || p.packet_size == 0 {
                 return Err(invalid(
                     key("cbr"),
                     "CBR needs rate_bps > 0 and packet_size > 0",
@@ -655,7 +655,7 @@ pub fn check_flow(i: usize, f: &FlowSpec) -> Result<(), SimError> {
             }
         }
         SourceSpec::Tfrc(p) => {
-            if p.max_rate_bps.is_nan() || p.max_rate_bps <= 0.0 || p.packet_size == 0 {
+            if !p.max_rate_bps.is_finite() || p.max_rate_bps <= 0.0 || p.packet_size == 0 {
                 return Err(invalid(
                     key("tfrc"),
                     "TFRC needs max_rate_bps > 0 and packet_size > 0",

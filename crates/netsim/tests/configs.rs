@@ -92,7 +92,7 @@ fn the_base_scenario_is_valid() {
 
 #[test]
 fn invalid_values_are_rejected_with_their_key() {
-    let cases: [(&str, toml::Value, &str); 10] = [
+    let cases: [(&str, toml::Value, &str); 12] = [
         ("run.duration_s", (-1.0).into(), "duration_s"),
         ("run.warmup_s", 5.0.into(), "warmup_s"),
         (
@@ -115,6 +115,16 @@ fn invalid_values_are_rejected_with_their_key() {
         ("run.groups.0.kind", "cbr".into(), "groups[0].cbr"),
         ("run.groups.0.bogus", 1.into(), "bogus"),
         ("run.groups.0.dscp", 64.into(), "groups[0].dscp"),
+        (
+            "run.groups.0.tcp.initial_rto_ms",
+            f64::INFINITY.into(),
+            "groups[0].min_rto_ms",
+        ),
+        (
+            "run.groups.0.tcp.delack_ms",
+            f64::INFINITY.into(),
+            "groups[0].delack_ms",
+        ),
     ];
     for (key, value, expect) in cases {
         let msg = error_with(key, value);
