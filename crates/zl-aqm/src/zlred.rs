@@ -24,7 +24,8 @@
 //! inflate `P_avg` about twofold when `P << p2`, and ZL-RED then drops half as much as SRED at
 //! the same queue (measured: 0.059 vs 0.123 at q = 400, B = 1000, 300 flows + one at 10x);
 //! with the clamp the totals agree within 10 % (`tests/zlred.rs`). When `P` is comparable to
-//! `p2` (few flows: ~100) the total still runs ~25 % above SRED's; while `P(t) = 0` or `T = 0` the ratio `F/(T P)` is taken as 1 (no flow
+//! `p2` (few flows: ~100) the total still runs ~25 % above SRED's.
+//! Decided here: while `P(t) = 0` or `T = 0` the ratio `F/(T P)` is taken as 1 (no flow
 //! information yet) and no flow is misbehaving; drop-only by default (`ecn` option).
 //! A consequence of (6) as written: after a long spell below `th_min` (where `p4 = 0` pulls
 //! `P_avg` down) the first drops above it are amplified until `P_avg` catches up, over about
