@@ -424,7 +424,7 @@ impl GeneratorPort {
                 ip[10..12].copy_from_slice(&[0, 0]);
                 ip[12..16].copy_from_slice(&s.octets());
                 ip[16..20].copy_from_slice(&d.octets());
-                let sum = ipv4_header_checksum(ip);
+                let sum = zl_wire::checksum::checksum(ip);
                 ip[10..12].copy_from_slice(&sum.to_be_bytes());
                 ETH_LEN + IPV4_LEN
             }
@@ -455,19 +455,6 @@ impl GeneratorPort {
         udp[6..8].copy_from_slice(&[0, 0]);
         room[l4 + UDP_LEN..size].fill(0);
     }
-}
-
-/// The RFC 1071 one's-complement checksum of an IPv4 header whose checksum field is zero.
-pub(crate) fn ipv4_header_checksum(hdr: &[u8]) -> u16 {
-    let mut sum: u32 = 0;
-    for pair in hdr.chunks(2) {
-        let word = u16::from_be_bytes([pair[0], *pair.get(1).unwrap_or(&0)]);
-        sum += word as u32;
-    }
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
 }
 
 impl Port for GeneratorPort {
