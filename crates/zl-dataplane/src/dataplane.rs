@@ -99,6 +99,14 @@ impl Observer for NoObserver {
     fn progress(&mut self, _: Nanos, _: &Dataplane) {}
 }
 
+/// The flow group a buffer's tag names (`tag` = group index + 1; 0 or an unknown tag: none).
+#[inline]
+fn group_of(groups: &mut [GroupStats], tag: u32) -> Option<&mut GroupStats> {
+    (tag as usize)
+        .checked_sub(1)
+        .and_then(|i| groups.get_mut(i))
+}
+
 /// The forwarding engine of one thread.
 pub struct Dataplane {
     pub(crate) slots: Vec<PortSlot>,
@@ -185,10 +193,7 @@ impl Dataplane {
     #[inline]
     fn count_drop(&mut self, buf: PacketBuf, cause: DropCause) {
         self.totals.drop(cause);
-        if let Some(g) = (buf.tag as usize)
-            .checked_sub(1)
-            .and_then(|i| self.groups.get_mut(i))
-        {
+        if let Some(g) = group_of(&mut self.groups, buf.tag) {
             g.fate.drop(cause);
         }
         self.pool.free(buf);
@@ -234,10 +239,7 @@ impl Dataplane {
         let len = buf.len() as u32;
         self.totals.received += 1;
         self.totals.received_bytes += len as u64;
-        if let Some(g) = (buf.tag as usize)
-            .checked_sub(1)
-            .and_then(|i| self.groups.get_mut(i))
-        {
+        if let Some(g) = group_of(&mut self.groups, buf.tag) {
             g.fate.received += 1;
             g.fate.received_bytes += len as u64;
         }
@@ -318,10 +320,7 @@ impl Dataplane {
             Ok(_) => {
                 if marked {
                     self.totals.marked += 1;
-                    if let Some(g) = (tag as usize)
-                        .checked_sub(1)
-                        .and_then(|i| self.groups.get_mut(i))
-                    {
+                    if let Some(g) = group_of(&mut self.groups, tag) {
                         g.fate.marked += 1;
                     }
                 }
@@ -359,10 +358,7 @@ impl Dataplane {
                             let b = d.item;
                             self.totals.forwarded += 1;
                             self.totals.forwarded_bytes += b.len() as u64;
-                            if let Some(g) = (b.tag as usize)
-                                .checked_sub(1)
-                                .and_then(|i| self.groups.get_mut(i))
-                            {
+                            if let Some(g) = group_of(&mut self.groups, b.tag) {
                                 g.fate.forwarded += 1;
                                 g.fate.forwarded_bytes += b.len() as u64;
                             }
