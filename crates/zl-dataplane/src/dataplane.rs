@@ -73,8 +73,8 @@ impl QueueLengthHistogram {
     }
 }
 
-/// Queue lengths are sampled every this many polls: reading a class's length copies its
-/// statistics block (about 1 KB), which showed in the pipeline benchmark when done per poll.
+/// Queue lengths are sampled every this many polls (each sample reads every class's length
+/// with `QosEngine::queue_len`, which copies no counters).
 pub const QLEN_SAMPLE_EVERY: u64 = 8;
 
 /// How a run ended (a failed port is the `Err` of the run instead).
@@ -340,15 +340,9 @@ impl Dataplane {
             if let Some(z) = &slot.zombie {
                 slot.qos.offer_zombie_estimate(now, z);
             }
-            if self.polls % QLEN_SAMPLE_EVERY != 0 {
-                // Not a sampling poll.
-            } else if slot.qos.is_empty() {
-                for h in &mut slot.qlen_hist {
-                    h.record(0);
-                }
-            } else {
+            if self.polls % QLEN_SAMPLE_EVERY == 0 {
                 for (c, h) in slot.qlen_hist.iter_mut().enumerate() {
-                    h.record(slot.qos.class_stats(c).map_or(0, |s| s.len_packets));
+                    h.record(slot.qos.queue_len(c).map_or(0, |(packets, _)| packets));
                 }
             }
             loop {
