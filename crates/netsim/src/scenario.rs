@@ -553,6 +553,10 @@ fn rows_per_run(results: &[PointResult]) -> Vec<Row> {
                 .iter()
                 .filter(|f| f.group as usize == gi)
                 .collect();
+            // A group may be empty (`count = 0`, e.g. one end of a sweep): nothing to report.
+            let Some(first) = fl.first() else {
+                continue;
+            };
             let n = fl.len() as f64;
             let gp: Vec<f64> = fl.iter().map(|f| f.goodput_bps).collect();
             let sum = |f: &dyn Fn(&crate::FlowCounters) -> u64| {
@@ -561,7 +565,7 @@ fn rows_per_run(results: &[PointResult]) -> Vec<Row> {
             let sent = sum(&|c| c.sent);
             let drops = sum(&|c| c.drops());
             let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
-            let class = fl[0].class as usize;
+            let class = first.class as usize;
             let sojourn = rep.sojourn.get(class).map_or(0.0, |s| s.mean_s() * 1e3);
             out.push(Row {
                 labels: r.point.labels.clone(),

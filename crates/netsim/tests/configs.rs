@@ -146,3 +146,25 @@ fn sweep_errors_name_the_axis() {
         .expect_err("index out of range");
     assert!(err.to_string().contains("groups.5.count"), "{err}");
 }
+
+#[test]
+fn a_group_with_no_flows_gets_no_row() {
+    let mut v = base();
+    let empty: toml::Value =
+        toml::from_str("name = \"none\"\ncount = 0\naccess_delay_ms = 5.0").expect("toml");
+    v["run"]["groups"]
+        .as_array_mut()
+        .expect("groups array")
+        .push(empty);
+    let text = toml::to_string(&v).expect("serialisable");
+    let points = Scenario::parse(&text)
+        .expect("parses")
+        .expand(false)
+        .expect("a group may be empty while another has flows");
+    let r = run_point(&points[0], &|_| {}).expect("runs");
+    let groups: Vec<String> = rows(std::slice::from_ref(&r))
+        .into_iter()
+        .map(|row| row.group)
+        .collect();
+    assert_eq!(groups, ["a"]);
+}
