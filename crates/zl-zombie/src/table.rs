@@ -166,9 +166,11 @@ impl OccurrenceTable {
     /// a referenced entry is live and its key cannot change (module doc).
     #[inline]
     pub(crate) fn key(&self, e: usize) -> FlowId {
-        // Acquire pairs with the release that published the referencing zombie slot (the
-        // caller loaded it with acquire), which in turn follows the entry's publication.
-        FlowId(self.entry(e).key.load(Ordering::Acquire))
+        // Relaxed: the key is only ever stored relaxed, so no ordering on this load could pair
+        // with anything. It is visible through the caller's acquire load of the zombie slot
+        // that refers to `e`: that slot was written (AcqRel CAS) after its writer's reservation
+        // acquired the entry's meta word, which `reserve` released after storing the key.
+        FlowId(self.entry(e).key.load(Ordering::Relaxed))
     }
 
     /// Adds one reference to `e`, which a zombie slot referred to when the caller read it.
