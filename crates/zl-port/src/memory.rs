@@ -145,17 +145,10 @@ impl Port for MemoryPort {
         batch: &mut Batch,
         pool: &mut BufPool,
     ) -> Result<usize, PortError> {
-        let mut sent = 0;
-        for buf in batch.drain() {
-            self.counters.tx_packets += 1;
-            self.counters.tx_bytes += buf.len() as u64;
-            if let Some(cap) = &mut self.capture {
-                cap.push((now, buf.as_slice().to_vec()));
-            }
-            pool.free(buf);
-            sent += 1;
+        if let Some(cap) = &mut self.capture {
+            cap.extend(batch.iter().map(|buf| (now, buf.as_slice().to_vec())));
         }
-        Ok(sent)
+        Ok(self.counters.sink(batch, pool))
     }
 
     fn readiness(&self) -> Readiness {

@@ -524,14 +524,7 @@ impl Port for GeneratorPort {
         batch: &mut Batch,
         pool: &mut BufPool,
     ) -> Result<usize, PortError> {
-        let mut n = 0;
-        for buf in batch.drain() {
-            self.counters.tx_packets += 1;
-            self.counters.tx_bytes += buf.len() as u64;
-            pool.free(buf);
-            n += 1;
-        }
-        Ok(n)
+        Ok(self.counters.sink(batch, pool))
     }
 
     fn readiness(&self) -> Readiness {
