@@ -53,10 +53,11 @@ pub fn trace_csv(results: &[PointResult]) -> String {
         for x in &r.report.samples {
             let _ = writeln!(
                 s,
-                "{},{},{},{},{}",
+                "{},{},{},{},{},{}",
                 csv_field(&name),
                 x.t,
                 x.queue_packets,
+                x.capacity_packets,
                 fmt_num(x.probe),
                 x.cwnd0
             );

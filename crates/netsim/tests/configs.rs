@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use netsim::report::trace_csv;
 use netsim::scenario::{rows, run_point, set_path, Scenario};
 
 fn config_dir() -> PathBuf {
@@ -167,4 +168,31 @@ fn a_group_with_no_flows_gets_no_row() {
         .map(|row| row.group)
         .collect();
     assert_eq!(groups, ["a"]);
+}
+
+#[test]
+fn trace_rows_have_a_value_per_header_column() {
+    let mut v = base();
+    set_path(&mut v, "run.sample_interval_s", &0.5.into()).expect("settable");
+    let text = toml::to_string(&v).expect("serialisable");
+    let points = Scenario::parse(&text)
+        .expect("parses")
+        .expand(false)
+        .expect("valid");
+    let r = run_point(&points[0], &|_| {}).expect("runs");
+    let csv = trace_csv(std::slice::from_ref(&r));
+    let mut lines = csv.lines();
+    let header = lines.next().expect("header").split(',').collect::<Vec<_>>();
+    assert_eq!(header[3], "capacity_pkts");
+    let mut n = 0;
+    for line in lines {
+        let cols: Vec<&str> = line.split(',').collect();
+        assert_eq!(cols.len(), header.len(), "row `{line}`");
+        assert_eq!(
+            cols[3], "50",
+            "capacity of a 50-packet buffer, row `{line}`"
+        );
+        n += 1;
+    }
+    assert!(n >= 3, "expected a sample every 0.5 s over 2 s, got {n}");
 }
