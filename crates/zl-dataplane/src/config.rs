@@ -86,7 +86,9 @@ pub struct RunParams {
     /// Seed of every random decision (generator, AQM): a seed reproduces the run.
     #[serde(default = "default_seed")]
     pub seed: u64,
-    /// Most packets received per port per poll (the per-poll work budget).
+    /// Packets received per port per poll (the per-poll work budget). It is checked between
+    /// receive bursts of up to `BATCH_CAPACITY` (32), so a poll takes at least one burst and
+    /// at most `work_budget + 31` packets from a port.
     #[serde(default = "default_budget")]
     pub work_budget: u32,
     /// Packet buffers in the pool; default: the rings of every egress port's queues plus four

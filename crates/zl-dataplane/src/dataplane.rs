@@ -3,9 +3,9 @@
 //!
 //! One [`Dataplane`] runs on one thread and owns its ports, its buffer pool and one
 //! `zl_qos::QosEngine` per egress port. [`Dataplane::poll`] does one round at a given `now`:
-//! it receives at most `work_budget` packets per port, pushes each through forwarding and its
-//! egress port's QoS engine, then lets every egress port send what its scheduler and shaper
-//! release. The driver chooses the clock: [`Dataplane::run_virtual`] jumps virtual time from
+//! it receives bursts from each port until `work_budget` packets (checked between bursts, so
+//! at most `work_budget + 31`), pushes each through forwarding and its egress port's QoS
+//! engine, then lets every egress port send what its scheduler and shaper release. The driver chooses the clock: [`Dataplane::run_virtual`] jumps virtual time from
 //! event to event (the next packet of a pcap or generator port, or the time a shaper releases
 //! a held packet), so a run is deterministic with its seed; a live driver passes the
 //! monotonic clock.
