@@ -3,8 +3,7 @@
 use clap::{Args, Parser, Subcommand};
 use ixp_sim::sweep::{self, SweepSpec};
 use ixp_sim::{
-    simulate_auto, LatencyProfile, MachineParams, ParamError, RunLength, Unit, UnitParams,
-    WorkloadSpec,
+    simulate_auto, LatencyProfile, MachineParams, ParamError, RunLength, Unit, WorkloadSpec,
 };
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -153,7 +152,7 @@ impl MachineArgs {
             let slot = p.units.get_mut(u);
             let mut up = slot.unwrap_or_default();
             up.latency = Some([lo, hi]);
-            *slot = Some(UnitParams { ..up });
+            *slot = Some(up);
         }
         Ok(p)
     }
