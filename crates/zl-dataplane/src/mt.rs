@@ -247,10 +247,9 @@ where
         let mut tx = TxStats::default();
         let mut out = Batch::new();
         let total_bufs = params.pool_per_worker * workers;
-        // A pool that starts with every slot empty: it takes the sent buffers back (up to all
-        // of the workers' buffers) so they can be handed to the return ring.
-        let mut sent_pool = BufPool::new(total_bufs, buf_size);
-        while sent_pool.alloc().is_some() {}
+        // A pool that owns no buffers: it takes the sent buffers back (up to all of the
+        // workers' buffers) so they can be handed to the return ring.
+        let mut sent_pool = BufPool::empty(total_bufs, buf_size);
         let mut error = None;
         let mut since_estimate = 0u32;
         loop {

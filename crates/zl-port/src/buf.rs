@@ -123,6 +123,18 @@ impl BufPool {
         }
     }
 
+    /// A pool that holds no buffers yet but takes back up to `count` buffers of `buf_size`
+    /// bytes (buffers allocated by other pools, e.g. a transmit side that collects sent
+    /// buffers for their owners). Allocates no packet memory.
+    pub fn empty(count: usize, buf_size: usize) -> Self {
+        BufPool {
+            free: Vec::with_capacity(count),
+            total: count,
+            buf_size,
+            alloc_failures: 0,
+        }
+    }
+
     /// A free buffer (length 0), or `None` when all are in use; failures are counted.
     #[inline]
     pub fn alloc(&mut self) -> Option<PacketBuf> {
@@ -191,6 +203,22 @@ mod tests {
         let mut other = BufPool::new(1, 64);
         pool.free(other.alloc().unwrap());
         assert_eq!(pool.available(), 3);
+    }
+
+    #[test]
+    fn an_empty_pool_takes_back_up_to_its_count() {
+        let mut owner = BufPool::new(3, 64);
+        let mut collector = BufPool::empty(2, 64);
+        assert_eq!((collector.available(), collector.in_use()), (0, 2));
+        assert!(collector.alloc().is_none());
+        for _ in 0..3 {
+            collector.free(owner.alloc().unwrap());
+        }
+        assert_eq!(collector.available(), 2);
+        while let Some(b) = collector.alloc() {
+            owner.free(b);
+        }
+        assert_eq!(owner.available(), 2);
     }
 
     #[test]
