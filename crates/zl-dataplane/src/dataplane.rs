@@ -99,12 +99,22 @@ impl Observer for NoObserver {
     fn progress(&mut self, _: Nanos, _: &Dataplane) {}
 }
 
-/// The flow group a buffer's tag names (`tag` = group index + 1; 0 or an unknown tag: none).
+/// Applies `count` to the totals and to the flow group a buffer's tag names (`tag` = group
+/// index + 1; 0 or an unknown tag: the totals only).
 #[inline]
-fn group_of(groups: &mut [GroupStats], tag: u32) -> Option<&mut GroupStats> {
-    (tag as usize)
+fn count_fate(
+    totals: &mut FateCounters,
+    groups: &mut [GroupStats],
+    tag: u32,
+    count: impl Fn(&mut FateCounters),
+) {
+    count(totals);
+    if let Some(g) = (tag as usize)
         .checked_sub(1)
         .and_then(|i| groups.get_mut(i))
+    {
+        count(&mut g.fate);
+    }
 }
 
 /// The forwarding engine of one thread.
@@ -192,10 +202,9 @@ impl Dataplane {
 
     #[inline]
     fn count_drop(&mut self, buf: PacketBuf, cause: DropCause) {
-        self.totals.drop(cause);
-        if let Some(g) = group_of(&mut self.groups, buf.tag) {
-            g.fate.drop(cause);
-        }
+        count_fate(&mut self.totals, &mut self.groups, buf.tag, |c| {
+            c.drop(cause)
+        });
         self.pool.free(buf);
     }
 
@@ -237,12 +246,10 @@ impl Dataplane {
     #[inline]
     fn process(&mut self, now: Nanos, mut buf: PacketBuf) {
         let len = buf.len() as u32;
-        self.totals.received += 1;
-        self.totals.received_bytes += len as u64;
-        if let Some(g) = group_of(&mut self.groups, buf.tag) {
-            g.fate.received += 1;
-            g.fate.received_bytes += len as u64;
-        }
+        count_fate(&mut self.totals, &mut self.groups, buf.tag, |c| {
+            c.received += 1;
+            c.received_bytes += len as u64;
+        });
         let mut parsed = zl_wire::parse(buf.as_slice(), &self.parse);
         let out = match (&self.forwarding, &parsed) {
             (Forwarding::Router(_), Err(_)) => return self.count_drop(buf, DropCause::ParseError),
@@ -319,10 +326,7 @@ impl Dataplane {
         match result {
             Ok(_) => {
                 if marked {
-                    self.totals.marked += 1;
-                    if let Some(g) = group_of(&mut self.groups, tag) {
-                        g.fate.marked += 1;
-                    }
+                    count_fate(&mut self.totals, &mut self.groups, tag, |c| c.marked += 1);
                 }
             }
             Err(dropped) => {
@@ -350,12 +354,11 @@ impl Dataplane {
                     match slot.qos.dequeue(now) {
                         Dequeue::Packet(d) => {
                             let b = d.item;
-                            self.totals.forwarded += 1;
-                            self.totals.forwarded_bytes += b.len() as u64;
-                            if let Some(g) = group_of(&mut self.groups, b.tag) {
-                                g.fate.forwarded += 1;
-                                g.fate.forwarded_bytes += b.len() as u64;
-                            }
+                            let len = b.len() as u64;
+                            count_fate(&mut self.totals, &mut self.groups, b.tag, |c| {
+                                c.forwarded += 1;
+                                c.forwarded_bytes += len;
+                            });
                             // Cannot fail: the loop checks for room first.
                             if let Err(b) = self.tx.push(b) {
                                 self.pool.free(b);
