@@ -60,7 +60,7 @@ fn a_full_rx_ring_is_counted_in_the_final_table() {
     // The router is frozen (SIGSTOP to its PID) while the flood arrives: the 64-entry ring
     // fills whatever the machine's speed, and the rest are the kernel's ring-full drops.
     lab.router.as_ref().expect("router").pause();
-    let flood = spawn_in(&lab.senders[0], || -> u64 {
+    let flood = lab.senders[0].spawn_in(|| -> u64 {
         let s = std::net::UdpSocket::bind(("0.0.0.0", 0)).expect("bind");
         let mut sent = 0;
         for _ in 0..20_000 {

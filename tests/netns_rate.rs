@@ -33,7 +33,7 @@ fn udp_flood_forwarding_rate() {
         return skip(TEST, &format!("the AF_XDP router did not start: {e}"));
     }
     let (r0, p0) = lab.receiver_rx();
-    let flood = spawn_in(&lab.senders[0], move || -> u64 {
+    let flood = lab.senders[0].spawn_in(move || -> u64 {
         let s = UdpSocket::bind(("0.0.0.0", 0)).expect("bind");
         let msg = [0u8; 18];
         let end = Instant::now() + Duration::from_secs_f64(SECS);

@@ -398,23 +398,6 @@ fn lines_of(child: &mut Child) -> Receiver<String> {
     rx
 }
 
-/// Runs `f` on a new thread that has joined namespace `ns` (not joined here).
-pub fn spawn_in<R: Send + 'static>(
-    ns: &Netns,
-    f: impl FnOnce() -> R + Send + 'static,
-) -> JoinHandle<io::Result<R>> {
-    let path = format!("/var/run/netns/{}", ns.name());
-    std::thread::spawn(move || -> io::Result<R> {
-        let file = std::fs::File::open(&path)?;
-        // SAFETY: `file` is an open netns file; setns moves only this (new) thread into it.
-        let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-        if r != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(f())
-    })
-}
-
 /// The head of the kernel's `struct tcp_info` (include/uapi/linux/tcp.h) up to
 /// `tcpi_delivered_ce`, in the kernel's field order.
 #[repr(C)]
@@ -511,7 +494,7 @@ fn set_congestion(s: &TcpStream, cc: &str) -> io::Result<()> {
 /// what each delivers (bytes per connection, in accept order).
 pub fn tcp_sink(lab: &Lab, port: u16, flows: usize) -> JoinHandle<io::Result<Vec<u64>>> {
     let (ready_tx, ready_rx) = channel();
-    let h = spawn_in(&lab.rcv, move || -> Vec<u64> {
+    let h = lab.rcv.spawn_in(move || -> Vec<u64> {
         let l = TcpListener::bind((RECEIVER_IP, port)).expect("bind the sink");
         let _ = ready_tx.send(());
         let mut handles = Vec::new();
@@ -543,7 +526,7 @@ pub fn tcp_flow(
     cc: &'static str,
     secs: f64,
 ) -> JoinHandle<io::Result<TcpSummary>> {
-    spawn_in(&lab.senders[i], move || -> TcpSummary {
+    lab.senders[i].spawn_in(move || -> TcpSummary {
         let dst: SocketAddr = format!("{RECEIVER_IP}:{port}").parse().expect("addr");
         let mut s = TcpStream::connect_timeout(&dst, Duration::from_secs(5)).expect("connect");
         set_congestion(&s, cc).expect("TCP_CONGESTION");
@@ -574,7 +557,7 @@ pub fn congestion_available(cc: &str) -> bool {
 /// count that made the round trip.
 pub fn udp_echo(lab: &Lab, port: u16, n: usize) -> io::Result<usize> {
     let (ready_tx, ready_rx) = channel();
-    let server = spawn_in(&lab.rcv, move || {
+    let server = lab.rcv.spawn_in(move || {
         let s = UdpSocket::bind((RECEIVER_IP, port)).expect("bind");
         s.set_read_timeout(Some(Duration::from_secs(2))).ok();
         let _ = ready_tx.send(());
@@ -584,7 +567,7 @@ pub fn udp_echo(lab: &Lab, port: u16, n: usize) -> io::Result<usize> {
         }
     });
     let _ = ready_rx.recv_timeout(Duration::from_secs(5));
-    let client = spawn_in(&lab.senders[0], move || -> usize {
+    let client = lab.senders[0].spawn_in(move || -> usize {
         let s = UdpSocket::bind(("0.0.0.0", 0)).expect("bind");
         s.set_read_timeout(Some(Duration::from_millis(500))).ok();
         let mut back = 0;

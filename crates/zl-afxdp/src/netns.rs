@@ -1,13 +1,15 @@
 //! Throw-away network namespaces for the port's tests and benchmarks (Linux, root).
 //!
 //! A [`Netns`] is created with a unique `zlr-` name and deleted on drop, also when a test
-//! panics; interfaces inside it (veth pairs) go with it. [`Netns::run_in`] runs a closure on a
-//! fresh thread that has joined the namespace, so the caller's thread never changes namespace.
+//! panics; interfaces inside it (veth pairs) go with it. [`Netns::run_in`] and
+//! [`Netns::spawn_in`] run a closure on a fresh thread that has joined the namespace, so the
+//! caller's thread never changes namespace.
 
 use std::io;
 use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::thread::JoinHandle;
 
 /// Whether the process runs as root (the tests that need it skip otherwise).
 pub fn is_root() -> bool {
@@ -110,25 +112,33 @@ impl Netns {
             .map_err(|e| io::Error::other(format!("{dev} {name}: {e}")))
     }
 
-    /// Runs `f` on a new thread that has joined this namespace.
+    /// Runs `f` on a new thread that joins this namespace first, and waits for it.
     pub fn run_in<R: Send + 'static>(
         &self,
         f: impl FnOnce() -> R + Send + 'static,
     ) -> io::Result<R> {
+        match self.spawn_in(f).join() {
+            Ok(r) => r,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+
+    /// Runs `f` on a new thread that joins this namespace first; the handle yields `f`'s
+    /// result, or the error of opening or joining the namespace.
+    pub fn spawn_in<R: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> R + Send + 'static,
+    ) -> JoinHandle<io::Result<R>> {
         let path = format!("/var/run/netns/{}", self.name);
-        let file = std::fs::File::open(&path)?;
-        let handle = std::thread::spawn(move || -> io::Result<R> {
+        std::thread::spawn(move || -> io::Result<R> {
+            let file = std::fs::File::open(&path)?;
             // SAFETY: `file` is an open netns file; setns moves only this (new) thread into it.
             let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
             if r != 0 {
                 return Err(io::Error::last_os_error());
             }
             Ok(f())
-        });
-        match handle.join() {
-            Ok(r) => r,
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
+        })
     }
 }
 
