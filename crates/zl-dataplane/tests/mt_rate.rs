@@ -29,14 +29,8 @@ fn frame(net: u8, host: u8) -> Vec<u8> {
     ip[9] = 17;
     ip[12..16].copy_from_slice(&[10, 0, net, host]);
     ip[16..20].copy_from_slice(&[192, 0, 2, 1]);
-    let mut sum: u32 = ip
-        .chunks(2)
-        .map(|w| u16::from_be_bytes([w[0], w[1]]) as u32)
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    let sum = zl_wire::checksum::checksum(ip);
+    ip[10..12].copy_from_slice(&sum.to_be_bytes());
     f
 }
 
