@@ -74,17 +74,6 @@ max_packets = 1024
 aqm = { kind = "zl-red", a = 10 }
 "#;
 
-fn checksum(hdr: &[u8]) -> u16 {
-    let mut sum: u32 = 0;
-    for w in hdr.chunks(2) {
-        sum += u16::from_be_bytes([w[0], w[1]]) as u32;
-    }
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
 /// A 64-byte IPv4/UDP frame (60 bytes plus the FCS a NIC strips: 60 here would undercount;
 /// the benchmark uses 64 bytes of frame as queued and shaped) from flow `i`.
 fn frame(i: u32) -> Vec<u8> {
@@ -105,7 +94,7 @@ fn frame(i: u32) -> Vec<u8> {
     ip[9] = 17;
     ip[12..16].copy_from_slice(&[172, 16, (i >> 8) as u8, i as u8]);
     ip[16..20].copy_from_slice(&[198, 18, 0, 1]);
-    let c = checksum(ip);
+    let c = zl_wire::checksum::checksum(ip);
     ip[10..12].copy_from_slice(&c.to_be_bytes());
     f[34..36].copy_from_slice(&(1024 + i as u16).to_be_bytes());
     f[36..38].copy_from_slice(&9u16.to_be_bytes());
