@@ -126,7 +126,9 @@ pub struct Dataplane {
     priority: PriorityMap,
     rng: Xoshiro256PlusPlus,
     budget: usize,
-    rx: Batch,
+    /// The receive batch; taken out for the length of a poll so `process` can borrow `self`
+    /// (`Option` so that taking it allocates no stand-in batch).
+    rx: Option<Batch>,
     tx: Batch,
     totals: FateCounters,
     groups: Vec<GroupStats>,
@@ -155,7 +157,7 @@ impl Dataplane {
             priority,
             rng,
             budget: work_budget.max(1) as usize,
-            rx: Batch::new(),
+            rx: Some(Batch::new()),
             tx: Batch::new(),
             totals: FateCounters::default(),
             groups,
@@ -213,32 +215,43 @@ impl Dataplane {
     pub fn poll(&mut self, now: Nanos) -> Result<usize, PortError> {
         self.now = now;
         self.polls = self.polls.wrapping_add(1);
+        let mut rx = self.rx.take().unwrap_or_default();
+        let result = self.receive(now, &mut rx);
+        self.rx = Some(rx);
+        match result {
+            Ok(received) => {
+                self.transmit(now)?;
+                Ok(received)
+            }
+            Err(e) => {
+                // The error of the failed port is the one reported.
+                let _ = self.transmit(now);
+                Err(e)
+            }
+        }
+    }
+
+    /// Receives up to the work budget from every port through `rx`, processing each burst.
+    fn receive(&mut self, now: Nanos, rx: &mut Batch) -> Result<usize, PortError> {
         let mut received = 0;
         for p in 0..self.slots.len() {
             let mut left = self.budget;
             while left > 0 {
-                let result = self.slots[p].port.recv(now, &mut self.pool, &mut self.rx);
+                let result = self.slots[p].port.recv(now, &mut self.pool, rx);
                 // What the port delivered before an error is processed like any burst, so
                 // the counters stay balanced and no buffer is stranded in the batch.
-                let n = self.rx.len();
+                let n = rx.len();
                 received += n;
                 left = left.saturating_sub(n);
-                let mut rx = std::mem::take(&mut self.rx);
                 for buf in rx.drain() {
                     self.process(now, buf);
                 }
-                self.rx = rx;
-                if let Err(e) = result {
-                    // The error of the failed port is the one reported.
-                    let _ = self.transmit(now);
-                    return Err(e);
-                }
+                result?;
                 if n == 0 {
                     break;
                 }
             }
         }
-        self.transmit(now)?;
         Ok(received)
     }
 
