@@ -194,3 +194,27 @@ weight = 1
         }
     }
 }
+
+#[test]
+fn metrics_endpoint_closes_an_idle_connection() {
+    use std::io::Read;
+    let mut cfg = RouterConfig::from_toml(DEFAULT_CONFIG).unwrap();
+    cfg.run.duration_s = 0.1;
+    let (dp, _) = common::run(&cfg, &common::root());
+    let hub = Arc::new(MetricsHub::new(&dp));
+    let control =
+        ControlThread::start(Some("127.0.0.1:0"), hub, Arc::new(AtomicBool::new(false))).unwrap();
+    let mut sock = std::net::TcpStream::connect(control.local_addr().unwrap()).unwrap();
+    // The client sends nothing; the server must give up on it (after 5 s) rather than hold a
+    // task forever. The read timeout only bounds this test if the server never closes.
+    sock.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let mut buf = [0u8; 64];
+    let n = sock.read(&mut buf);
+    control.stop();
+    assert!(
+        matches!(n, Ok(0))
+            || matches!(&n, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
+        "the idle connection was not closed by the server: {n:?}"
+    );
+}

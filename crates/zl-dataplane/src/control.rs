@@ -114,6 +114,9 @@ impl Drop for ControlThread {
     }
 }
 
+/// How long the metrics endpoint waits for a client's request and its own answer.
+const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 async fn control(
     listener: Option<tokio::net::TcpListener>,
     (mut int, mut term): (tokio::signal::unix::Signal, tokio::signal::unix::Signal),
@@ -128,7 +131,9 @@ async fn control(
             Some(_) = term.recv() => on_signal(&stop),
             Ok((mut sock, _)) = async { match &listener { Some(l) => l.accept().await, None => std::future::pending().await } } => {
                 let hub = hub.clone();
-                tokio::spawn(async move {
+                // A client that sends nothing is cut off after REQUEST_TIMEOUT, so idle
+                // connections cannot pile up tasks.
+                tokio::spawn(tokio::time::timeout(REQUEST_TIMEOUT, async move {
                     // Read the whole request head (up to 4 KiB) before answering: closing a
                     // socket with unread input makes the kernel reset the connection.
                     let mut req = [0u8; 4096];
@@ -147,7 +152,7 @@ async fn control(
                         "HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n".to_owned()
                     };
                     let _ = sock.write_all(resp.as_bytes()).await;
-                });
+                }));
             }
         }
     }
