@@ -215,6 +215,23 @@ pub trait Aqm {
         pkt: &PacketMeta,
     ) -> Verdict;
 
+    /// The same decision for an arrival whose Zombie List observation was already made
+    /// upstream, on the list this policy shares: the receive / transmit split of spec/06,
+    /// where receive workers observe one shared list and the transmit side decides. SRED and
+    /// ZL-RED use `obs` instead of observing again (so each packet enters the list once);
+    /// policies without a Zombie List ignore it.
+    fn on_arrival_observed<R: rand::RngCore + ?Sized>(
+        &mut self,
+        now: Nanos,
+        rng: &mut R,
+        queue: &QueueView,
+        pkt: &PacketMeta,
+        obs: &zl_zombie::Observation,
+    ) -> Verdict {
+        let _ = obs;
+        self.on_arrival(now, rng, queue, pkt)
+    }
+
     fn on_dequeue(&mut self, _now: Nanos, _queue: &QueueView, _pkt: &PacketMeta) {}
 
     fn stats(&self) -> &AqmStats;

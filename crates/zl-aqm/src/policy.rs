@@ -152,6 +152,18 @@ impl Aqm for AqmPolicy {
     }
 
     #[inline]
+    fn on_arrival_observed<R: rand::RngCore + ?Sized>(
+        &mut self,
+        now: Nanos,
+        rng: &mut R,
+        queue: &QueueView,
+        pkt: &PacketMeta,
+        obs: &zl_zombie::Observation,
+    ) -> Verdict {
+        dispatch!(self, p => p.on_arrival_observed(now, rng, queue, pkt, obs))
+    }
+
+    #[inline]
     fn on_dequeue(&mut self, now: Nanos, queue: &QueueView, pkt: &PacketMeta) {
         dispatch!(self, p => p.on_dequeue(now, queue, pkt))
     }

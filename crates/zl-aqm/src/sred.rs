@@ -22,7 +22,7 @@
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use zl_zombie::{ZombieConfig, ZombieList, ZombieParams};
+use zl_zombie::{Observation, ZombieConfig, ZombieList, ZombieParams};
 
 use crate::check;
 use crate::{
@@ -216,6 +216,30 @@ impl std::fmt::Debug for Sred {
     }
 }
 
+impl Sred {
+    /// Eq. (1)-(3) from the arrival's observation of the list.
+    fn decide<R: rand::RngCore + ?Sized>(
+        &mut self,
+        rng: &mut R,
+        queue: &QueueView,
+        pkt: &PacketMeta,
+        obs: &Observation,
+    ) -> Verdict {
+        let p1 = staged_p1(
+            queue.len_packets as f64,
+            self.cfg.b_sixth,
+            self.cfg.b_third,
+            self.cfg.p_max,
+        );
+        self.last = sred_terms(p1, obs.hit, obs.p);
+        if happens(rng, self.last.p3) {
+            early_verdict(self.cfg.ecn, pkt)
+        } else {
+            Verdict::Enqueue
+        }
+    }
+}
+
 impl Aqm for Sred {
     fn on_arrival<R: rand::RngCore + ?Sized>(
         &mut self,
@@ -228,18 +252,26 @@ impl Aqm for Sred {
             Verdict::TailDrop
         } else {
             let obs = self.list.observe(pkt.flow, now, rng);
-            let p1 = staged_p1(
-                queue.len_packets as f64,
-                self.cfg.b_sixth,
-                self.cfg.b_third,
-                self.cfg.p_max,
-            );
-            self.last = sred_terms(p1, obs.hit, obs.p);
-            if happens(rng, self.last.p3) {
-                early_verdict(self.cfg.ecn, pkt)
-            } else {
-                Verdict::Enqueue
-            }
+            self.decide(rng, queue, pkt, &obs)
+        };
+        self.stats.record(v);
+        v
+    }
+
+    /// Decides on `obs`, an observation of the shared list made by the caller (the list is not
+    /// observed again). A tail drop is decided before `obs` is looked at, as in `on_arrival`.
+    fn on_arrival_observed<R: rand::RngCore + ?Sized>(
+        &mut self,
+        _now: Nanos,
+        rng: &mut R,
+        queue: &QueueView,
+        pkt: &PacketMeta,
+        obs: &Observation,
+    ) -> Verdict {
+        let v = if queue.is_full_for(pkt.len) {
+            Verdict::TailDrop
+        } else {
+            self.decide(rng, queue, pkt, obs)
         };
         self.stats.record(v);
         v

@@ -269,6 +269,26 @@ impl std::fmt::Debug for ZlRed {
     }
 }
 
+impl ZlRed {
+    /// Eq. (7), (2)-(6) from the arrival's observation of the list.
+    #[inline]
+    fn decide<R: rand::RngCore + ?Sized>(
+        &mut self,
+        rng: &mut R,
+        queue: &QueueView,
+        pkt: &PacketMeta,
+        obs: &Observation,
+    ) -> Verdict {
+        self.last = zlred_probability(&self.cfg.inputs(queue.len_packets, obs, self.p_avg));
+        self.p_avg = next_p_avg(self.p_avg, self.cfg.alpha, self.last.p4);
+        if happens(rng, self.last.p5) {
+            early_verdict(self.cfg.ecn, pkt)
+        } else {
+            Verdict::Enqueue
+        }
+    }
+}
+
 impl Aqm for ZlRed {
     fn on_arrival<R: rand::RngCore + ?Sized>(
         &mut self,
@@ -281,13 +301,27 @@ impl Aqm for ZlRed {
             Verdict::TailDrop
         } else {
             let obs = self.list.observe(pkt.flow, now, rng);
-            self.last = zlred_probability(&self.cfg.inputs(queue.len_packets, &obs, self.p_avg));
-            self.p_avg = next_p_avg(self.p_avg, self.cfg.alpha, self.last.p4);
-            if happens(rng, self.last.p5) {
-                early_verdict(self.cfg.ecn, pkt)
-            } else {
-                Verdict::Enqueue
-            }
+            self.decide(rng, queue, pkt, &obs)
+        };
+        self.stats.record(v);
+        v
+    }
+
+    /// Decides on `obs`, an observation of the shared list made by the caller (a receive
+    /// worker; the list is not observed again). A tail drop is decided first, as in
+    /// `on_arrival`.
+    fn on_arrival_observed<R: rand::RngCore + ?Sized>(
+        &mut self,
+        _now: Nanos,
+        rng: &mut R,
+        queue: &QueueView,
+        pkt: &PacketMeta,
+        obs: &Observation,
+    ) -> Verdict {
+        let v = if queue.is_full_for(pkt.len) {
+            Verdict::TailDrop
+        } else {
+            self.decide(rng, queue, pkt, obs)
         };
         self.stats.record(v);
         v

@@ -368,3 +368,40 @@ fn tail_drop_comes_first_and_spares_the_list() {
     );
     assert_eq!(sred.stats().tail_drops, 1);
 }
+
+/// The receive / transmit split: a policy fed observations of its shared list made by the
+/// caller (`on_arrival_observed`) decides exactly as one that observes the list itself, and
+/// the list then holds each packet once.
+#[test]
+fn observed_upstream_decides_as_observing_itself() {
+    let zp = ZombieParams::default();
+    for params in [
+        AqmParams::ZlRed(ZlRedParams::default()),
+        AqmParams::Sred(SredParams::default()),
+    ] {
+        let own = Arc::new(ZombieList::new(zp.validate().unwrap()));
+        let shared = Arc::new(ZombieList::new(zp.validate().unwrap()));
+        let ctx = |l: &Arc<ZombieList>| {
+            BuildContext::new(1_000_000_000, B).with_zombie_list(Arc::clone(l))
+        };
+        let mut a: AqmPolicy = params.build(&ctx(&own)).unwrap();
+        let mut b: AqmPolicy = params.build(&ctx(&shared)).unwrap();
+        let mut rng_a = Xoshiro256PlusPlus::seed_from_u64(7);
+        let mut rng_b = Xoshiro256PlusPlus::seed_from_u64(7);
+        let mut traffic = Xoshiro256PlusPlus::seed_from_u64(8);
+        let mut early = 0;
+        for i in 0..50_000u64 {
+            let now = Nanos(i * 1000);
+            let p = pkt(pick(&mut traffic, 200, 20));
+            let q = queue(300 + (i % 500) as u32);
+            let va = a.on_arrival(now, &mut rng_a, &q, &p);
+            let obs = shared.observe(p.flow, now, &mut rng_b);
+            let vb = b.on_arrival_observed(now, &mut rng_b, &q, &p, &obs);
+            assert_eq!(va, vb, "arrival {i}");
+            early += (va == Verdict::EarlyDrop) as u32;
+        }
+        assert!(early > 1000, "the run must exercise early drops: {early}");
+        assert_eq!(a.stats(), b.stats());
+        assert_eq!(own.total_occurrence(), shared.total_occurrence());
+    }
+}
