@@ -14,8 +14,11 @@
 //! a class, the shaper for permission, and returns the packet, or the time the shaper will
 //! allow it ([`Dequeue::Hold`]), or [`Dequeue::Empty`].
 
+use std::sync::Arc;
+
 use zl_aqm::{Aqm, AqmPolicy, AqmStats, BuildContext, PacketMeta, Verdict};
 use zl_core::{Color, Nanos};
+use zl_zombie::{Observation, ZombieList};
 
 use crate::classify::{standard_remark, DscpTable, Lookup};
 use crate::error::QosConfigError;
@@ -116,6 +119,7 @@ fn build_class<T>(
     i: usize,
     p: &ClassParams,
     link_rate_bps: u64,
+    zombies: Option<&Arc<ZombieList>>,
 ) -> Result<(Class<T>, SchedClass), QosConfigError> {
     let key = |k: &str| format!("classes[{i}].{k}");
     let sched = match (p.weight, p.strict_rank) {
@@ -165,7 +169,10 @@ fn build_class<T>(
         None if meter.is_some() => standard_remark(&p.name),
         None => None,
     };
-    let ctx = BuildContext::new(link_rate_bps, cap.packets);
+    let mut ctx = BuildContext::new(link_rate_bps, cap.packets);
+    if let Some(list) = zombies {
+        ctx = ctx.with_zombie_list(Arc::clone(list));
+    }
     let aqm_err = |k: String| {
         move |e: zl_aqm::AqmConfigError| {
             QosConfigError::new(
@@ -212,8 +219,20 @@ fn build_class<T>(
 }
 
 impl<T> QosEngine<T> {
-    /// Validates `p` and builds the engine (allocates every queue ring now).
+    /// Validates `p` and builds the engine (allocates every queue ring now). Each SRED or
+    /// ZL-RED policy gets a Zombie List of its own, built from its parameters.
     pub fn new(p: &QosParams) -> Result<Self, QosConfigError> {
+        Self::build(p, None)
+    }
+
+    /// As [`QosEngine::new`], but every SRED and ZL-RED policy of every class and color uses
+    /// `list` (its configuration replaces theirs): the one lock-free list that receive workers
+    /// observe, for [`QosEngine::enqueue_classified_observed`].
+    pub fn with_zombie_list(p: &QosParams, list: &Arc<ZombieList>) -> Result<Self, QosConfigError> {
+        Self::build(p, Some(list))
+    }
+
+    fn build(p: &QosParams, zombies: Option<&Arc<ZombieList>>) -> Result<Self, QosConfigError> {
         if p.classes.is_empty() {
             return Err(QosConfigError::new(
                 "classes",
@@ -250,7 +269,7 @@ impl<T> QosEngine<T> {
         let mut classes = Vec::with_capacity(p.classes.len());
         let mut places = Vec::with_capacity(p.classes.len());
         for (i, c) in p.classes.iter().enumerate() {
-            let (class, place) = build_class(i, c, link_rate_bps)?;
+            let (class, place) = build_class(i, c, link_rate_bps, zombies)?;
             classes.push(class);
             places.push(place);
         }
@@ -314,9 +333,28 @@ impl<T> QosEngine<T> {
         now: Nanos,
         rng: &mut R,
         c: &Classified,
+        meta: PacketMeta,
+        item: T,
+        mark: impl FnOnce(&mut T),
+    ) -> Result<Verdict, Dropped<T>> {
+        self.enqueue_classified_observed(now, rng, c, meta, item, mark, None)
+    }
+
+    /// [`QosEngine::enqueue_classified`] for a packet whose observation of the shared Zombie
+    /// List was made upstream (`obs`, by a receive worker on the list given to
+    /// [`QosEngine::with_zombie_list`]): SRED and ZL-RED decide on it instead of observing
+    /// again (`Aqm::on_arrival_observed`). `None` is `enqueue_classified`.
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub fn enqueue_classified_observed<R: rand::RngCore + ?Sized>(
+        &mut self,
+        now: Nanos,
+        rng: &mut R,
+        c: &Classified,
         mut meta: PacketMeta,
         mut item: T,
         mark: impl FnOnce(&mut T),
+        obs: Option<&Observation>,
     ) -> Result<Verdict, Dropped<T>> {
         meta.color = c.color;
         let shaper_fits = self.shaper.as_ref().is_none_or(|s| s.fits(meta.len));
@@ -332,10 +370,11 @@ impl<T> QosEngine<T> {
         let mut verdict = if class.drop_red && c.color == Color::Red {
             Verdict::ForcedDrop
         } else {
-            class
-                .aqm
-                .for_color(c.color)
-                .on_arrival(now, rng, &view, &meta)
+            let aqm = class.aqm.for_color(c.color);
+            match obs {
+                None => aqm.on_arrival(now, rng, &view, &meta),
+                Some(o) => aqm.on_arrival_observed(now, rng, &view, &meta, o),
+            }
         };
         let stats = &mut class.stats.per_color[c.color.index()];
         if verdict.admits() {

@@ -237,3 +237,55 @@ fn invalid_configs_name_the_key() {
         .to_string();
     assert!(err.contains("shapr"), "{err}");
 }
+
+/// `with_zombie_list`: the ZL-RED policies of every class observe the one list given; on the
+/// observed path (a receive worker already observed it) the engine does not observe again.
+#[test]
+fn zombie_list_is_shared_by_every_class_and_observed_once() {
+    use std::sync::Arc;
+    use zl_zombie::{ZombieList, ZombieParams};
+    let p = load(
+        r#"
+        link_rate_bps = 10_000_000
+        [[classes]]
+        name = "ef"
+        strict_rank = 0
+        max_packets = 100
+        aqm = { kind = "zl-red" }
+        [[classes]]
+        name = "be"
+        weight = 1
+        max_packets = 100
+        aqm = { kind = "zl-red" }
+        [classifier]
+        default_class = "be"
+        dscp = [{ dscp = 46, class = "ef" }]
+        "#,
+    );
+    let list = Arc::new(ZombieList::new(ZombieParams::default().validate().unwrap()));
+    let mut e: QosEngine<u32> = QosEngine::with_zombie_list(&p, &list).unwrap();
+    let mut r = rng();
+    for i in 0..10u64 {
+        let dscp = Some(if i % 2 == 0 { 46 } else { 0 });
+        let (c, v) = e.enqueue(Nanos(i), &mut r, dscp, meta(100), 0, |_| {});
+        assert_eq!(c.class, (i % 2) as usize);
+        assert_eq!(v.unwrap(), Verdict::Enqueue);
+    }
+    assert_eq!(
+        list.total_occurrence(),
+        10,
+        "both classes observed the shared list"
+    );
+    for i in 10..20u64 {
+        let obs = list.observe(zl_core::FlowId(i), Nanos(i), &mut r);
+        let c = e.classify(Nanos(i), Some(0), 100);
+        // The queue is past th_min: the verdict may be an early drop; only the count matters.
+        let _ =
+            e.enqueue_classified_observed(Nanos(i), &mut r, &c, meta(100), 0, |_| {}, Some(&obs));
+    }
+    assert_eq!(list.total_occurrence(), 20, "observed upstream, not again");
+    // `new` keeps a list per policy: the shared one sees nothing of it.
+    let mut own: QosEngine<u32> = QosEngine::new(&p).unwrap();
+    let _ = own.enqueue(Nanos(30), &mut r, Some(0), meta(100), 0, |_| {});
+    assert_eq!(list.total_occurrence(), 20);
+}
