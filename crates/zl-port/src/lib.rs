@@ -58,6 +58,9 @@ pub struct PortCounters {
     pub tx_no_buffer: u64,
     /// Frames dropped at transmit for any other I/O error.
     pub tx_errors: u64,
+    /// Frames handed to the port for transmit while its interface was gone (a port that waits
+    /// for its interface to come back drops them).
+    pub tx_link_gone: u64,
 }
 
 impl PortCounters {
@@ -67,7 +70,7 @@ impl PortCounters {
     }
     /// All frames dropped at transmit, whatever the cause.
     pub fn tx_dropped(&self) -> u64 {
-        self.tx_ring_full + self.tx_no_buffer + self.tx_errors
+        self.tx_ring_full + self.tx_no_buffer + self.tx_errors + self.tx_link_gone
     }
     /// Empties `batch` the way a port without a wire does: every packet is counted as
     /// transmitted and its buffer goes back to `pool`. Returns the number counted.
@@ -147,4 +150,25 @@ pub trait Port {
 
     /// A snapshot of the port's counters.
     fn counters(&self) -> PortCounters;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dropped_sums_every_cause_once() {
+        let c = PortCounters {
+            rx_no_buffer: 1,
+            rx_ring_full: 2,
+            rx_too_long: 4,
+            tx_ring_full: 8,
+            tx_no_buffer: 16,
+            tx_errors: 32,
+            tx_link_gone: 64,
+            ..PortCounters::default()
+        };
+        assert_eq!(c.rx_dropped(), 7);
+        assert_eq!(c.tx_dropped(), 120);
+    }
 }
