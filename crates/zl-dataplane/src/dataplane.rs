@@ -16,13 +16,13 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use rand_xoshiro::Xoshiro256PlusPlus;
-use zl_aqm::PacketMeta;
-use zl_core::{Color, Nanos};
+use zl_core::Nanos;
 use zl_port::{Batch, BufPool, PacketBuf, Port, PortCounters, PortError, Readiness};
 use zl_qos::{Dequeue, QosEngine};
-use zl_wire::{MacAddr, ParseConfig, TtlOutcome};
+use zl_wire::{MacAddr, ParseConfig};
 
 use crate::config::Forwarding;
+use crate::forward::{Forwarder, Ingress};
 use crate::priority::PriorityMap;
 use crate::stats::{DropCause, FateCounters, GroupStats};
 
@@ -121,9 +121,7 @@ fn count_fate(
 pub struct Dataplane {
     pub(crate) slots: Vec<PortSlot>,
     pool: BufPool,
-    forwarding: Forwarding,
-    parse: ParseConfig,
-    priority: PriorityMap,
+    forwarder: Forwarder,
     rng: Xoshiro256PlusPlus,
     budget: usize,
     /// The receive batch; taken out for the length of a poll so `process` can borrow `self`
@@ -149,12 +147,11 @@ impl Dataplane {
         work_budget: u32,
         groups: Vec<GroupStats>,
     ) -> Self {
+        let macs = slots.iter().map(|s| s.mac).collect();
         Dataplane {
+            forwarder: Forwarder::new(forwarding, parse, priority, macs),
             slots,
             pool,
-            forwarding,
-            parse,
-            priority,
             rng,
             budget: work_budget.max(1) as usize,
             rx: Some(Batch::new()),
@@ -255,7 +252,8 @@ impl Dataplane {
         Ok(received)
     }
 
-    /// Forwarding, classification, metering and admission of one received packet.
+    /// Forwarding (`crate::forward`), classification, metering and admission of one received
+    /// packet.
     #[inline]
     fn process(&mut self, now: Nanos, mut buf: PacketBuf) {
         let len = buf.len() as u32;
@@ -263,54 +261,11 @@ impl Dataplane {
             c.received += 1;
             c.received_bytes += len as u64;
         });
-        let mut parsed = zl_wire::parse(buf.as_slice(), &self.parse);
-        let out = match (&self.forwarding, &parsed) {
-            (Forwarding::Router(_), Err(_)) => return self.count_drop(buf, DropCause::ParseError),
-            (Forwarding::Router(table), Ok(info)) => match table.lookup(info.dst) {
-                Some(nh) => Some(nh),
-                None => return self.count_drop(buf, DropCause::NoRoute),
-            },
-            (Forwarding::Bridge(peer), _) => {
-                match peer.get(buf.in_port as usize).copied().flatten() {
-                    Some(p) => {
-                        buf.out_port = p;
-                        None
-                    }
-                    None => return self.count_drop(buf, DropCause::NoRoute),
-                }
-            }
+        let Ingress { mut info, meta } = match self.forwarder.forward(&mut buf) {
+            Ok(ingress) => ingress,
+            Err(cause) => return self.count_drop(buf, cause),
         };
-        // Borrowed, not moved out of the `Result`: `PacketInfo` is large enough for the copy
-        // to show in the pipeline benchmark.
-        let mut info = parsed.as_mut().ok();
-        if let (Some(nh), Some(info)) = (out, info.as_deref_mut()) {
-            match zl_wire::decrement_ttl(buf.as_mut_slice(), info) {
-                Ok(TtlOutcome::Forwarded { .. }) => {}
-                Ok(TtlOutcome::Expired) | Err(_) => {
-                    return self.count_drop(buf, DropCause::TtlExpired)
-                }
-            }
-            let src = self.slots[nh.port as usize].mac;
-            if zl_wire::set_macs(buf.as_mut_slice(), nh.mac, src).is_err() {
-                return self.count_drop(buf, DropCause::ParseError);
-            }
-            buf.out_port = nh.port;
-        }
-        let meta = match info.as_deref() {
-            Some(i) => PacketMeta {
-                len,
-                flow: i.flow,
-                ecn: i.ecn(),
-                has_cc_ext: i.cc_ext.is_some(),
-                priority: self.priority.priority(i),
-                weight: self.priority.weight(i),
-                color: Color::Green,
-            },
-            None => PacketMeta {
-                len,
-                ..PacketMeta::default()
-            },
-        };
+        let mut info = info.as_mut();
         let slot = &mut self.slots[buf.out_port as usize];
         if let Some(z) = &slot.zombie {
             z.observe(meta.flow, now, &mut self.rng);

@@ -16,6 +16,7 @@ pub mod build;
 pub mod config;
 mod control;
 pub mod dataplane;
+pub mod forward;
 pub mod metrics;
 pub mod mt;
 pub mod port;

@@ -1,0 +1,119 @@
+//! The ingress half of the pipeline: parse -> route (LPM, TTL / hop-limit decrement, next-hop
+//! and own MACs) or bridge -> the packet's AQM metadata. Everything a packet goes through
+//! before its egress port's QoS (classify, meter, admission, queue).
+//!
+//! [`Forwarder::forward`] is called by the single-thread loop (`Dataplane::process`) and by the
+//! receive workers of the multi-threaded split (`crate::mt`), so both forward with the same
+//! semantics and the same drop causes: `parse_error` (router mode: the frame is not Ethernet +
+//! IPv4/IPv6), `no_route` (no route matched, or a bridge port without a peer), `ttl_expired`.
+
+use zl_aqm::PacketMeta;
+use zl_core::Color;
+use zl_port::PacketBuf;
+use zl_wire::{MacAddr, PacketInfo, ParseConfig, TtlOutcome};
+
+use crate::config::Forwarding;
+use crate::priority::PriorityMap;
+use crate::stats::DropCause;
+
+/// What forwarding decided for a packet it keeps (the egress port is in `buf.out_port`).
+#[derive(Clone, Debug)]
+pub struct Ingress {
+    /// The parsed headers, as rewritten (TTL, MACs); `None` for a bridged frame that did not
+    /// parse (bridges forward any frame).
+    pub info: Option<PacketInfo>,
+    /// The AQM's view of the packet (length, flow, ECN, priority, weight; color green until
+    /// metered).
+    pub meta: PacketMeta,
+}
+
+/// Forwarding state shared by every receive path; read-only while forwarding.
+#[derive(Clone, Debug)]
+pub struct Forwarder {
+    forwarding: Forwarding,
+    parse: ParseConfig,
+    priority: PriorityMap,
+    /// Each port's own MAC, by port index: the source MAC of routed frames leaving it.
+    macs: Vec<MacAddr>,
+}
+
+impl Forwarder {
+    pub fn new(
+        forwarding: Forwarding,
+        parse: ParseConfig,
+        priority: PriorityMap,
+        macs: Vec<MacAddr>,
+    ) -> Self {
+        Forwarder {
+            forwarding,
+            parse,
+            priority,
+            macs,
+        }
+    }
+
+    pub fn forwarding(&self) -> &Forwarding {
+        &self.forwarding
+    }
+    pub fn parse_config(&self) -> &ParseConfig {
+        &self.parse
+    }
+
+    /// Parses `buf` and routes it (longest-prefix match, TTL / hop-limit decrement, next-hop
+    /// MAC as destination and the egress port's MAC as source) or bridges it (to the peer of
+    /// `buf.in_port`, unchanged), setting `buf.out_port`. A packet forwarding discards comes
+    /// back as its cause; the caller counts it and frees the buffer.
+    #[inline]
+    pub fn forward(&self, buf: &mut PacketBuf) -> Result<Ingress, DropCause> {
+        let len = buf.len() as u32;
+        let mut parsed = zl_wire::parse(buf.as_slice(), &self.parse);
+        let out = match (&self.forwarding, &parsed) {
+            (Forwarding::Router(_), Err(_)) => return Err(DropCause::ParseError),
+            (Forwarding::Router(table), Ok(info)) => match table.lookup(info.dst) {
+                Some(nh) => Some(nh),
+                None => return Err(DropCause::NoRoute),
+            },
+            (Forwarding::Bridge(peer), _) => {
+                match peer.get(buf.in_port as usize).copied().flatten() {
+                    Some(p) => {
+                        buf.out_port = p;
+                        None
+                    }
+                    None => return Err(DropCause::NoRoute),
+                }
+            }
+        };
+        if let (Some(nh), Ok(info)) = (out, parsed.as_mut()) {
+            // A route to a port that does not exist (only through `Dataplane::new` with
+            // hand-built parts; the config checks its routes) goes nowhere.
+            let Some(&src) = self.macs.get(nh.port as usize) else {
+                return Err(DropCause::NoRoute);
+            };
+            match zl_wire::decrement_ttl(buf.as_mut_slice(), info) {
+                Ok(TtlOutcome::Forwarded { .. }) => {}
+                Ok(TtlOutcome::Expired) | Err(_) => return Err(DropCause::TtlExpired),
+            }
+            if zl_wire::set_macs(buf.as_mut_slice(), nh.mac, src).is_err() {
+                return Err(DropCause::ParseError);
+            }
+            buf.out_port = nh.port;
+        }
+        let info = parsed.ok();
+        let meta = match &info {
+            Some(i) => PacketMeta {
+                len,
+                flow: i.flow,
+                ecn: i.ecn(),
+                has_cc_ext: i.cc_ext.is_some(),
+                priority: self.priority.priority(i),
+                weight: self.priority.weight(i),
+                color: Color::Green,
+            },
+            None => PacketMeta {
+                len,
+                ..PacketMeta::default()
+            },
+        };
+        Ok(Ingress { info, meta })
+    }
+}
