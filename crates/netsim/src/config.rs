@@ -184,6 +184,28 @@ fn positive(key: &str, v: f64) -> Result<f64, SimError> {
     }
 }
 
+/// The longest time any setting may name, seconds (11.6 days): sums of a few such times stay
+/// far inside `Nanos`' u64 range (584 years), so no arithmetic on them can overflow.
+const MAX_SECONDS: f64 = 1e6;
+
+/// A time in seconds: finite, `>= 0` (`> 0` when `strict`), at most [`MAX_SECONDS`].
+fn seconds(key: &str, v: f64, strict: bool) -> Result<f64, SimError> {
+    if v.is_finite() && (v > 0.0 || (!strict && v == 0.0)) && v <= MAX_SECONDS {
+        Ok(v)
+    } else {
+        let low = if strict { "> 0" } else { ">= 0" };
+        Err(invalid(
+            key,
+            format!("{v} must be a number of seconds {low} and <= {MAX_SECONDS}"),
+        ))
+    }
+}
+
+/// A time in milliseconds, as [`seconds`].
+fn millis(key: &str, v: f64, strict: bool) -> Result<f64, SimError> {
+    seconds(key, v * 1e-3, strict).map(|_| v)
+}
+
 fn non_negative(key: &str, v: f64) -> Result<f64, SimError> {
     if v.is_finite() && v >= 0.0 {
         Ok(v)
@@ -208,14 +230,20 @@ pub struct BuiltRun {
 impl RunConfig {
     /// Checks every value and builds the run.
     pub fn build(&self) -> Result<BuiltRun, SimError> {
-        let duration = positive("duration_s", self.duration_s)?;
-        let warmup = non_negative("warmup_s", self.warmup_s)?;
+        let duration = seconds("duration_s", self.duration_s, true)?;
+        let warmup = seconds("warmup_s", self.warmup_s, false)?;
         if warmup >= duration {
             return Err(invalid("warmup_s", "must be shorter than duration_s"));
         }
         let b = &self.bottleneck;
         let rate = positive("bottleneck.rate_mbps", b.rate_mbps)? * 1e6;
-        let delay = non_negative("bottleneck.delay_ms", b.delay_ms)?;
+        if rate < 1.0 {
+            return Err(invalid(
+                "bottleneck.rate_mbps",
+                format!("{} must be at least 1e-6 (1 bit/s)", b.rate_mbps),
+            ));
+        }
+        let delay = millis("bottleneck.delay_ms", b.delay_ms, false)?;
         if self.groups.is_empty() {
             return Err(invalid("groups", "at least one group is needed"));
         }
@@ -226,21 +254,21 @@ impl RunConfig {
         let mut pkt_size = None;
         for (gi, g) in self.groups.iter().enumerate() {
             let key = |k: &str| format!("groups[{gi}].{k}");
-            let d0 = non_negative(&key("access_delay_ms"), g.access_delay_ms)?;
+            let d0 = millis(&key("access_delay_ms"), g.access_delay_ms, false)?;
             let d1 = match g.access_delay_max_ms {
-                Some(v) => non_negative(&key("access_delay_max_ms"), v)?,
+                Some(v) => millis(&key("access_delay_max_ms"), v, false)?,
                 None => d0,
             };
             let access_rate = non_negative(&key("access_rate_mbps"), g.access_rate_mbps)? * 1e6;
-            let egress = non_negative(&key("egress_delay_ms"), g.egress_delay_ms)?;
-            let start = non_negative(&key("start_s"), g.start_s)?;
+            let egress = millis(&key("egress_delay_ms"), g.egress_delay_ms, false)?;
+            let start = seconds(&key("start_s"), g.start_s, false)?;
             if let Some(d) = g.dscp.filter(|d| *d > 63) {
                 return Err(invalid(
                     key("dscp"),
                     format!("{d} is not a code point 0..=63"),
                 ));
             }
-            let spread = non_negative(&key("start_spread_s"), g.start_spread_s)?;
+            let spread = seconds(&key("start_spread_s"), g.start_spread_s, false)?;
             let source =
                 match g.kind {
                     SourceKind::Tcp => {
@@ -308,7 +336,7 @@ impl RunConfig {
             None => flows.len() as u32,
         };
         let rtt_ms = match b.buffer_rtt_ms {
-            Some(v) => positive("bottleneck.buffer_rtt_ms", v)?,
+            Some(v) => millis("bottleneck.buffer_rtt_ms", v, true)?,
             None => rtt_sum / n_flows,
         };
         let pkt = pkt_size.unwrap_or(1000) as f64;
@@ -335,7 +363,7 @@ impl RunConfig {
         }
         let cap_bytes = b.buffer_bytes.unwrap_or(u64::MAX);
         let sample_interval = match self.sample_interval_s {
-            Some(s) => Some(Nanos::from_secs_f64(positive("sample_interval_s", s)?)),
+            Some(s) => Some(Nanos::from_secs_f64(seconds("sample_interval_s", s, true)?)),
             None if b.buffer == BufferRule::LiveSqrtN => Some(Nanos::from_millis(100)),
             None => None,
         };

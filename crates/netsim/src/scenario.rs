@@ -200,8 +200,24 @@ fn label_of(v: &toml::Value) -> String {
 }
 
 impl Scenario {
+    /// Parses a scenario file. The name becomes the output files' names (`<name>.csv`,
+    /// `<name>.md`, plots), so it must be a plain file-name stem: ASCII letters, digits, `-`,
+    /// `_` and `.`, not starting with `.`, at most 100 characters.
     pub fn parse(text: &str) -> Result<Self, ScenarioError> {
-        Ok(toml::from_str(text)?)
+        let sc: Scenario = toml::from_str(text)?;
+        let n = &sc.name;
+        let plain = n
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        if n.is_empty() || n.len() > 100 || n.starts_with('.') || !plain {
+            return Err(bad(
+                "name",
+                format!(
+                    "{n:?} is used as a file name: 1-100 of A-Z a-z 0-9 - _ . (not starting with .)"
+                ),
+            ));
+        }
+        Ok(sc)
     }
 
     /// All runs of the sweep (cartesian product of the axes), each checked. With `quick`, the

@@ -595,14 +595,20 @@ impl Simulator {
     }
 }
 
+/// The longest time a flow setting may name, ms (1e6 s), and the slowest rate, bit/s: with
+/// these bounds no timer or serialisation time can overflow `Nanos` (u64 ns, 584 years).
+const MAX_MS: f64 = 1e9;
+const MIN_RATE_BPS: f64 = 1.0;
+
 /// Checks one flow's values; the error names the key (`flows[i].x`, or `groups[g].x` once
 /// the caller renames it).
 pub fn check_flow(i: usize, f: &FlowSpec) -> Result<(), SimError> {
     let key = |k: &str| format!("flows[{i}].{k}");
-    if !f.access_rate_bps.is_finite() || f.access_rate_bps < 0.0 {
+    let r = f.access_rate_bps;
+    if !r.is_finite() || r < 0.0 || (r > 0.0 && r < MIN_RATE_BPS) {
         return Err(invalid(
             key("access_rate_mbps"),
-            "must be >= 0 (0 = unlimited)",
+            "must be 0 (unlimited) or at least 1e-6 (1 bit/s)",
         ));
     }
     match f.source {
@@ -619,15 +625,19 @@ pub fn check_flow(i: usize, f: &FlowSpec) -> Result<(), SimError> {
             if params.initial_window == 0 {
                 return Err(invalid(key("initial_window"), "must be >= 1"));
             }
-            let bad_ms = |v: f64| !v.is_finite() || v <= 0.0;
+            let bad_ms = |v: f64| !v.is_finite() || v <= 0.0 || v > MAX_MS;
             if bad_ms(params.min_rto_ms)
                 || bad_ms(params.initial_rto_ms)
                 || bad_ms(params.max_rto_ms)
             {
-                return Err(invalid(key("min_rto_ms"), "RTO bounds must be > 0"));
+                return Err(invalid(
+                    key("min_rto_ms"),
+                    "RTO bounds must be > 0 and <= 1e9 ms",
+                ));
             }
-            if !params.delack_ms.is_finite() || params.delack_ms < 0.0 {
-                return Err(invalid(key("delack_ms"), "must be >= 0"));
+            if !params.delack_ms.is_finite() || params.delack_ms < 0.0 || params.delack_ms > MAX_MS
+            {
+                return Err(invalid(key("delack_ms"), "must be in 0..=1e9 ms"));
             }
             if !(8..=15).contains(&params.priority) {
                 return Err(invalid(key("priority"), "must be in 8..=15 (spec/02)"));
@@ -636,29 +646,31 @@ pub fn check_flow(i: usize, f: &FlowSpec) -> Result<(), SimError> {
                 let finite = w.shape.is_finite()
                     && w.mean_size_packets.is_finite()
                     && w.mean_off_ms.is_finite();
-                let ok =
-                    finite && w.shape > 1.0 && w.mean_size_packets >= 1.0 && w.mean_off_ms >= 0.0;
+                let ok = finite
+                    && w.shape > 1.0
+                    && w.mean_size_packets >= 1.0
+                    && (0.0..=MAX_MS).contains(&w.mean_off_ms);
                 if !ok {
                     return Err(invalid(
                         key("web"),
-                        "needs shape > 1, mean_size_packets >= 1, mean_off_ms >= 0",
+                        "needs shape > 1, mean_size_packets >= 1, 0 <= mean_off_ms <= 1e9",
                     ));
                 }
             }
         }
         SourceSpec::Cbr(p) => {
-            if !p.rate_bps.is_finite() || p.rate_bps <= 0.0 || p.packet_size == 0 {
+            if !p.rate_bps.is_finite() || p.rate_bps < MIN_RATE_BPS || p.packet_size == 0 {
                 return Err(invalid(
                     key("cbr"),
-                    "CBR needs rate_bps > 0 and packet_size > 0",
+                    "CBR needs rate_bps >= 1 and packet_size > 0",
                 ));
             }
         }
         SourceSpec::Tfrc(p) => {
-            if !p.max_rate_bps.is_finite() || p.max_rate_bps <= 0.0 || p.packet_size == 0 {
+            if !p.max_rate_bps.is_finite() || p.max_rate_bps < MIN_RATE_BPS || p.packet_size == 0 {
                 return Err(invalid(
                     key("tfrc"),
-                    "TFRC needs max_rate_bps > 0 and packet_size > 0",
+                    "TFRC needs max_rate_bps >= 1 and packet_size > 0",
                 ));
             }
         }

@@ -93,8 +93,28 @@ fn the_base_scenario_is_valid() {
 
 #[test]
 fn invalid_values_are_rejected_with_their_key() {
-    let cases: [(&str, toml::Value, &str); 12] = [
+    let cases: [(&str, toml::Value, &str); 19] = [
         ("run.duration_s", (-1.0).into(), "duration_s"),
+        // Finite but past what `Nanos` arithmetic can hold once added to other times.
+        ("run.duration_s", 1e300.into(), "duration_s"),
+        ("run.groups.0.start_s", 1e18.into(), "groups[0].start_s"),
+        (
+            "run.bottleneck.delay_ms",
+            1e300.into(),
+            "bottleneck.delay_ms",
+        ),
+        (
+            "run.bottleneck.rate_mbps",
+            1e-300.into(),
+            "bottleneck.rate_mbps",
+        ),
+        (
+            "run.groups.0.tcp.max_rto_ms",
+            1e300.into(),
+            "groups[0].min_rto_ms",
+        ),
+        ("name", "../escape".into(), "name"),
+        ("name", "".into(), "name"),
         ("run.warmup_s", 5.0.into(), "warmup_s"),
         (
             "run.bottleneck.rate_mbps",
