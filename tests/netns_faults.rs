@@ -1,6 +1,8 @@
 //! Faults with real interfaces (root; `SKIPPED ...` otherwise): an AF_XDP port whose interface
 //! is deleted under the running `zlrouter` ends the run with a message naming it (exit 2),
-//! the final table printed first; never a silent spin.
+//! the final table printed first, or, with `on_gone = "wait"`, counts what it is given to send
+//! as dropped and resumes when the interface is back; never a silent spin. Namespaces are
+//! named `zlxf-...`.
 
 mod netns;
 
@@ -9,6 +11,7 @@ use netns::*;
 #[test]
 fn an_interface_deleted_mid_run_ends_the_run_with_a_clear_message() {
     const TEST: &str = "gone";
+    zl_afxdp::netns::set_prefix("zlxf");
     if !is_root() {
         return skip(TEST, "needs root");
     }
@@ -43,6 +46,7 @@ fn an_interface_deleted_mid_run_ends_the_run_with_a_clear_message() {
 #[test]
 fn a_full_rx_ring_is_counted_in_the_final_table() {
     const TEST: &str = "ring";
+    zl_afxdp::netns::set_prefix("zlxf");
     if !is_root() {
         return skip(TEST, "needs root");
     }
@@ -84,4 +88,130 @@ fn a_full_rx_ring_is_counted_in_the_final_table() {
     // What the kernel offered the socket: taken or counted as ring-full, never more than sent.
     assert!(rx + ring <= sent + 100, "sent {sent}, rx {rx}, ring {ring}");
     assert!(out.contains("+ queued 0"), "{out}");
+}
+
+/// Recreates sender 0's link after `r0` was deleted (the veth pair went with it), as
+/// `Lab::new` built it: `r0` (router MAC) in the router namespace, `g0` with the sender's
+/// address, static neighbour and default route in the sender namespace.
+fn recreate_sender_link(lab: &Lab) -> std::io::Result<()> {
+    let (rtr, snd) = (&lab.rtr, &lab.senders[0]);
+    rtr.ip(&[
+        "link",
+        "add",
+        "r0",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "g0",
+        "netns",
+        snd.name(),
+    ])?;
+    rtr.exec(&["sysctl", "-qw", "net.ipv6.conf.r0.disable_ipv6=1"])?;
+    rtr.ip(&["link", "set", "r0", "address", "02:00:00:09:01:01"])?;
+    snd.exec(&["sysctl", "-qw", "net.ipv6.conf.g0.disable_ipv6=1"])?;
+    snd.ip(&["link", "set", "g0", "address", "02:00:00:09:01:02"])?;
+    snd.ip(&["addr", "add", "10.9.1.2/24", "dev", "g0"])?;
+    for (ns, dev) in [(rtr, "r0"), (snd, "g0")] {
+        ns.exec(&[
+            "ethtool", "-K", dev, "tx", "off", "rx", "off", "tso", "off", "gso", "off", "gro",
+            "off",
+        ])?;
+        ns.ip(&["link", "set", dev, "up"])?;
+    }
+    snd.ip(&[
+        "neigh",
+        "replace",
+        "10.9.1.1",
+        "lladdr",
+        "02:00:00:09:01:01",
+        "dev",
+        "g0",
+        "nud",
+        "permanent",
+    ])?;
+    snd.ip(&["route", "add", "default", "via", "10.9.1.1"])?;
+    Ok(())
+}
+
+/// `on_gone = "wait"`: `r0` is deleted under the running router, 50 datagrams routed to it
+/// while it is gone are counted as transmit drops of `r0` (`tx_drop err`, until zl-port has a
+/// `tx_link_gone` column), the veth is recreated, the port re-attaches by itself and echoes
+/// flow again; the run ends by SIGINT with exit 0 and a balanced table.
+#[test]
+fn with_on_gone_wait_a_deleted_interface_is_waited_for_and_traffic_resumes() {
+    const TEST: &str = "wait";
+    zl_afxdp::netns::set_prefix("zlxf");
+    if !is_root() {
+        return skip(TEST, "needs root");
+    }
+    let mut lab = match Lab::new(TEST, &[SenderSpec::PLAIN]) {
+        Ok(l) => l,
+        Err(e) => return skip(TEST, &format!("cannot build the namespaces: {e}")),
+    };
+    lab.sender_port_af_xdp = ", on_gone = \"wait\"".into();
+    let qos = "[qos]\nlink_rate_bps = 1_000_000_000\n\
+               [[qos.classes]]\nname = \"be\"\nweight = 1\nmax_packets = 1000\n";
+    let cfg = lab.router_config(qos, "");
+    if let Err(e) = lab.start_router(&cfg) {
+        return skip(TEST, &format!("the AF_XDP router did not start: {e}"));
+    }
+    let before = udp_echo(&lab, 7040, 20).expect("udp echo before");
+    assert!(before >= 18, "{before} of 20 echoes before the fault");
+
+    lab.rtr.ip(&["link", "del", "r0"]).expect("delete r0");
+    // While r0 is gone: the receiver sends 50 datagrams to the sender's address; the router
+    // takes them on `rx` and routes them to r0, which counts each as a transmit drop.
+    const WHILE_GONE: u64 = 50;
+    let sent = lab
+        .rcv
+        .run_in(|| -> u64 {
+            let s = std::net::UdpSocket::bind((RECEIVER_IP, 0)).expect("bind");
+            (0..WHILE_GONE)
+                .filter(|_| s.send_to(&[7u8; 18], (sender_ip(0).as_str(), 9)).is_ok())
+                .count() as u64
+        })
+        .expect("send while gone");
+    assert_eq!(sent, WHILE_GONE);
+
+    recreate_sender_link(&lab).expect("recreate r0 / g0");
+    // The port looks for r0 every 100 ms of its clock: echoes come back once it re-attached.
+    let mut after = 0;
+    for _ in 0..20 {
+        after = udp_echo(&lab, 7041, 10).expect("udp echo after");
+        if after >= 9 {
+            break;
+        }
+    }
+    assert!(
+        after >= 9,
+        "traffic did not resume after r0 came back: {after} of 10"
+    );
+
+    let (status, out) = lab.stop_router();
+    eprintln!("{out}");
+    assert!(
+        status.success(),
+        "the router did not wait for r0: {status:?}\n{out}"
+    );
+    assert!(out.contains("stopped: interrupted"), "{out}");
+    assert!(out.contains("+ queued 0"), "{out}");
+    let gone = table_value(&out, "port r0", "err").expect("tx_drop err of r0");
+    assert_eq!(
+        gone, WHILE_GONE,
+        "every frame routed to r0 while it was gone is a counted drop:\n{out}"
+    );
+    let tx = table_value(&out, "port r0", "tx").expect("tx of r0");
+    // r0's egress class (the first class line) handed the port exactly what it sent or dropped.
+    let handed = table_value(&out, "class be", "sent").expect("r0's class");
+    assert_eq!(
+        tx + gone,
+        handed,
+        "r0: tx {tx} + gone {gone} != handed over {handed}"
+    );
+    assert!(
+        tx >= (before + after) as u64,
+        "r0 sent {tx} frames, fewer than the {} echoes that came back",
+        before + after
+    );
 }

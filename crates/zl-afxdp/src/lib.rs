@@ -15,9 +15,15 @@
 //!    registers it in the XSKMAP under its queue index.
 //!
 //! Failures name the step and what to do: missing privileges, a missing interface, an
-//! unsupported mode ([`AfXdpError`]). While running, an interface that disappears is reported
-//! as [`AfXdpError::InterfaceGone`] (and [`zl_port::PortError::InterfaceGone`]) within a few
-//! hundred idle polls, never spun on silently.
+//! unsupported mode ([`AfXdpError`]). While running, an interface that disappears is noticed
+//! within a few hundred idle polls (or at the next transmit wakeup), never spun on silently,
+//! and handled per `on_gone` ([`OnGone`]): reported as [`zl_port::PortError::InterfaceGone`]
+//! (the router exits naming the port), or waited for, re-attaching when it is back.
+//!
+//! Every frame offered for transmit is counted once: sent, refused on a full TX ring, too
+//! long, dropped by the driver (a wakeup answered EBUSY in copy mode), abandoned on the ring,
+//! or dropped while the interface is gone; refused wakeups (EAGAIN, ENOBUFS) are counted
+//! retries ([`XskCounters`]).
 
 pub mod bpf;
 mod error;
@@ -27,7 +33,7 @@ mod ring;
 mod socket;
 
 pub use error::{classify, AfXdpError, ModeContext, Op};
-pub use port::AfXdpPort;
+pub use port::{interface_index, AfXdpPort, REATTACH_INTERVAL};
 pub use socket::{XskCounters, XskKernelStats, XskSocket};
 
 /// How the XDP program is attached (`xdp_mode = "generic" | "native"` in config).
@@ -50,6 +56,22 @@ pub enum BindMode {
     /// The NIC DMAs straight into the UMEM (drivers with an XSK pool: i40e, ice, mlx5, ...;
     /// not veth).
     ZeroCopy,
+}
+
+/// What the port does when its interface disappears while running (`on_gone = "exit" |
+/// "wait"` in config).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnGone {
+    /// Report [`zl_port::PortError::InterfaceGone`]: the data plane stops and the router
+    /// exits with a message naming the port (exit code 2).
+    #[default]
+    Exit,
+    /// Log once (`tracing` warn), count every frame handed over for transmit as a
+    /// `tx_link_gone` drop, look for an interface of the same name every
+    /// [`REATTACH_INTERVAL`] of port time, and re-attach (new XDP link, new sockets and UMEM)
+    /// when one is back.
+    Wait,
 }
 
 /// Configuration of one AF_XDP port. Deserialises from a table where only `ifname` is
@@ -80,6 +102,9 @@ pub struct AfXdpConfig {
     /// redirected to its sockets).
     #[serde(default = "defaults::attach_program")]
     pub attach_program: bool,
+    /// Exit (default) or wait when the interface disappears mid-run.
+    #[serde(default)]
+    pub on_gone: OnGone,
 }
 
 mod defaults {
@@ -115,6 +140,7 @@ impl AfXdpConfig {
             rx_ring_size: defaults::ring_size(),
             tx_ring_size: defaults::ring_size(),
             attach_program: defaults::attach_program(),
+            on_gone: OnGone::Exit,
         }
     }
 
@@ -202,6 +228,7 @@ mod tests {
             xdp_mode = "native"
             bind_mode = "zero-copy"
             rx_ring_size = 4096
+            on_gone = "wait"
             "#,
         )
         .unwrap();
@@ -211,6 +238,11 @@ mod tests {
             (XdpMode::Native, BindMode::ZeroCopy)
         );
         assert_eq!((c.rx_ring_size, c.tx_ring_size), (4096, 2048));
+        assert_eq!(c.on_gone, OnGone::Wait);
+        let err = toml::from_str::<AfXdpConfig>("ifname = \"e\"\non_gone = \"retry\"")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("retry"), "{err}");
         let err = toml::from_str::<AfXdpConfig>("ifname = \"e\"\nxdp_mode = \"fast\"")
             .unwrap_err()
             .to_string();

@@ -1,7 +1,7 @@
 //! Throw-away network namespaces for the port's tests and benchmarks (Linux, root).
 //!
-//! A [`Netns`] is created with a unique `zlr-` name and deleted on drop, also when a test
-//! panics; interfaces inside it (veth pairs) go with it. [`Netns::run_in`] and
+//! A [`Netns`] is created with a unique `<prefix>-` name (`zlr-` unless a test binary set
+//! its own prefix with [`set_prefix`]) and deleted on drop, also when a test panics; interfaces inside it (veth pairs) go with it. [`Netns::run_in`] and
 //! [`Netns::spawn_in`] run a closure on a fresh thread that has joined the namespace, so the
 //! caller's thread never changes namespace.
 
@@ -9,6 +9,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
 use std::thread::JoinHandle;
 
 /// Whether the process runs as root (the tests that need it skip otherwise).
@@ -24,6 +25,13 @@ pub struct Netns {
 }
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
+static PREFIX: Mutex<&'static str> = Mutex::new("zlr");
+
+/// Sets the prefix of the namespaces this process creates from now on (default `zlr`), so
+/// a test binary's namespaces can be told apart from another one's.
+pub fn set_prefix(prefix: &'static str) {
+    *PREFIX.lock().unwrap_or_else(|p| p.into_inner()) = prefix;
+}
 
 fn run(cmd: &mut Command) -> io::Result<String> {
     let out = cmd.output()?;
@@ -37,10 +45,12 @@ fn run(cmd: &mut Command) -> io::Result<String> {
 }
 
 impl Netns {
-    /// Creates `zlr-<tag>-<pid>-<seq>`.
+    /// Creates `<prefix>-<tag>-<pid>-<seq>` (prefix `zlr` unless [`set_prefix`] said
+    /// otherwise).
     pub fn create(tag: &str) -> io::Result<Self> {
+        let prefix = *PREFIX.lock().unwrap_or_else(|p| p.into_inner());
         let name = format!(
-            "zlr-{tag}-{}-{}",
+            "{prefix}-{tag}-{}-{}",
             std::process::id(),
             SEQ.fetch_add(1, Ordering::Relaxed)
         );

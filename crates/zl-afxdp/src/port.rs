@@ -1,5 +1,13 @@
 //! [`AfXdpPort`]: the sockets of one interface and the program that feeds them, as a
 //! [`zl_port::Port`].
+//!
+//! An interface that disappears while the port runs is handled per `on_gone`
+//! ([`crate::OnGone`]): `exit` reports [`PortError::InterfaceGone`] (the data plane stops);
+//! `wait` retires the sockets and the XDP link (their counters are kept), logs once, counts
+//! every frame handed over for transmit as a `tx_link_gone` drop, and looks for an interface of
+//! the same name at most once per [`REATTACH_INTERVAL`] of the port's clock (the `now` the poll
+//! loop passes, monotonic time for a live port): when one is back, the port attaches a new
+//! program and opens new sockets and UMEMs on it, and forwarding resumes.
 
 use std::ffi::CString;
 
@@ -8,45 +16,26 @@ use zl_port::{Batch, BufPool, Port, PortCounters, PortError, Readiness};
 
 use crate::bpf::XdpAttachment;
 use crate::socket::XskSocket;
-use crate::{AfXdpConfig, AfXdpError, XskKernelStats};
+use crate::{AfXdpConfig, AfXdpError, OnGone, XskCounters, XskKernelStats};
 
-/// An AF_XDP port: one socket per configured RX queue, transmit on the first.
+/// How often a port waiting for its interface (`on_gone = "wait"`) looks for it again.
+pub const REATTACH_INTERVAL: Nanos = Nanos::from_millis(100);
+
+/// Wakeups [`Port::flush`] spends, at most, on frames the kernel will not take.
+const FLUSH_MAX_IDLE_KICKS: u32 = 64;
+
+/// The program and the sockets of one attachment to the interface.
 ///
 /// Field order is drop order: the program is detached before the sockets close.
 #[derive(Debug)]
-pub struct AfXdpPort {
+struct Attached {
     attachment: Option<XdpAttachment>,
     sockets: Vec<XskSocket>,
-    name: String,
-    index: u16,
-    ifname: String,
     ifindex: u32,
-    next_rx: usize,
-    rx_no_buffer: u64,
-    rx_too_long: u64,
 }
 
-/// `if_nametoindex`, as an error that says what to check.
-pub fn interface_index(ifname: &str) -> Result<u32, AfXdpError> {
-    let c = CString::new(ifname).map_err(|_| AfXdpError::Config {
-        ifname: ifname.to_owned(),
-        reason: "interface name contains a NUL byte".into(),
-    })?;
-    // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
-    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    if idx == 0 {
-        Err(AfXdpError::InterfaceNotFound {
-            ifname: ifname.to_owned(),
-        })
-    } else {
-        Ok(idx)
-    }
-}
-
-impl AfXdpPort {
-    /// Opens the port `name` (index `index` in the data plane's port table).
-    pub fn open(name: &str, index: u16, cfg: &AfXdpConfig) -> Result<Self, AfXdpError> {
-        cfg.validate()?;
+impl Attached {
+    fn open(cfg: &AfXdpConfig) -> Result<Self, AfXdpError> {
         let ifindex = interface_index(&cfg.ifname)?;
         let attachment = if cfg.attach_program {
             let max_queue = cfg.queues.iter().copied().max().unwrap_or(0);
@@ -67,93 +56,300 @@ impl AfXdpPort {
             }
             sockets.push(s);
         }
-        Ok(AfXdpPort {
+        Ok(Attached {
             attachment,
             sockets,
+            ifindex,
+        })
+    }
+}
+
+/// An AF_XDP port: one socket per configured RX queue, transmit on the first.
+#[derive(Debug)]
+pub struct AfXdpPort {
+    /// `None` while the interface is gone (`on_gone = "wait"`).
+    live: Option<Attached>,
+    cfg: AfXdpConfig,
+    name: String,
+    index: u16,
+    ifindex: u32,
+    next_rx: usize,
+    rx_no_buffer: u64,
+    rx_too_long: u64,
+    /// Socket and kernel counters of attachments given up when the interface went away.
+    retired: XskCounters,
+    retired_kernel: XskKernelStats,
+    /// Frames handed over for transmit while the interface was gone.
+    tx_link_gone: u64,
+    /// Times the interface went away, and times the port attached to it again.
+    gone_events: u64,
+    reattached: u64,
+    /// Port time of the last look for the interface while gone.
+    last_look: Option<Nanos>,
+    /// The last reason a re-attach failed (logged once per distinct reason).
+    last_reattach_error: Option<String>,
+}
+
+/// `if_nametoindex`, as an error that says what to check.
+pub fn interface_index(ifname: &str) -> Result<u32, AfXdpError> {
+    let c = CString::new(ifname).map_err(|_| AfXdpError::Config {
+        ifname: ifname.to_owned(),
+        reason: "interface name contains a NUL byte".into(),
+    })?;
+    // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
+    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if idx == 0 {
+        Err(AfXdpError::InterfaceNotFound {
+            ifname: ifname.to_owned(),
+        })
+    } else {
+        Ok(idx)
+    }
+}
+
+fn add_counters(t: &mut XskCounters, x: &XskCounters) {
+    t.rx_packets += x.rx_packets;
+    t.rx_bytes += x.rx_bytes;
+    t.rx_invalid_desc += x.rx_invalid_desc;
+    t.fill_starved += x.fill_starved;
+    t.tx_packets += x.tx_packets;
+    t.tx_bytes += x.tx_bytes;
+    t.tx_ring_full += x.tx_ring_full;
+    t.tx_too_long += x.tx_too_long;
+    t.tx_driver_dropped += x.tx_driver_dropped;
+    t.tx_abandoned += x.tx_abandoned;
+    t.tx_kick_enobufs += x.tx_kick_enobufs;
+    t.tx_kick_eagain += x.tx_kick_eagain;
+    t.link_down += x.link_down;
+}
+
+fn add_kernel(t: &mut XskKernelStats, k: &XskKernelStats) {
+    t.rx_dropped += k.rx_dropped;
+    t.rx_invalid_descs += k.rx_invalid_descs;
+    t.tx_invalid_descs += k.tx_invalid_descs;
+    t.rx_ring_full += k.rx_ring_full;
+    t.rx_fill_ring_empty_descs += k.rx_fill_ring_empty_descs;
+    t.tx_ring_empty_descs += k.tx_ring_empty_descs;
+}
+
+fn gone_error(ifname: &str) -> AfXdpError {
+    AfXdpError::InterfaceGone {
+        ifname: ifname.to_owned(),
+        detail: "the port is waiting for the interface to come back".into(),
+    }
+}
+
+impl AfXdpPort {
+    /// Opens the port `name` (index `index` in the data plane's port table).
+    pub fn open(name: &str, index: u16, cfg: &AfXdpConfig) -> Result<Self, AfXdpError> {
+        cfg.validate()?;
+        let live = Attached::open(cfg)?;
+        Ok(AfXdpPort {
+            ifindex: live.ifindex,
+            live: Some(live),
+            cfg: cfg.clone(),
             name: name.to_owned(),
             index,
-            ifname: cfg.ifname.clone(),
-            ifindex,
             next_rx: 0,
             rx_no_buffer: 0,
             rx_too_long: 0,
+            retired: XskCounters::default(),
+            retired_kernel: XskKernelStats::default(),
+            tx_link_gone: 0,
+            gone_events: 0,
+            reattached: 0,
+            last_look: None,
+            last_reattach_error: None,
         })
     }
 
     pub fn ifname(&self) -> &str {
-        &self.ifname
+        &self.cfg.ifname
     }
 
+    /// The interface's index at the last (re-)attach.
     pub fn ifindex(&self) -> u32 {
         self.ifindex
     }
 
-    /// The XDP attachment, when the port loaded one.
-    pub fn attachment(&self) -> Option<&XdpAttachment> {
-        self.attachment.as_ref()
+    /// Whether the port is attached to its interface (false while waiting for it).
+    pub fn is_attached(&self) -> bool {
+        self.live.is_some()
     }
 
+    /// Frames handed over for transmit while the interface was gone (`on_gone = "wait"`).
+    pub fn tx_link_gone(&self) -> u64 {
+        self.tx_link_gone
+    }
+
+    /// How many times the interface went away, and how many times the port re-attached.
+    pub fn gone_and_reattached(&self) -> (u64, u64) {
+        (self.gone_events, self.reattached)
+    }
+
+    /// The XDP attachment, when the port loaded one and is attached.
+    pub fn attachment(&self) -> Option<&XdpAttachment> {
+        self.live.as_ref().and_then(|l| l.attachment.as_ref())
+    }
+
+    /// The sockets of the current attachment (none while the interface is gone).
     pub fn sockets(&self) -> &[XskSocket] {
-        &self.sockets
+        self.live.as_ref().map_or(&[], |l| &l.sockets)
     }
 
     pub fn sockets_mut(&mut self) -> &mut [XskSocket] {
-        &mut self.sockets
+        self.live.as_mut().map_or(&mut [], |l| &mut l.sockets)
+    }
+
+    /// The socket counters summed over the current and every retired attachment.
+    pub fn socket_counters(&self) -> XskCounters {
+        let mut t = self.retired;
+        for s in self.sockets() {
+            add_counters(&mut t, &s.counters());
+        }
+        t
     }
 
     /// Calls `on_frame` with up to `max` received frames, taking queues round-robin.
+    /// While the interface is gone: [`AfXdpError::InterfaceGone`].
     pub fn recv_with(
         &mut self,
         max: usize,
         mut on_frame: impl FnMut(&[u8]),
     ) -> Result<usize, AfXdpError> {
+        let Some(live) = self.live.as_mut() else {
+            return Err(gone_error(&self.cfg.ifname));
+        };
         let mut got = 0;
-        let n = self.sockets.len();
+        let n = live.sockets.len();
         for k in 0..n {
             if got >= max {
                 break;
             }
             let i = (self.next_rx + k) % n;
-            got += self.sockets[i].recv_with(max - got, &mut on_frame)?;
+            got += live.sockets[i].recv_with(max - got, &mut on_frame)?;
         }
         self.next_rx = (self.next_rx + 1) % n;
         Ok(got)
     }
 
     /// Transmits a burst on the first queue's socket; returns how many were accepted.
+    /// While the interface is gone: [`AfXdpError::InterfaceGone`].
     pub fn send_burst<'a>(
         &mut self,
         frames: impl IntoIterator<Item = &'a [u8]>,
     ) -> Result<usize, AfXdpError> {
-        self.sockets[0].send_burst(frames)
+        match self.live.as_mut() {
+            Some(live) => live.sockets[0].send_burst(frames),
+            None => Err(gone_error(&self.cfg.ifname)),
+        }
     }
 
-    /// The kernel's counters summed over the port's sockets.
+    /// The kernel's counters summed over the port's sockets, current and retired.
     pub fn kernel_stats(&self) -> Result<XskKernelStats, AfXdpError> {
-        let mut t = XskKernelStats::default();
-        for s in &self.sockets {
-            let k = s.kernel_stats()?;
-            t.rx_dropped += k.rx_dropped;
-            t.rx_invalid_descs += k.rx_invalid_descs;
-            t.tx_invalid_descs += k.tx_invalid_descs;
-            t.rx_ring_full += k.rx_ring_full;
-            t.rx_fill_ring_empty_descs += k.rx_fill_ring_empty_descs;
-            t.tx_ring_empty_descs += k.tx_ring_empty_descs;
+        let mut t = self.retired_kernel;
+        for s in self.sockets() {
+            add_kernel(&mut t, &s.kernel_stats()?);
         }
         Ok(t)
     }
 
-    fn port_error(&self, e: AfXdpError) -> PortError {
+    /// Gives up the current attachment after its interface went away: keeps its counters
+    /// (frames still on its TX ring become `tx_abandoned`), closes link and sockets, logs.
+    fn retire(&mut self, now: Nanos, detail: &str) {
+        let Some(mut live) = self.live.take() else {
+            return;
+        };
+        for s in &mut live.sockets {
+            let queued = s.tx_queued();
+            s.abandon(u64::from(queued));
+            add_counters(&mut self.retired, &s.counters());
+            if let Ok(k) = s.kernel_stats() {
+                add_kernel(&mut self.retired_kernel, &k);
+            }
+        }
+        drop(live);
+        self.gone_events += 1;
+        self.last_look = Some(now);
+        self.last_reattach_error = None;
+        tracing::warn!(
+            port = %self.name,
+            ifname = %self.cfg.ifname,
+            "AF_XDP port `{}`: interface `{}` is gone ({detail}); waiting for it to come back \
+             (on_gone = \"wait\"), transmitted frames are counted as tx_link_gone drops",
+            self.name,
+            self.cfg.ifname
+        );
+    }
+
+    /// While gone: at most once per [`REATTACH_INTERVAL`] of `now`, attaches again if an
+    /// interface of the configured name exists. Returns whether the port is attached.
+    fn look_for_interface(&mut self, now: Nanos) -> bool {
+        if self.live.is_some() {
+            return true;
+        }
+        if self
+            .last_look
+            .is_some_and(|t| now.saturating_sub(t) < REATTACH_INTERVAL)
+        {
+            return false;
+        }
+        self.last_look = Some(now);
+        if interface_index(&self.cfg.ifname).is_err() {
+            return false;
+        }
+        match Attached::open(&self.cfg) {
+            Ok(live) => {
+                self.ifindex = live.ifindex;
+                self.live = Some(live);
+                self.reattached += 1;
+                self.next_rx = 0;
+                tracing::warn!(
+                    port = %self.name,
+                    ifname = %self.cfg.ifname,
+                    ifindex = self.ifindex,
+                    "AF_XDP port `{}`: interface `{}` is back (ifindex {}); re-attached",
+                    self.name,
+                    self.cfg.ifname,
+                    self.ifindex
+                );
+                true
+            }
+            Err(e) => {
+                let reason = e.to_string();
+                if self.last_reattach_error.as_deref() != Some(reason.as_str()) {
+                    tracing::warn!(
+                        port = %self.name,
+                        "AF_XDP port `{}`: interface `{}` exists again but cannot be attached \
+                         yet ({reason}); retrying every {} ms",
+                        self.name,
+                        self.cfg.ifname,
+                        REATTACH_INTERVAL.as_nanos() / 1_000_000
+                    );
+                    self.last_reattach_error = Some(reason);
+                }
+                false
+            }
+        }
+    }
+
+    /// An error from the sockets: with `on_gone = "wait"` a gone interface retires the
+    /// attachment and is not an error; anything else becomes a [`PortError`].
+    fn on_error(&mut self, now: Nanos, e: AfXdpError) -> Result<(), PortError> {
         match e {
-            AfXdpError::InterfaceGone { detail, .. } => PortError::InterfaceGone {
+            AfXdpError::InterfaceGone { detail, .. } if self.cfg.on_gone == OnGone::Wait => {
+                self.retire(now, &detail);
+                Ok(())
+            }
+            AfXdpError::InterfaceGone { detail, .. } => Err(PortError::InterfaceGone {
                 port: self.name.clone(),
                 detail,
-            },
-            other => PortError::Io {
+            }),
+            other => Err(PortError::Io {
                 port: self.name.clone(),
                 context: "AF_XDP",
                 source: std::io::Error::other(other.to_string()),
-            },
+            }),
         }
     }
 }
@@ -169,63 +365,92 @@ impl Port for AfXdpPort {
         pool: &mut BufPool,
         batch: &mut Batch,
     ) -> Result<usize, PortError> {
+        if !self.look_for_interface(now) {
+            return Ok(0);
+        }
+        let Some(live) = self.live.as_mut() else {
+            return Ok(0);
+        };
         let index = self.index;
         let (mut no_buffer, mut too_long, mut added) = (0, 0, 0);
-        let res = {
-            let sockets = &mut self.sockets;
-            let n = sockets.len();
-            let mut result = Ok(());
-            for k in 0..n {
-                let room = batch.room();
-                if room == 0 {
-                    break;
-                }
-                let s = &mut sockets[(self.next_rx + k) % n];
-                let r = s.recv_with(room, |frame| {
-                    let Some(mut buf) = pool.alloc() else {
-                        no_buffer += 1;
-                        return;
-                    };
-                    if buf.copy_from(frame).is_err() {
-                        too_long += 1;
-                        pool.free(buf);
-                        return;
-                    }
-                    buf.rx_time = now;
-                    buf.in_port = index;
-                    match batch.push(buf) {
-                        Ok(()) => added += 1,
-                        Err(buf) => pool.free(buf),
-                    }
-                });
-                if let Err(e) = r {
-                    result = Err(e);
-                    break;
-                }
+        let n = live.sockets.len();
+        let mut result = Ok(());
+        for k in 0..n {
+            let room = batch.room();
+            if room == 0 {
+                break;
             }
-            result
-        };
-        self.next_rx = (self.next_rx + 1) % self.sockets.len();
+            let s = &mut live.sockets[(self.next_rx + k) % n];
+            let r = s.recv_with(room, |frame| {
+                let Some(mut buf) = pool.alloc() else {
+                    no_buffer += 1;
+                    return;
+                };
+                if buf.copy_from(frame).is_err() {
+                    too_long += 1;
+                    pool.free(buf);
+                    return;
+                }
+                buf.rx_time = now;
+                buf.in_port = index;
+                match batch.push(buf) {
+                    Ok(()) => added += 1,
+                    Err(buf) => pool.free(buf),
+                }
+            });
+            if let Err(e) = r {
+                result = Err(e);
+                break;
+            }
+        }
+        self.next_rx = (self.next_rx + 1) % n;
         self.rx_no_buffer += no_buffer;
         self.rx_too_long += too_long;
-        res.map_err(|e| self.port_error(e))?;
+        if let Err(e) = result {
+            self.on_error(now, e)?;
+        }
         Ok(added)
     }
 
     fn send(
         &mut self,
-        _now: Nanos,
+        now: Nanos,
         batch: &mut Batch,
         pool: &mut BufPool,
     ) -> Result<usize, PortError> {
-        let socket = &mut self.sockets[0];
+        if !self.look_for_interface(now) {
+            for buf in batch.drain() {
+                self.tx_link_gone += 1;
+                pool.free(buf);
+            }
+            return Ok(0);
+        }
+        let Some(live) = self.live.as_mut() else {
+            return Ok(0);
+        };
+        let socket = &mut live.sockets[0];
         let mut sent = 0;
         for buf in batch.drain() {
             sent += usize::from(socket.stage_tx(buf.as_slice()));
             pool.free(buf);
         }
-        socket.flush_tx().map_err(|e| self.port_error(e))?;
+        if let Err(e) = socket.flush_tx() {
+            self.on_error(now, e)?;
+        }
         Ok(sent)
+    }
+
+    /// Hands the kernel what is still on the TX ring (bounded); what it will not take is
+    /// counted as abandoned.
+    fn flush(&mut self) -> Result<(), PortError> {
+        let Some(live) = self.live.as_mut() else {
+            return Ok(());
+        };
+        let r = live.sockets[0].drain_tx(FLUSH_MAX_IDLE_KICKS);
+        match r {
+            Ok(_) => Ok(()),
+            Err(e) => self.on_error(Nanos::ZERO, e),
+        }
     }
 
     fn readiness(&self) -> Readiness {
@@ -233,21 +458,22 @@ impl Port for AfXdpPort {
     }
 
     fn counters(&self) -> PortCounters {
+        let x = self.socket_counters();
         let mut c = PortCounters {
+            rx_packets: x.rx_packets,
+            rx_bytes: x.rx_bytes,
             rx_no_buffer: self.rx_no_buffer,
             rx_too_long: self.rx_too_long,
+            tx_packets: x.tx_packets,
+            tx_bytes: x.tx_bytes,
+            tx_ring_full: x.tx_ring_full,
+            // The driver had no room for a frame it was given (veth: the peer's backlog).
+            tx_no_buffer: x.tx_driver_dropped,
+            // Too long for a chunk, left on the ring at the end, or sent while the interface
+            // was gone (until zl-port has a field of its own for the last cause).
+            tx_errors: x.tx_too_long + x.tx_abandoned + self.tx_link_gone,
             ..PortCounters::default()
         };
-        for s in &self.sockets {
-            let x = s.counters();
-            c.rx_packets += x.rx_packets;
-            c.rx_bytes += x.rx_bytes;
-            c.tx_packets += x.tx_packets;
-            c.tx_bytes += x.tx_bytes;
-            c.tx_ring_full += x.tx_ring_full;
-            c.tx_no_buffer += x.tx_kick_enobufs;
-            c.tx_errors += x.tx_too_long;
-        }
         // Frames the kernel could not put on a full RX ring or found no fill chunk for.
         if let Ok(k) = self.kernel_stats() {
             c.rx_ring_full += k.rx_ring_full + k.rx_fill_ring_empty_descs;

@@ -14,6 +14,12 @@ use crate::ring::{ConsumerRing, Mapping, ProducerRing, RingLayout};
 use crate::{AfXdpConfig, BindMode};
 
 /// Counters of one socket, by cause. Kernel-side counters come from [`XskSocket::kernel_stats`].
+///
+/// Every frame offered to [`XskSocket::stage_tx`] ends in exactly one of `tx_packets`,
+/// `tx_ring_full`, `tx_too_long`, `tx_driver_dropped` or `tx_abandoned` (frames still on the
+/// TX ring count in `tx_packets` until the kernel drops or abandons them). The `tx_kick_*`
+/// counters count wakeups, not frames: a refused wakeup leaves its frames on the TX ring for
+/// the next one (a counted retry, never a loss).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct XskCounters {
     pub rx_packets: u64,
@@ -23,15 +29,27 @@ pub struct XskCounters {
     /// Received chunks that could not go back to the fill ring at once (fill-ring starvation
     /// on our side; the kernel's side is `rx_fill_ring_empty_descs`).
     pub fill_starved: u64,
+    /// Frames handed to the kernel, less those it reported dropped (`tx_driver_dropped`).
     pub tx_packets: u64,
+    /// Bytes of the frames handed to the kernel (dropped ones included: the kernel does not
+    /// say which frame it dropped).
     pub tx_bytes: u64,
-    /// Frames refused because the TX ring or the TX chunk pool was full.
+    /// Frames refused because the TX ring had no free descriptor (or the TX chunk pool was
+    /// empty: the kernel had not completed enough earlier frames).
     pub tx_ring_full: u64,
     /// Frames refused because they do not fit a UMEM chunk.
     pub tx_too_long: u64,
-    /// Wakeups (sendto) answered ENOBUFS.
+    /// Frames the kernel took from the TX ring and then dropped: in copy mode a wakeup
+    /// answered EBUSY means the driver returned NET_XMIT_DROP for the last frame it built
+    /// (veth: the peer's backlog was full); that frame is completed but never sent.
+    pub tx_driver_dropped: u64,
+    /// Frames still on the TX ring when the socket was given up (interface gone, or the
+    /// kernel would not take them when the port was flushed at the end of the run).
+    pub tx_abandoned: u64,
+    /// Wakeups (sendto) answered ENOBUFS: retried on the next wakeup.
     pub tx_kick_enobufs: u64,
-    /// Wakeups answered EAGAIN or EBUSY (the kernel will take the rest on the next wakeup).
+    /// Wakeups answered EAGAIN (the kernel sends at most 32 frames per wakeup in copy mode,
+    /// or found no completion slot), or EBUSY in zero-copy mode: retried.
     pub tx_kick_eagain: u64,
     /// Wakeups or health checks answered ENETDOWN (link administratively down).
     pub link_down: u64,
@@ -72,6 +90,8 @@ pub struct XskSocket {
     ifname: String,
     queue_id: u32,
     idle_polls: u32,
+    /// Bound with XDP_COPY (EBUSY on a wakeup then means a dropped frame).
+    copy_mode: bool,
     counters: XskCounters,
 }
 
@@ -267,6 +287,7 @@ impl XskSocket {
             ifname: cfg.ifname.clone(),
             queue_id,
             idle_polls: 0,
+            copy_mode: cfg.bind_mode == BindMode::Copy,
             counters: XskCounters::default(),
         })
     }
@@ -454,6 +475,13 @@ impl XskSocket {
         }
         let err = io::Error::last_os_error();
         match err.raw_os_error() {
+            Some(libc::EBUSY) if self.copy_mode => {
+                // __xsk_generic_xmit: the driver answered NET_XMIT_DROP for the frame it was
+                // given ("completed but not sent"); the frames behind it are still queued.
+                self.counters.tx_driver_dropped += 1;
+                self.counters.tx_packets = self.counters.tx_packets.saturating_sub(1);
+                Ok(true)
+            }
             Some(libc::EAGAIN | libc::EBUSY) => {
                 self.counters.tx_kick_eagain += 1;
                 Ok(true)
@@ -469,6 +497,39 @@ impl XskSocket {
             Some(libc::EINTR) => Ok(true),
             _ => Err(classify(Op::Transmit, &self.ifname, ModeContext::None, err)),
         }
+    }
+
+    /// Frames published on the TX ring that the kernel has not taken yet.
+    pub fn tx_queued(&mut self) -> u32 {
+        self.tx.outstanding()
+    }
+
+    /// Wakes the kernel until the TX ring is empty or `max_kicks` wakeups made no headway;
+    /// counts what is left as `tx_abandoned`. Returns the frames left. For the end of a run.
+    pub fn drain_tx(&mut self, max_kicks: u32) -> Result<u32, AfXdpError> {
+        self.tx.submit(self.tx_staged);
+        self.tx_staged = 0;
+        let mut idle = 0;
+        while self.tx.outstanding() > 0 && idle < max_kicks {
+            let before = self.tx.outstanding();
+            self.kick_tx()?;
+            self.reclaim();
+            if self.tx.outstanding() >= before {
+                idle += 1;
+            } else {
+                idle = 0;
+            }
+        }
+        let left = self.tx.outstanding();
+        self.abandon(u64::from(left));
+        Ok(left)
+    }
+
+    /// Moves `n` frames from `tx_packets` to `tx_abandoned`.
+    pub(crate) fn abandon(&mut self, n: u64) {
+        let n = n.min(self.counters.tx_packets);
+        self.counters.tx_packets -= n;
+        self.counters.tx_abandoned += n;
     }
 
     /// Stages and flushes a burst; returns how many frames were accepted.

@@ -3,13 +3,14 @@
 //!
 //! Frames are injected on the peer with a raw AF_PACKET socket and read back from it, with
 //! the local experimental EtherType 0x88B5 so nothing else on the link is counted.
+//! Namespaces are named `zlxf-...`.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use zl_afxdp::netns::{is_root, Netns};
-use zl_afxdp::{AfXdpConfig, AfXdpError, AfXdpPort, BindMode, XdpMode};
+use zl_afxdp::{AfXdpConfig, AfXdpError, AfXdpPort, BindMode, OnGone, XdpMode};
 use zl_core::Nanos;
 use zl_port::{Batch, BufPool, Port, PortError};
 
@@ -24,6 +25,7 @@ fn veth_ns(test: &str, tag: &str) -> Option<Netns> {
         eprintln!("SKIPPED {test}: needs root (network namespaces, veth, XDP)");
         return None;
     }
+    zl_afxdp::netns::set_prefix("zlxf");
     match Netns::create(tag).and_then(|ns| ns.add_veth_pair("zx0", "zx1").map(|()| ns)) {
         Ok(ns) => Some(ns),
         Err(e) => {
@@ -256,6 +258,7 @@ fn one_socket_per_queue_on_a_multi_queue_interface() {
         eprintln!("SKIPPED {test}: needs root");
         return;
     }
+    zl_afxdp::netns::set_prefix("zlxf");
     let ns = match Netns::create("xmq")
         .and_then(|ns| ns.add_veth_pair_with_queues("zx0", "zx1", 4).map(|()| ns))
     {
@@ -629,6 +632,179 @@ fn a_full_tx_ring_is_a_counted_refusal() {
         }
         assert_eq!(s.tx_in_flight(), 0);
         assert!(s.stage_tx(&frame(100, 64)));
+    })
+    .unwrap();
+}
+
+/// Drains the peer's raw socket into `got` until `want` frames are there (bounded).
+fn collect_at_peer(peer: &RawSocket, got: &mut Vec<u32>, want: usize, mut kick: impl FnMut()) {
+    let mut buf = [0u8; 2048];
+    let start = Instant::now();
+    while got.len() < want && start.elapsed() < GIVE_UP_AFTER {
+        kick();
+        while let Some(n) = peer.try_recv(&mut buf) {
+            got.extend(seq_of(&buf[..n]));
+        }
+    }
+}
+
+/// Transmit refusals, counted per cause and per frame:
+/// - 100 frames staged on a 64-entry TX ring: 36 `tx_ring_full`;
+/// - the 64 leave in copy mode at most 32 per wakeup, so the first wakeup is answered EAGAIN
+///   (a counted retry, `tx_kick_eagain`) and the next sends the rest: the peer gets all 64;
+/// - with the peer down the driver drops what it is given (NET_XMIT_DROP, EBUSY on the
+///   wakeup): 10 frames sent through the `Port` trait end as `tx_no_buffer`, none uncounted.
+#[test]
+fn tx_ring_full_kick_retries_and_driver_drops_are_counted_per_frame() {
+    let Some(ns) = veth_ns(
+        "tx_ring_full_kick_retries_and_driver_drops_are_counted_per_frame",
+        "xkick",
+    ) else {
+        return;
+    };
+    let ns_name = ns.name().to_owned();
+    ns.run_in(move || {
+        let cfg = AfXdpConfig {
+            attach_program: false,
+            rx_ring_size: 64,
+            tx_ring_size: 64,
+            ..AfXdpConfig::new("zx0")
+        };
+        let mut port = AfXdpPort::open("p0", 0, &cfg).unwrap();
+        let peer = RawSocket::open("zx1").unwrap();
+        let s = &mut port.sockets_mut()[0];
+        let accepted = (0..100).filter(|&i| s.stage_tx(&frame(i, 64))).count();
+        assert_eq!(accepted, 64);
+        s.flush_tx().unwrap();
+        let mut got = Vec::new();
+        collect_at_peer(&peer, &mut got, 64, || {
+            port.sockets_mut()[0].flush_tx().unwrap()
+        });
+        assert_eq!(got, (0..64).collect::<Vec<_>>());
+        let x = port.sockets()[0].counters();
+        assert_eq!((x.tx_packets, x.tx_ring_full), (64, 36), "{x:?}");
+        assert!(x.tx_kick_eagain >= 1, "64 frames need two wakeups: {x:?}");
+
+        let status = std::process::Command::new("ip")
+            .args(["-n", &ns_name, "link", "set", "zx1", "down"])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let mut pool = BufPool::new(16, 2048);
+        let mut batch = Batch::new();
+        for i in 0..10 {
+            let mut b = pool.alloc().unwrap();
+            b.copy_from(&frame(1000 + i, 64)).unwrap();
+            batch.push(b).unwrap();
+        }
+        port.send(Nanos(1), &mut batch, &mut pool).unwrap();
+        port.flush().unwrap();
+        assert_eq!(pool.available(), 16, "every buffer back in the pool");
+        let c = port.counters();
+        let x = port.socket_counters();
+        assert_eq!(
+            (c.tx_packets, c.tx_ring_full, c.tx_no_buffer, c.tx_errors),
+            (64, 36, 10, 0),
+            "{x:?}"
+        );
+        assert_eq!(x.tx_driver_dropped, 10, "{x:?}");
+    })
+    .unwrap();
+}
+
+/// `on_gone = "wait"` on the `Port` trait: the deleted interface is noticed (not an error),
+/// frames handed over while it is gone are counted (`tx_link_gone`), nothing is looked for
+/// again before 100 ms of port time, and once an interface of the name is back the port
+/// attaches to it (new ifindex) and receives and transmits again.
+#[test]
+fn on_gone_wait_reattaches_when_the_interface_is_back() {
+    let Some(ns) = veth_ns(
+        "on_gone_wait_reattaches_when_the_interface_is_back",
+        "xwait",
+    ) else {
+        return;
+    };
+    let ns_name = ns.name().to_owned();
+    ns.run_in(move || {
+        let ip = |args: &[&str]| {
+            let status = std::process::Command::new("ip")
+                .args(["-n", &ns_name])
+                .args(args)
+                .status()
+                .unwrap();
+            assert!(status.success(), "ip {args:?}");
+        };
+        let cfg = AfXdpConfig {
+            rx_ring_size: 64,
+            tx_ring_size: 64,
+            on_gone: OnGone::Wait,
+            ..AfXdpConfig::new("zx0")
+        };
+        let mut port = AfXdpPort::open("p0", 0, &cfg).unwrap();
+        let first_ifindex = port.ifindex();
+        let mut pool = BufPool::new(64, 2048);
+        let mut batch = Batch::new();
+        let ms = |m: u64| Nanos::from_millis(m);
+        ip(&["link", "del", "zx0"]);
+        let mut polls = 0;
+        while port.is_attached() && polls < 10_000 {
+            assert_eq!(port.recv(ms(0), &mut pool, &mut batch).unwrap(), 0);
+            polls += 1;
+        }
+        assert!(polls <= 256, "noticed after {polls} polls");
+        assert_eq!(port.gone_and_reattached(), (1, 0));
+        // Handed over while gone: counted, buffers freed.
+        for i in 0..5 {
+            let mut b = pool.alloc().unwrap();
+            b.copy_from(&frame(i, 64)).unwrap();
+            batch.push(b).unwrap();
+        }
+        assert_eq!(port.send(ms(1), &mut batch, &mut pool).unwrap(), 0);
+        assert_eq!(pool.available(), 64);
+        assert_eq!(port.tx_link_gone(), 5);
+        assert_eq!(port.counters().tx_errors, 5);
+
+        ip(&["link", "add", "zx0", "type", "veth", "peer", "name", "zx1"]);
+        ip(&["link", "set", "zx0", "up"]);
+        ip(&["link", "set", "zx1", "up"]);
+        // Within 100 ms of the last look nothing is looked for, however often it is polled.
+        for _ in 0..1000 {
+            port.recv(ms(50), &mut pool, &mut batch).unwrap();
+        }
+        assert!(!port.is_attached());
+        port.recv(ms(101), &mut pool, &mut batch).unwrap();
+        assert!(
+            port.is_attached(),
+            "not re-attached 100 ms after the last look"
+        );
+        assert_eq!(port.gone_and_reattached(), (1, 1));
+        assert_ne!(
+            port.ifindex(),
+            first_ifindex,
+            "a new interface, a new index"
+        );
+
+        let peer = RawSocket::open("zx1").unwrap();
+        for seq in 0..10 {
+            peer.send(&frame(seq, 80)).unwrap();
+        }
+        let mut received = Vec::new();
+        let start = Instant::now();
+        while received.len() < 10 && start.elapsed() < GIVE_UP_AFTER {
+            port.recv(ms(200), &mut pool, &mut batch).unwrap();
+            for b in batch.iter() {
+                received.extend(seq_of(b.as_slice()));
+            }
+            port.send(ms(200), &mut batch, &mut pool).unwrap();
+        }
+        assert_eq!(received, (0..10).collect::<Vec<_>>());
+        let mut echoed = Vec::new();
+        collect_at_peer(&peer, &mut echoed, 10, || {
+            port.send(ms(201), &mut batch, &mut pool).unwrap();
+        });
+        assert_eq!(echoed, (0..10).collect::<Vec<_>>());
+        let c = port.counters();
+        assert_eq!((c.rx_packets, c.tx_packets, c.tx_errors), (10, 10, 5));
     })
     .unwrap();
 }
