@@ -42,7 +42,8 @@ use zl_zombie::{Observation, ZombieConfig, ZombieList, ZombieParams};
 use crate::check;
 use crate::sred::{check_capacity, sred_terms, staged_p1, zombie_config};
 use crate::{
-    early_verdict, happens, Aqm, AqmConfigError, AqmStats, Nanos, PacketMeta, QueueView, Verdict,
+    early_verdict, happens, uniform, Aqm, AqmConfigError, AqmStats, Nanos, PacketMeta, QueueView,
+    Verdict,
 };
 
 /// Everything one ZL-RED decision depends on.
@@ -86,18 +87,7 @@ pub struct ZlRedTerms {
 pub fn zlred_probability(i: &ZlRedInputs) -> ZlRedTerms {
     let p1 = staged_p1(i.q, i.th_min, i.b_third, i.p_max);
     let s = sred_terms(p1, i.hit, i.p_hit);
-    let mean_occurrence = i.total as f64 * i.p_hit;
-    // `p3 = 0` is checked apart so that a vanishing `T P` cannot make `0 * inf = NaN`.
-    let (p4, misbehaving) = if i.occurrence == 0 || s.p3 == 0.0 {
-        (0.0, false)
-    } else if mean_occurrence > 0.0 {
-        let f = i.occurrence as f64;
-        let misbehaving = f > mean_occurrence;
-        let p4 = s.p3 * f / mean_occurrence;
-        (if misbehaving { p4 * i.a } else { p4 }, misbehaving)
-    } else {
-        (s.p3, false)
-    };
+    let (p4, misbehaving) = eq_4_5(i, p1);
     let p5 = if i.p_avg > 0.0 && p4 > 0.0 {
         p4 * s.p3 / i.p_avg
     } else {
@@ -113,10 +103,83 @@ pub fn zlred_probability(i: &ZlRedInputs) -> ZlRedTerms {
     }
 }
 
+/// The factors shared by eq. (2)-(3) and (5): with `c = max(1, (256 P)^2)`, `p3 = p1 h / d`
+/// where `(h, d) = (P + 1, c P)` on a hit and `(1, c)` on a miss. Only for `P > 0`.
+#[inline]
+fn p3_fraction(hit: bool, p_hit: f64) -> (f64, f64) {
+    let s = 256.0 * p_hit;
+    let c = (s * s).max(1.0);
+    if hit {
+        (1.0 + p_hit, c * p_hit)
+    } else {
+        (1.0, c)
+    }
+}
+
+/// Eq. (4) and (5) from `p1` (eq. 7): `(p4, misbehaving)`.
+///
+/// With `T P > 0`, `p4 = p3 F a' / (T P)` is computed as the single quotient
+/// `p1 h F a' / (d T P)` (see [`p3_fraction`]; `a' = a` when misbehaving, else 1): equal to
+/// the equation up to rounding, and one division instead of the three that the chain
+/// `p2 -> p3 -> p4` takes (`p4` feeds `P_avg` on every arrival). A vanishing `d T P` gives
+/// `p4 = inf`, a certain drop, as the chain does; the numerator is never 0 here, so no NaN.
+#[inline]
+fn eq_4_5(i: &ZlRedInputs, p1: f64) -> (f64, bool) {
+    // p1 = 0 makes p3 = 0 (p2 > 0 whenever p1 > 0, since (256 P)^2 <= 65536), F = 0 makes p4 = 0.
+    if i.occurrence == 0 || p1 == 0.0 {
+        return (0.0, false);
+    }
+    let mean_occurrence = i.total as f64 * i.p_hit;
+    if mean_occurrence > 0.0 {
+        let f = i.occurrence as f64;
+        let misbehaving = f > mean_occurrence;
+        let weight = if misbehaving { f * i.a } else { f };
+        let (h, d) = p3_fraction(i.hit, i.p_hit);
+        (p1 * h * weight / (d * mean_occurrence), misbehaving)
+    } else {
+        // No flow information yet (decided): p4 = p3.
+        (sred_terms(p1, i.hit, i.p_hit).p3, false)
+    }
+}
+
 /// `P_avg` after an arrival whose (unclamped) `p4` is given: an EWMA with weight `alpha` of
 /// `min(1, p4)`.
 pub fn next_p_avg(p_avg: f64, alpha: f64, p4: f64) -> f64 {
     p_avg + alpha * (p4.min(1.0) - p_avg)
+}
+
+/// The Bernoulli trial of one decision: true with probability `min(1, p5)`, drawing from `rng`
+/// only when `0 < p5 < 1`, as `happens(rng, zlred_probability(i).p5)` does.
+///
+/// In the common case (`P(t) > 0`, `T P(t) > 0`, `P_avg > 0`) it compares without dividing.
+/// Writing `c = max(1, (256 P)^2)` and, on a hit, `p3 = p1 (P + 1) / (c P)` (else `p1 / c`),
+/// eq. (5)-(6) give `p5 = num / den` with `num = (p1 h)^2 F a'` and
+/// `den = (c h')^2 T P P_avg` (`h = P + 1`, `h' = P` on a hit, else both 1; `a' = a` when
+/// misbehaving, else 1), so `u < p5` is decided as `u den < num` (`den = 0`, an underflow
+/// when `P` is tiny, is a certain drop, as `p5 = inf` is). `zlred_probability` divides four
+/// times to get there; this path does not divide (measured with `P_avg`'s single division
+/// moved off the verdict's path, see [`ZlRed`]: 27.5 -> 24.8 ns per decision, with the list's
+/// changes 23.7 ns; docs/performance/zl-aqm.md). The verdict can differ from `u < p5` only
+/// for a draw within a few ULPs of `p5`. The other cases (the first arrivals, before `P(t)`,
+/// `T` and `P_avg` are all positive) go through `zlred_probability`.
+#[inline]
+fn fires<R: rand::RngCore + ?Sized>(rng: &mut R, i: &ZlRedInputs) -> bool {
+    let p1 = staged_p1(i.q, i.th_min, i.b_third, i.p_max);
+    // p1 = 0 makes p3 = 0, F = 0 makes p4 = 0: either way p5 = 0, and no draw.
+    if p1 == 0.0 || i.occurrence == 0 {
+        return false;
+    }
+    let mean_occurrence = i.total as f64 * i.p_hit;
+    if !(i.p_hit > 0.0 && mean_occurrence > 0.0 && i.p_avg > 0.0) {
+        return happens(rng, zlred_probability(i).p5);
+    }
+    let (h, d) = p3_fraction(i.hit, i.p_hit);
+    let f = i.occurrence as f64;
+    let weight = if f > mean_occurrence { f * i.a } else { f };
+    let top = p1 * h;
+    let num = top * top * weight;
+    let den = d * d * (mean_occurrence * i.p_avg);
+    num >= den || uniform(rng) * den < num
 }
 
 /// ZL-RED parameters in config units.
@@ -209,12 +272,27 @@ impl ZlRedConfig {
     }
 }
 
+/// What the latest decision saw: enough to recompute its [`ZlRedTerms`] and the `P_avg` it
+/// leaves behind.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct LastArrival {
+    q: u32,
+    obs: Observation,
+    /// `P_avg` before this arrival.
+    p_avg: f64,
+}
+
 /// ZL-RED runtime state.
+///
+/// The verdict needs only `u < p5` (see `fires`), not the terms themselves, so a decision
+/// stores its inputs and `P_avg`'s update is settled at the start of the next one, where its
+/// divisions overlap that arrival's Zombie List observation instead of delaying this verdict.
+/// [`ZlRed::p_avg`] and [`ZlRed::last_decision`] compute from the stored inputs, with exactly
+/// the values an eager update would have produced.
 pub struct ZlRed {
     cfg: ZlRedConfig,
     list: Arc<ZombieList>,
-    p_avg: f64,
-    last: ZlRedTerms,
+    last: Option<LastArrival>,
     stats: AqmStats,
 }
 
@@ -233,8 +311,7 @@ impl ZlRed {
         ZlRed {
             cfg,
             list,
-            p_avg: 0.0,
-            last: ZlRedTerms::default(),
+            last: None,
             stats: AqmStats::default(),
         }
     }
@@ -247,14 +324,25 @@ impl ZlRed {
         &self.list
     }
 
-    /// `P_avg(t)`.
+    /// `P_avg(t)`, after the latest decision.
+    #[inline]
     pub fn p_avg(&self) -> f64 {
-        self.p_avg
+        match &self.last {
+            Some(last) => {
+                let i = self.cfg.inputs(last.q, &last.obs, last.p_avg);
+                let p1 = staged_p1(i.q, i.th_min, i.b_third, i.p_max);
+                next_p_avg(last.p_avg, self.cfg.alpha, eq_4_5(&i, p1).0)
+            }
+            None => 0.0,
+        }
     }
 
-    /// The terms of the latest decision (tail drops leave it unchanged).
+    /// The terms of the latest decision (tail drops leave it unchanged; all zero before the
+    /// first decision).
     pub fn last_decision(&self) -> ZlRedTerms {
-        self.last
+        self.last.map_or_else(ZlRedTerms::default, |last| {
+            zlred_probability(&self.cfg.inputs(last.q, &last.obs, last.p_avg))
+        })
     }
 }
 
@@ -262,15 +350,16 @@ impl std::fmt::Debug for ZlRed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ZlRed")
             .field("cfg", &self.cfg)
-            .field("p_avg", &self.p_avg)
-            .field("last", &self.last)
+            .field("p_avg", &self.p_avg())
+            .field("last", &self.last_decision())
             .field("stats", &self.stats)
             .finish_non_exhaustive()
     }
 }
 
 impl ZlRed {
-    /// Eq. (7), (2)-(6) from the arrival's observation of the list.
+    /// Eq. (7), (2)-(6) from the arrival's observation of the list; `p_avg` is `P_avg`
+    /// before it (settled by the caller from the previous decision).
     #[inline]
     fn decide<R: rand::RngCore + ?Sized>(
         &mut self,
@@ -278,10 +367,14 @@ impl ZlRed {
         queue: &QueueView,
         pkt: &PacketMeta,
         obs: &Observation,
+        p_avg: f64,
     ) -> Verdict {
-        self.last = zlred_probability(&self.cfg.inputs(queue.len_packets, obs, self.p_avg));
-        self.p_avg = next_p_avg(self.p_avg, self.cfg.alpha, self.last.p4);
-        if happens(rng, self.last.p5) {
+        self.last = Some(LastArrival {
+            q: queue.len_packets,
+            obs: *obs,
+            p_avg,
+        });
+        if fires(rng, &self.cfg.inputs(queue.len_packets, obs, p_avg)) {
             early_verdict(self.cfg.ecn, pkt)
         } else {
             Verdict::Enqueue
@@ -300,8 +393,10 @@ impl Aqm for ZlRed {
         let v = if queue.is_full_for(pkt.len) {
             Verdict::TailDrop
         } else {
+            // Settled before the observation, so that its divisions run alongside it.
+            let p_avg = self.p_avg();
             let obs = self.list.observe(pkt.flow, now, rng);
-            self.decide(rng, queue, pkt, &obs)
+            self.decide(rng, queue, pkt, &obs, p_avg)
         };
         self.stats.record(v);
         v
@@ -321,7 +416,8 @@ impl Aqm for ZlRed {
         let v = if queue.is_full_for(pkt.len) {
             Verdict::TailDrop
         } else {
-            self.decide(rng, queue, pkt, obs)
+            let p_avg = self.p_avg();
+            self.decide(rng, queue, pkt, obs, p_avg)
         };
         self.stats.record(v);
         v
@@ -329,5 +425,87 @@ impl Aqm for ZlRed {
 
     fn stats(&self) -> &AqmStats {
         &self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::{Rng, RngCore, SeedableRng};
+    use rand_xoshiro::Xoshiro256PlusPlus;
+
+    use super::*;
+
+    /// `fires` decides as `happens(rng, p5)` and consumes the same draws, over inputs spread
+    /// across every branch: queue below and above `th_min` and `B/3`, hits and misses, `P`
+    /// from 0 to 1 (1/(256 P) above and below 1), F = 0 and F above and below `T P`, `P_avg`
+    /// zero and positive, `a` from 1 to 1000.
+    #[test]
+    fn fires_decides_as_the_drop_probability() {
+        let mut gen = Xoshiro256PlusPlus::seed_from_u64(31);
+        let (mut drops, mut draws) = (0, 0);
+        for n in 0..200_000u64 {
+            let p_hit = match n % 4 {
+                0 => 0.0,
+                1 => gen.random::<f64>() * 0.01,
+                _ => gen.random::<f64>(),
+            };
+            let i = ZlRedInputs {
+                q: gen.random_range(0..1000) as f64,
+                th_min: 5.0,
+                b_third: 1000.0 / 3.0,
+                p_max: [0.15, 1.0][(n % 7 == 0) as usize],
+                a: [1.0, 3.0, 1000.0][(n % 3) as usize],
+                hit: gen.random_bool(0.3),
+                p_hit,
+                occurrence: gen.random_range(0..50),
+                total: gen.random_range(0..2000),
+                p_avg: [0.0, gen.random::<f64>() * 0.2][(n % 5 != 0) as usize],
+            };
+            let seed = gen.next_u64();
+            let (mut a, mut b) = (
+                Xoshiro256PlusPlus::seed_from_u64(seed),
+                Xoshiro256PlusPlus::seed_from_u64(seed),
+            );
+            let want = happens(&mut a, zlred_probability(&i).p5);
+            assert_eq!(fires(&mut b, &i), want, "{i:?}");
+            assert_eq!(a.next_u64(), b.next_u64(), "same draws: {i:?}");
+            let p5 = zlred_probability(&i).p5;
+            drops += u32::from(want);
+            draws += u32::from(p5 > 0.0 && p5 < 1.0);
+        }
+        // Every kind of outcome occurred: drops, draws, and certain drops.
+        assert!(
+            drops > 10_000 && draws > 10_000,
+            "{drops} drops, {draws} draws"
+        );
+    }
+
+    /// `p_avg()` and `last_decision()`, computed from the stored inputs, equal the eager
+    /// computation step by step.
+    #[test]
+    fn settled_p_avg_equals_the_eager_update() {
+        let cfg = ZlRedParams::default().validate(1000).unwrap();
+        let mut zl = ZlRed::new(cfg);
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(32);
+        let mut eager = 0.0;
+        for n in 0..50_000u64 {
+            let q = QueueView {
+                len_packets: (n % 500) as u32,
+                len_bytes: 0,
+                capacity_packets: 1000,
+                capacity_bytes: u64::MAX,
+                head_enqueued_at: None,
+                idle_since: None,
+            };
+            let pkt = PacketMeta {
+                flow: zl_zombie::FlowId(rng.random_range(0..40)),
+                ..PacketMeta::default()
+            };
+            zl.on_arrival(Nanos(n), &mut rng, &q, &pkt);
+            let t = zl.last_decision();
+            eager = next_p_avg(eager, cfg.alpha, t.p4);
+            assert_eq!(zl.p_avg().to_bits(), eager.to_bits(), "arrival {n}");
+        }
+        assert!(eager > 0.0);
     }
 }
