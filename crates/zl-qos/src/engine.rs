@@ -61,6 +61,16 @@ pub struct Departed<T> {
     pub sojourn: Nanos,
 }
 
+/// What [`QosEngine::dequeue_burst`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Burst {
+    /// Packets handed out.
+    pub sent: usize,
+    /// The shaper holds the next packet until then (`None`: the burst filled `max`, or every
+    /// queue is empty).
+    pub held_until: Option<Nanos>,
+}
+
 /// What [`QosEngine::dequeue`] found.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Dequeue<T> {
@@ -376,27 +386,20 @@ impl<T> QosEngine<T> {
                 Some(o) => aqm.on_arrival_observed(now, rng, &view, &meta, o),
             }
         };
-        let stats = &mut class.stats.per_color[c.color.index()];
-        if verdict.admits() {
-            if !shaper_fits || view.is_full_for(meta.len) {
-                verdict = Verdict::TailDrop;
-            } else {
-                if verdict == Verdict::MarkCe {
-                    mark(&mut item);
-                }
-                if let Err(item) = class.queue.push(now, meta, item) {
-                    stats.record_verdict(Verdict::TailDrop, meta.len);
-                    return Err(Dropped {
-                        verdict: Verdict::TailDrop,
-                        item,
-                    });
-                }
-                stats.record_verdict(verdict, meta.len);
-                return Ok(verdict);
-            }
+        // The one check of the queue's bounds (the policy's own `is_full_for` aside): `view`
+        // was taken from this queue just above and nothing has joined it since.
+        if verdict.admits() && (!shaper_fits || view.is_full_for(meta.len)) {
+            verdict = Verdict::TailDrop;
         }
-        stats.record_verdict(verdict, meta.len);
-        Err(Dropped { verdict, item })
+        class.stats.per_color[c.color.index()].record_verdict(verdict, meta.len);
+        if !verdict.admits() {
+            return Err(Dropped { verdict, item });
+        }
+        if verdict == Verdict::MarkCe {
+            mark(&mut item);
+        }
+        class.queue.push_fitting(now, meta, item);
+        Ok(verdict)
     }
 
     /// Classify and enqueue in one call (for callers that do not rewrite the DSCP, such as
@@ -421,6 +424,39 @@ impl<T> QosEngine<T> {
     /// allows it.
     #[inline]
     pub fn dequeue(&mut self, now: Nanos) -> Dequeue<T> {
+        self.dequeue_one(now)
+    }
+
+    /// Up to `max` packets at `now`, in the order [`QosEngine::dequeue`] returns them, each
+    /// handed to `send`; stops early when every queue is empty or the shaper holds the next
+    /// packet. For a transmit burst: one call per burst instead of one per packet, and no
+    /// [`Departed`] built for a caller that wants the item only.
+    #[inline]
+    pub fn dequeue_burst(&mut self, now: Nanos, max: usize, mut send: impl FnMut(T)) -> Burst {
+        let mut sent = 0;
+        while sent < max {
+            match self.dequeue_one(now) {
+                Dequeue::Packet(d) => {
+                    send(d.item);
+                    sent += 1;
+                }
+                Dequeue::Hold { until } => {
+                    return Burst {
+                        sent,
+                        held_until: Some(until),
+                    }
+                }
+                Dequeue::Empty => break,
+            }
+        }
+        Burst {
+            sent,
+            held_until: None,
+        }
+    }
+
+    #[inline(always)]
+    fn dequeue_one(&mut self, now: Nanos) -> Dequeue<T> {
         let classes = &self.classes;
         let Some(ci) = self.sched.peek(|i| classes[i].queue.head_len()) else {
             return Dequeue::Empty;

@@ -163,3 +163,48 @@ pub struct QosParams {
     #[serde(default)]
     pub shaper: Option<ShaperParams>,
 }
+
+impl QosParams {
+    /// The Zombie List configuration of this port's SRED and ZL-RED policies, with the key it
+    /// was read from (`classes[i].aqm.zombie`, `classes[i].aqm_by_color.<color>.zombie`);
+    /// `Ok(None)` when no class uses one.
+    ///
+    /// decided: one port has one Zombie List (the paper keeps one per output link), so when
+    /// its policies share one list (`QosEngine::with_zombie_list`) their `zombie` settings
+    /// must agree; two that differ are an error naming both keys.
+    pub fn zombie_params(
+        &self,
+    ) -> Result<Option<(String, zl_zombie::ZombieParams)>, crate::QosConfigError> {
+        let mut found: Option<(String, zl_zombie::ZombieParams)> = None;
+        for (i, c) in self.classes.iter().enumerate() {
+            let shared = c.aqm.iter().map(|a| (format!("classes[{i}].aqm"), a));
+            let by_color = c.aqm_by_color.iter().flat_map(|b| {
+                [("green", &b.green), ("yellow", &b.yellow), ("red", &b.red)]
+                    .map(|(color, a)| (format!("classes[{i}].aqm_by_color.{color}"), a))
+            });
+            for (key, aqm) in shared.chain(by_color) {
+                let zp = match aqm {
+                    AqmParams::Sred(p) => p.zombie,
+                    AqmParams::ZlRed(p) => p.zombie,
+                    _ => continue,
+                };
+                let key = format!("{key}.zombie");
+                match &found {
+                    None => found = Some((key, zp)),
+                    Some((first, fp)) if *fp != zp => {
+                        return Err(crate::QosConfigError::new(
+                            key,
+                            format!(
+                                "{zp:?} differs from `{first}` = {fp:?}: the SRED / ZL-RED \
+                                 policies of one port share its Zombie List, so their `zombie` \
+                                 settings must be equal"
+                            ),
+                        ))
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        Ok(found)
+    }
+}

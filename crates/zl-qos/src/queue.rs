@@ -109,6 +109,17 @@ impl<T> ClassQueue<T> {
         if self.view().is_full_for(meta.len) {
             return Err(item);
         }
+        self.push_fitting(now, meta, item);
+        Ok(())
+    }
+
+    /// [`ClassQueue::push`] for a packet the caller has already checked against
+    /// [`ClassQueue::view`]`.is_full_for` (the engine's arrival path). Past the bounds the ring
+    /// still holds the packet, growing beyond its reservation: a caller's bug costs memory,
+    /// not a lost packet.
+    #[inline]
+    pub(crate) fn push_fitting(&mut self, now: Nanos, meta: PacketMeta, item: T) {
+        debug_assert!(!self.view().is_full_for(meta.len));
         self.bytes += meta.len as u64;
         self.idle_since = None;
         self.ring.push_back(Queued {
@@ -116,7 +127,6 @@ impl<T> ClassQueue<T> {
             meta,
             enqueued_at: now,
         });
-        Ok(())
     }
 
     /// Removes the head packet; `now` starts the idle period if the queue empties.

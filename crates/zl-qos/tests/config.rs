@@ -289,3 +289,117 @@ fn zombie_list_is_shared_by_every_class_and_observed_once() {
     let _ = own.enqueue(Nanos(30), &mut r, Some(0), meta(100), 0, |_| {});
     assert_eq!(list.total_occurrence(), 20);
 }
+
+/// `QosParams::zombie_params`: the one Zombie List configuration of a port's SRED / ZL-RED
+/// policies, or an error naming both keys when two differ.
+#[test]
+fn zombie_params_agree_or_name_both_keys() {
+    use zl_zombie::ZombieParams;
+    let classes = |be: &str, af: &str| {
+        load(&format!(
+            "link_rate_bps = 1_000_000\n\
+             [[classes]]\nname = 'ef'\nstrict_rank = 0\n\
+             [[classes]]\nname = 'af1'\nweight = 1\n{af}\n\
+             [[classes]]\nname = 'be'\nweight = 1\n{be}\n"
+        ))
+    };
+    assert_eq!(
+        classes("", "").zombie_params(),
+        Ok(None),
+        "no SRED / ZL-RED"
+    );
+    let zl = "aqm = { kind = 'zl-red', a = 10 }";
+    assert_eq!(
+        classes(zl, "aqm = { kind = 'red' }").zombie_params(),
+        Ok(Some((
+            "classes[2].aqm.zombie".into(),
+            ZombieParams::default()
+        )))
+    );
+    let small = "aqm = { kind = 'sred', zombie = { m = 100, p_swap = 0.25 } }";
+    let (first, p) = classes("", small).zombie_params().unwrap().unwrap();
+    assert_eq!((first.as_str(), p.m), ("classes[1].aqm.zombie", 100));
+    // Equal settings, written differently (the default spelled out), agree.
+    let spelled = "aqm = { kind = 'sred', zombie = { m = 1000, p_swap = 0.25 } }";
+    assert!(classes(zl, spelled).zombie_params().unwrap().is_some());
+    let err = classes(zl, small).zombie_params().unwrap_err();
+    assert_eq!(err.key, "classes[2].aqm.zombie");
+    assert!(err.reason.contains("classes[1].aqm.zombie"), "{err}");
+    let by_color =
+        "aqm_by_color = { green = { kind = 'zl-red' }, yellow = { kind = 'tail-drop' }, \
+                    red = { kind = 'zl-red', zombie = { m = 10, p_swap = 0.25 } } }";
+    let err = classes(by_color, "").zombie_params().unwrap_err();
+    assert_eq!(err.key, "classes[2].aqm_by_color.red.zombie");
+    assert!(
+        err.reason.contains("classes[2].aqm_by_color.green.zombie"),
+        "{err}"
+    );
+}
+
+/// `dequeue_burst` hands out exactly what repeated `dequeue` calls would, in the same order,
+/// and stops where they would: at the shaper's hold (with its time) or an empty engine.
+#[test]
+fn dequeue_burst_matches_repeated_dequeue() {
+    let p = load(
+        r#"
+        shaper = { rate_bps = 20_000_000, overhead_bytes = 20, burst_bytes = 3000 }
+        [[classes]]
+        name = "ef"
+        strict_rank = 0
+        max_packets = 50
+        [[classes]]
+        name = "af1"
+        weight = 2
+        max_packets = 50
+        [[classes]]
+        name = "be"
+        weight = 3
+        max_packets = 50
+        aqm = { kind = "zl-red", a = 10 }
+        "#,
+    );
+    let mut one: QosEngine<u32> = QosEngine::new(&p).unwrap();
+    let mut burst: QosEngine<u32> = QosEngine::new(&p).unwrap();
+    let (mut r1, mut r2) = (rng(), rng());
+    let dscps = [Some(46), Some(10), Some(0), None, Some(0), Some(12)];
+    let (mut by_one, mut by_burst) = (Vec::new(), Vec::new());
+    let mut now = Nanos::ZERO;
+    for step in 0..400u32 {
+        now += Nanos::from_micros(300);
+        for k in 0..3u32 {
+            let id = step * 3 + k;
+            let dscp = dscps[(id % 6) as usize];
+            let len = 64 + (id * 37) % 1400;
+            let (c1, v1) = one.enqueue(now, &mut r1, dscp, meta(len), id, |_| {});
+            let (c2, v2) = burst.enqueue(now, &mut r2, dscp, meta(len), id, |_| {});
+            assert_eq!((c1, v1.is_ok()), (c2, v2.is_ok()));
+        }
+        let max = 1 + (step as usize % 4);
+        let mut held = None;
+        for _ in 0..max {
+            match one.dequeue(now) {
+                Dequeue::Packet(d) => by_one.push(d.item),
+                Dequeue::Hold { until } => {
+                    held = Some(until);
+                    break;
+                }
+                Dequeue::Empty => break,
+            }
+        }
+        let before = by_burst.len();
+        let b = burst.dequeue_burst(now, max, |item| by_burst.push(item));
+        assert_eq!(b.sent, by_burst.len() - before);
+        assert_eq!(b.held_until, held, "step {step}");
+        assert_eq!(by_one, by_burst, "step {step}");
+    }
+    assert!(
+        by_one.len() > 300,
+        "the shaper let {} through",
+        by_one.len()
+    );
+    assert!(
+        !one.is_empty(),
+        "the run must end with the shaper holding packets back"
+    );
+    assert_eq!(one.len(), burst.len());
+}
