@@ -8,6 +8,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod dpdk_ports;
 mod stats_view;
 
 use anyhow::{bail, Context, Result};
@@ -121,9 +122,16 @@ fn open_port(i: usize, p: &PortParams) -> Result<Option<BoxedPort>, BuildError> 
     }
 }
 
-/// Builds the data plane, opening AF_XDP ports here.
-fn build(cfg: &RouterConfig, base: &Path) -> Result<Dataplane, BuildError> {
-    build_with_ports(cfg, base, &mut open_port)
+/// Builds the data plane, opening AF_XDP and DPDK ports here.
+fn build(
+    cfg: &RouterConfig,
+    base: &Path,
+    dpdk: &mut dpdk_ports::DpdkOpener,
+) -> Result<Dataplane, BuildError> {
+    build_with_ports(cfg, base, &mut |i, p| match p.kind {
+        PortKind::Dpdk => dpdk.open(cfg, i, p).map(Some),
+        _ => open_port(i, p),
+    })
 }
 
 fn load(config: Option<&Path>) -> Result<(RouterConfig, PathBuf)> {
@@ -197,7 +205,7 @@ fn run(
             Err(_) => m,
         });
     }
-    let mut dp = build(&cfg, &base)?;
+    let mut dp = build(&cfg, &base, &mut dpdk_ports::DpdkOpener::open_all())?;
     let stop = Arc::new(AtomicBool::new(false));
     let hub = Arc::new(MetricsHub::new(&dp));
     let server = ControlThread::start(cfg.metrics.listen.as_deref(), hub.clone(), stop.clone())
@@ -248,7 +256,11 @@ fn run(
 
 fn check(config: &Path) -> Result<()> {
     let (cfg, base) = load(Some(config))?;
-    let dp = build(&cfg, &base)?;
+    let mut dpdk = dpdk_ports::DpdkOpener::check();
+    let dp = build(&cfg, &base, &mut dpdk)?;
+    if let Err(e) = dpdk.finish_check() {
+        bail!("{}: {e}", config.display());
+    }
     println!(
         "{}: ok ({} ports, {} packet buffers)",
         config.display(),

@@ -101,6 +101,14 @@ pub fn build_with_ports(
                 )
                 .into())
             }
+            (None, PortKind::Dpdk) => {
+                return Err(invalid(
+                    format!("ports[{i}].kind"),
+                    "\"dpdk\"",
+                    "a port kind this program opens: DPDK ports are opened by the zlrouter binary",
+                )
+                .into())
+            }
             (None, PortKind::External) => {
                 return Err(invalid(
                     format!("ports[{i}].kind"),

@@ -136,6 +136,10 @@ pub enum PortKind {
     /// least `ifname`). Opened by the `zlrouter` binary (needs root or CAP_NET_ADMIN and
     /// CAP_BPF); the data plane itself does not depend on the backend.
     AfXdp,
+    /// A DPDK ethdev (`[ports.dpdk]`, `zl_dpdk::DpdkPortConfig`: at least `device`, e.g.
+    /// `net_pcap0,rx_pcap=in.pcap,tx_pcap=out.pcap`), with the EAL set up from the top-level
+    /// `[dpdk]` table. Opened by the `zlrouter` binary built with `--features dpdk`.
+    Dpdk,
     /// Supplied by the program embedding the data plane (a DPDK port, the in-memory port of a
     /// benchmark) through [`crate::build_with_ports`].
     External,
@@ -156,6 +160,9 @@ pub struct PortParams {
     /// The AF_XDP backend's own table, passed to it unread (it rejects unknown keys).
     #[serde(default)]
     pub af_xdp: Option<toml::Table>,
+    /// The DPDK backend's own table, passed to it unread (it rejects unknown keys).
+    #[serde(default)]
+    pub dpdk: Option<toml::Table>,
     /// QoS of this port's egress; the top-level `[qos]` when absent.
     #[serde(default)]
     pub qos: Option<QosParams>,
@@ -235,6 +242,10 @@ pub struct RouterConfig {
     pub qos: Option<QosParams>,
     #[serde(default)]
     pub metrics: MetricsParams,
+    /// `[dpdk]`: the EAL of every DPDK port (`zl_dpdk::EalConfig`), passed to the binary
+    /// unread; without it the binary uses `--no-huge --no-pci` defaults.
+    #[serde(default)]
+    pub dpdk: Option<toml::Table>,
 }
 
 /// The built-in default configuration (`zlrouter run` with no file).
@@ -376,6 +387,20 @@ impl RouterConfig {
                     key("af_xdp"),
                     "(present)",
                     "only on a port of kind = \"af-xdp\"",
+                ));
+            }
+            if p.kind == PortKind::Dpdk && p.dpdk.is_none() {
+                return Err(invalid(
+                    key("dpdk"),
+                    "(missing)",
+                    "a [ports.dpdk] table (at least device) for kind = \"dpdk\"",
+                ));
+            }
+            if p.kind != PortKind::Dpdk && p.dpdk.is_some() {
+                return Err(invalid(
+                    key("dpdk"),
+                    "(present)",
+                    "only on a port of kind = \"dpdk\"",
                 ));
             }
             if p.kind != PortKind::Generator && p.generator.is_some() {

@@ -31,6 +31,20 @@ impl EalConfig {
             .collect(),
         }
     }
+
+    /// Checks what DPDK would otherwise reject obscurely: an empty argument or one holding
+    /// a NUL. The error names the key (`args[i]`).
+    pub fn validate(&self) -> Result<(), DpdkError> {
+        for (i, a) in self.args.iter().enumerate() {
+            if a.is_empty() || a.contains('\0') {
+                return Err(DpdkError::EalConfig {
+                    key: format!("args[{i}]"),
+                    reason: format!("{a:?} must be a non-empty string without NUL"),
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 /// One DPDK port. Deserialises from a table where only `device` is required.
@@ -119,6 +133,8 @@ pub enum DpdkError {
          libdpdk-dev 22.11, pkg-config and libclang-dev"
     )]
     NotBuilt,
+    #[error("invalid EAL config `{key}`: {reason}")]
+    EalConfig { key: String, reason: String },
     #[error("invalid DPDK config for `{device}`: {reason}")]
     Config { device: String, reason: String },
     #[error("rte_eal_init({args:?}) failed: {reason}")]
@@ -172,6 +188,15 @@ mod tests {
         let e: EalConfig = toml::from_str(r#"args = ["--no-huge", "-l", "0"]"#).unwrap();
         assert_eq!(e.args, ["--no-huge", "-l", "0"]);
         assert!(toml::from_str::<DpdkPortConfig>("device = \"x\"\nqueues = 2").is_err());
+    }
+
+    #[test]
+    fn bad_eal_args_name_the_key() {
+        let e = EalConfig {
+            args: vec!["--no-huge".into(), String::new()],
+        };
+        assert!(e.validate().unwrap_err().to_string().contains("args[1]"));
+        assert!(EalConfig::no_huge("p").validate().is_ok());
     }
 
     #[test]

@@ -26,6 +26,29 @@ pub use config::{DpdkError, DpdkPortConfig, EalConfig};
 #[cfg(dpdk_available)]
 pub use port::{DpdkPort, Eal, EthStats};
 
+/// Opens `cfg` as a [`zl_port::Port`] for a data plane, after initialising the EAL with `eal`
+/// (once per process: every port must pass the same `eal`). Both configs are validated first,
+/// so a build without DPDK still reports a bad value before [`DpdkError::NotBuilt`].
+pub fn open_boxed(
+    eal: &EalConfig,
+    name: &str,
+    index: u16,
+    cfg: &DpdkPortConfig,
+) -> Result<Box<dyn zl_port::Port + Send>, DpdkError> {
+    eal.validate()?;
+    cfg.validate()?;
+    #[cfg(dpdk_available)]
+    {
+        let eal = Eal::init(eal)?;
+        Ok(Box::new(DpdkPort::open(eal, name, index, cfg)?))
+    }
+    #[cfg(not(dpdk_available))]
+    {
+        let _ = (name, index);
+        Err(DpdkError::NotBuilt)
+    }
+}
+
 /// Whether this build can drive DPDK (feature `dpdk` on and DPDK found at build time).
 pub const AVAILABLE: bool = cfg!(dpdk_available);
 

@@ -42,6 +42,7 @@ impl Eal {
     /// Initialises the EAL with `config.args` (once per process; see the crate docs). The
     /// calling thread becomes the EAL main lcore: DPDK pins it to the first core of `-l`.
     pub fn init(config: &EalConfig) -> Result<&'static Eal, DpdkError> {
+        config.validate()?;
         let result = EAL.get_or_init(|| Self::init_once(&config.args));
         match result {
             Ok(eal) if eal.args == config.args => Ok(eal),
