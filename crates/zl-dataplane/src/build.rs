@@ -29,7 +29,7 @@ pub enum BuildError {
 
 /// Seeds of the independent random streams, derived from the run's seed so that adding a
 /// generator port does not shift the AQM's draws.
-fn stream_seed(seed: u64, stream: u64) -> u64 {
+pub(crate) fn stream_seed(seed: u64, stream: u64) -> u64 {
     // SplitMix64 finaliser over seed + stream: distinct, well-mixed seeds per stream.
     let mut z = seed.wrapping_add(stream.wrapping_mul(0x9e37_79b9_7f4a_7c15));
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);

@@ -23,8 +23,9 @@ use zl_core::{Color, Nanos};
 use zl_qos::{SojournHistogram, SOJOURN_BUCKETS};
 
 pub use crate::control::{ControlError, ControlThread};
-use crate::dataplane::{Dataplane, QLEN_BUCKETS};
+use crate::dataplane::QLEN_BUCKETS;
 use crate::stats::DropCause;
+use crate::view::RouterView;
 
 type Labels = Vec<(&'static str, String)>;
 
@@ -75,7 +76,7 @@ trait Visit {
     );
 }
 
-fn walk(dp: &Dataplane, now: Nanos, v: &mut dyn Visit) {
+fn walk(dp: &dyn RouterView, now: Nanos, v: &mut dyn Visit) {
     use MetricType::{Counter, Gauge};
     v.family(
         "zlrouter_virtual_time_seconds",
@@ -83,13 +84,15 @@ fn walk(dp: &Dataplane, now: Nanos, v: &mut dyn Visit) {
         Gauge,
     );
     v.value(&Vec::new, now.as_secs_f64().to_bits());
-    let ports: Vec<(String, zl_port::PortCounters)> = dp.port_counters();
+    let ports: Vec<(String, zl_port::PortCounters)> = (0..dp.port_count())
+        .map(|p| (dp.port_name(p).to_owned(), dp.port_counters(p)))
+        .collect();
     type Field = (
         &'static str,
         &'static str,
         fn(&zl_port::PortCounters) -> u64,
     );
-    let fields: [Field; 10] = [
+    let fields: [Field; 11] = [
         (
             "zlrouter_port_rx_packets_total",
             "Frames received by the port.",
@@ -139,6 +142,11 @@ fn walk(dp: &Dataplane, now: Nanos, v: &mut dyn Visit) {
             "zlrouter_port_tx_errors_total",
             "Frames dropped at transmit: other errors.",
             |c| c.tx_errors,
+        ),
+        (
+            "zlrouter_port_tx_link_gone_total",
+            "Frames dropped at transmit: the interface was gone.",
+            |c| c.tx_link_gone,
         ),
     ];
     for (name, help, get) in fields {
@@ -216,15 +224,16 @@ fn walk(dp: &Dataplane, now: Nanos, v: &mut dyn Visit) {
     ];
     for (name, help, get) in color_fields {
         v.family(name, help, Counter);
-        for s in dp.slots() {
-            for (ci, class) in s.qos.class_names().iter().enumerate() {
-                let Some(cs) = s.qos.class_stats(ci) else {
+        for p in 0..dp.port_count() {
+            let qos = dp.qos(p);
+            for (ci, class) in qos.class_names().iter().enumerate() {
+                let Some(cs) = qos.class_stats(ci) else {
                     continue;
                 };
                 for color in Color::ALL {
                     let labels = || {
                         vec![
-                            ("port", s.port.name().to_owned()),
+                            ("port", dp.port_name(p).to_owned()),
                             ("class", class.clone()),
                             ("color", color.name().to_owned()),
                         ]
@@ -239,11 +248,17 @@ fn walk(dp: &Dataplane, now: Nanos, v: &mut dyn Visit) {
         "Current length of the class queue.",
         Gauge,
     );
-    for s in dp.slots() {
-        for (ci, class) in s.qos.class_names().iter().enumerate() {
-            let len = s.qos.class_stats(ci).map_or(0, |c| c.len_packets as u64);
+    for p in 0..dp.port_count() {
+        let qos = dp.qos(p);
+        for (ci, class) in qos.class_names().iter().enumerate() {
+            let len = qos.queue_len(ci).map_or(0, |(packets, _)| packets as u64);
             v.value(
-                &|| vec![("port", s.port.name().to_owned()), ("class", class.clone())],
+                &|| {
+                    vec![
+                        ("port", dp.port_name(p).to_owned()),
+                        ("class", class.clone()),
+                    ]
+                },
                 len,
             );
         }
@@ -264,16 +279,17 @@ fn walk(dp: &Dataplane, now: Nanos, v: &mut dyn Visit) {
             })
             .collect()
     };
-    for s in dp.slots() {
-        for (ci, class) in s.qos.class_names().iter().enumerate() {
-            let Some(cs) = s.qos.class_stats(ci) else {
+    for p in 0..dp.port_count() {
+        let qos = dp.qos(p);
+        for (ci, class) in qos.class_names().iter().enumerate() {
+            let Some(cs) = qos.class_stats(ci) else {
                 continue;
             };
             for color in Color::ALL {
                 let h = &cs.color(color).sojourn;
                 let labels = || {
                     vec![
-                        ("port", s.port.name().to_owned()),
+                        ("port", dp.port_name(p).to_owned()),
                         ("class", class.clone()),
                         ("color", color.name().to_owned()),
                     ]
@@ -304,11 +320,19 @@ fn walk(dp: &Dataplane, now: Nanos, v: &mut dyn Visit) {
             })
             .collect()
     };
-    for s in dp.slots() {
-        for (ci, class) in s.qos.class_names().iter().enumerate() {
-            let h = &s.qlen_hist[ci];
+    for p in 0..dp.port_count() {
+        let hists = dp.qlen_hist(p);
+        for (ci, class) in dp.qos(p).class_names().iter().enumerate() {
+            let Some(h) = hists.get(ci) else {
+                continue;
+            };
             v.hist(
-                &|| vec![("port", s.port.name().to_owned()), ("class", class.clone())],
+                &|| {
+                    vec![
+                        ("port", dp.port_name(p).to_owned()),
+                        ("class", class.clone()),
+                    ]
+                },
                 &qlen_bounds,
                 &h.buckets,
                 h.sum as f64,
@@ -321,9 +345,9 @@ fn walk(dp: &Dataplane, now: Nanos, v: &mut dyn Visit) {
         "Active flows at the egress estimated by its Zombie List, 1/P(t) (+Inf while P = 0).",
         Gauge,
     );
-    for s in dp.slots() {
-        if let Some(n) = s.estimated_flows() {
-            v.value(&|| vec![("port", s.port.name().to_owned())], n.to_bits());
+    for p in 0..dp.port_count() {
+        if let Some(n) = dp.estimated_flows(p) {
+            v.value(&|| vec![("port", dp.port_name(p).to_owned())], n.to_bits());
         }
     }
     v.family(
@@ -462,14 +486,14 @@ fn is_float(name: &str) -> bool {
 
 impl MetricsHub {
     /// Lays out one series per port, class, color and cause of `dp`.
-    pub fn new(dp: &Dataplane) -> Self {
+    pub fn new(dp: &dyn RouterView) -> Self {
         let mut b = Builder(Vec::new());
-        walk(dp, dp.now(), &mut b);
+        walk(dp, Nanos::ZERO, &mut b);
         MetricsHub { families: b.0 }
     }
 
     /// Stores the current counters (called by the forwarding thread at a low rate).
-    pub fn publish(&self, now: Nanos, dp: &Dataplane) {
+    pub fn publish(&self, now: Nanos, dp: &dyn RouterView) {
         let mut p = Publisher {
             families: &self.families,
             family: usize::MAX,

@@ -5,8 +5,8 @@ use std::fmt::Write;
 
 use zl_core::Color;
 
-use crate::dataplane::Dataplane;
 use crate::stats::DropCause;
+use crate::view::RouterView;
 
 fn rate(bytes: u64, secs: f64) -> String {
     if secs <= 0.0 {
@@ -23,16 +23,16 @@ fn rate(bytes: u64, secs: f64) -> String {
 }
 
 /// Renders the final table. `secs` is the run's length (for rates).
-pub fn render(dp: &Dataplane, secs: f64) -> String {
+pub fn render(dp: &dyn RouterView, secs: f64) -> String {
     let mut out = String::new();
     let t = dp.totals();
     let _ = writeln!(out, "== ports (over {secs:.3} s)");
-    for s in dp.slots() {
-        let c = s.port.counters();
+    for p in 0..dp.port_count() {
+        let c = dp.port_counters(p);
         let _ = writeln!(
             out,
-            "port {:<10} rx {} pkt {} B ({})  tx {} pkt {} B ({})  rx_drop nobuf {} ring {} long {}  tx_drop ring {} nobuf {} err {}",
-            s.port.name(),
+            "port {:<10} rx {} pkt {} B ({})  tx {} pkt {} B ({})  rx_drop nobuf {} ring {} long {}  tx_drop ring {} nobuf {} err {} gone {}",
+            dp.port_name(p),
             c.rx_packets,
             c.rx_bytes,
             rate(c.rx_bytes, secs),
@@ -44,18 +44,19 @@ pub fn render(dp: &Dataplane, secs: f64) -> String {
             c.rx_too_long,
             c.tx_ring_full,
             c.tx_no_buffer,
-            c.tx_errors
+            c.tx_errors,
+            c.tx_link_gone
         );
     }
     let _ = writeln!(
         out,
         "\n== egress classes (per color: sent / marks / drops early forced tail; sojourn mean max)"
     );
-    for s in dp.slots() {
-        let names = s.qos.class_names();
+    for p in 0..dp.port_count() {
+        let qos = dp.qos(p);
         let mut any = false;
-        for (ci, name) in names.iter().enumerate() {
-            let Some(cs) = s.qos.class_stats(ci) else {
+        for (ci, name) in qos.class_names().iter().enumerate() {
+            let Some(cs) = qos.class_stats(ci) else {
                 continue;
             };
             let tot = cs.total();
@@ -63,16 +64,16 @@ pub fn render(dp: &Dataplane, secs: f64) -> String {
                 continue;
             }
             if !any {
-                match s.estimated_flows() {
+                match dp.estimated_flows(p) {
                     Some(n) => {
                         let _ = writeln!(
                             out,
                             "port {}: active flows (Zombie List, 1/P(t)) {n:.1}",
-                            s.port.name()
+                            dp.port_name(p)
                         );
                     }
                     None => {
-                        let _ = writeln!(out, "port {}:", s.port.name());
+                        let _ = writeln!(out, "port {}:", dp.port_name(p));
                     }
                 }
                 any = true;

@@ -24,10 +24,13 @@ pub enum DropCause {
     Tail,
     /// Still queued when the run stopped and the drain time was over.
     Shutdown,
+    /// Multi-threaded forwarding (`crate::mt`): a receive worker found the ring to its
+    /// packet's egress port full. Always 0 on the single-thread loop.
+    RingFull,
 }
 
 impl DropCause {
-    pub const ALL: [DropCause; 7] = [
+    pub const ALL: [DropCause; 8] = [
         DropCause::ParseError,
         DropCause::NoRoute,
         DropCause::TtlExpired,
@@ -35,6 +38,7 @@ impl DropCause {
         DropCause::Forced,
         DropCause::Tail,
         DropCause::Shutdown,
+        DropCause::RingFull,
     ];
     pub const fn index(self) -> usize {
         self as usize
@@ -48,6 +52,7 @@ impl DropCause {
             DropCause::Forced => "forced",
             DropCause::Tail => "tail",
             DropCause::Shutdown => "shutdown",
+            DropCause::RingFull => "ring_full",
         }
     }
     /// The cause of an AQM verdict that discards, `None` for admitting verdicts.
@@ -70,10 +75,21 @@ pub struct FateCounters {
     pub forwarded_bytes: u64,
     /// Packets admitted with a congestion mark (CE or the extension header's ECN bit).
     pub marked: u64,
-    pub drops: [u64; 7],
+    pub drops: [u64; DropCause::ALL.len()],
 }
 
 impl FateCounters {
+    /// Adds `other`'s counts (the receive and transmit halves of a multi-threaded run).
+    pub fn add(&mut self, other: &FateCounters) {
+        self.received += other.received;
+        self.received_bytes += other.received_bytes;
+        self.forwarded += other.forwarded;
+        self.forwarded_bytes += other.forwarded_bytes;
+        self.marked += other.marked;
+        for (a, b) in self.drops.iter_mut().zip(other.drops) {
+            *a += b;
+        }
+    }
     pub fn drop(&mut self, cause: DropCause) {
         self.drops[cause.index()] += 1;
     }
@@ -101,4 +117,22 @@ pub struct GroupStats {
     pub misbehaving: bool,
     pub flows: u32,
     pub fate: FateCounters,
+}
+
+/// Applies `count` to `totals` and to the flow group a buffer's tag names (`tag` = group
+/// index + 1; 0 or an unknown tag: the totals only).
+#[inline]
+pub(crate) fn count_fate(
+    totals: &mut FateCounters,
+    groups: &mut [GroupStats],
+    tag: u32,
+    count: impl Fn(&mut FateCounters),
+) {
+    count(totals);
+    if let Some(g) = (tag as usize)
+        .checked_sub(1)
+        .and_then(|i| groups.get_mut(i))
+    {
+        count(&mut g.fate);
+    }
 }

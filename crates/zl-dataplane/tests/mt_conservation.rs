@@ -1,104 +1,306 @@
-//! The multi-threaded receive / transmit split (`zl_dataplane::mt`): with two receive workers
-//! on in-memory ports sharing one Zombie List, every packet is counted exactly once, the shared
-//! list is fed by both workers, and a stop leaves the
-//! identity exact with what was queued counted.
+//! The multi-threaded router (`zl_dataplane::mt`) with 1 and 2 receive workers on in-memory
+//! and generator ports: routing with the single-thread loop's drop causes, two egress ports,
+//! the shared Zombie List observed exactly once per forwarded packet (the transmit side never
+//! observes), and the conservation identity exact, a stop mid-run included.
 
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use zl_core::Nanos;
-use zl_dataplane::mt::{run_mt, MtParams};
+use zl_dataplane::config::Forwarding;
+use zl_dataplane::forward::Forwarder;
+use zl_dataplane::mt::{MtParams, MtPort, MtRouter};
+use zl_dataplane::priority::PriorityMap;
+use zl_dataplane::route::{NextHop, RouteTable};
+use zl_dataplane::view::{NoViewObserver, RouterView};
+use zl_dataplane::{DropCause, RouterConfig, StopReason};
 use zl_port::{Batch, BufPool, MemoryPort, Port, PortCounters, PortError, Readiness};
-use zl_qos::QosParams;
-use zl_wire::{FlowKeyKind, ParseConfig};
+use zl_qos::{QosEngine, QosParams};
+use zl_wire::{MacAddr, ParseConfig};
 use zl_zombie::{ZombieList, ZombieParams};
 
-/// An IPv4/UDP frame from 10.0.`net`.`host` to 192.0.2.1, valid header checksum.
-fn frame(net: u8, host: u8) -> Vec<u8> {
+const NEXT_HOP_1: MacAddr = MacAddr([2, 0, 0, 0, 1, 1]);
+const NEXT_HOP_2: MacAddr = MacAddr([2, 0, 0, 0, 2, 1]);
+
+/// An IPv4/UDP frame from 10.0.`net`.`host` to `dst` with `ttl`, valid header checksum.
+fn frame(net: u8, host: u8, dst: [u8; 4], ttl: u8) -> Vec<u8> {
     let mut f = vec![0u8; 100];
     f[12..14].copy_from_slice(&[0x08, 0x00]);
     let ip = &mut f[14..34];
     ip[0] = 0x45;
     ip[2..4].copy_from_slice(&86u16.to_be_bytes());
-    ip[8] = 64;
+    ip[8] = ttl;
     ip[9] = 17;
     ip[12..16].copy_from_slice(&[10, 0, net, host]);
-    ip[16..20].copy_from_slice(&[192, 0, 2, 1]);
+    ip[16..20].copy_from_slice(&dst);
     let sum = zl_wire::checksum::checksum(ip);
     ip[10..12].copy_from_slice(&sum.to_be_bytes());
     f
 }
 
-fn params(max_packets: u32, rate_bps: u64) -> MtParams {
-    let qos: QosParams = toml::from_str(&format!(
+/// One class of `max_packets` behind a shaper; `aqm` empty: tail drop.
+fn qos(aqm: &str, max_packets: u32, rate_bps: u64) -> QosParams {
+    let aqm = if aqm.is_empty() {
+        String::new()
+    } else {
+        format!("aqm = {aqm}\n")
+    };
+    toml::from_str(&format!(
         "link_rate_bps = {rate_bps}\nshaper = {{ rate_bps = {rate_bps} }}\n\
-         [[classes]]\nname = \"be\"\nweight = 1\nmax_packets = {max_packets}\n\
-         aqm = {{ kind = \"red\", min_th = 5.0, max_th = 20.0, max_p = 0.1, w_q = 0.02 }}\n"
+         [[classes]]\nname = \"be\"\nweight = 1\nmax_packets = {max_packets}\n{aqm}"
     ))
-    .unwrap();
-    MtParams {
-        // More buffers per worker than the ring and the queue hold together, so a worker's
-        // pool never runs dry: overload shows as ring-full and AQM drops.
-        ring_capacity: 256,
-        pool_per_worker: 2048,
-        qos,
-        parse: ParseConfig::default(),
-        flow_key: FlowKeyKind::SrcDst,
-        seed: 7,
-    }
+    .unwrap()
 }
 
-fn zombies() -> Arc<ZombieList> {
+const RED: &str = "{ kind = \"red\", min_th = 5.0, max_th = 20.0, max_p = 0.1, w_q = 0.02 }";
+const ZL_RED: &str = "{ kind = \"zl-red\", th_min = 5, p_max = 0.15, a = 10 }";
+
+fn zombie_list(m: usize) -> Arc<ZombieList> {
     let p = ZombieParams {
-        m: 1000,
+        m,
         p_swap: 0.25,
         ..ZombieParams::default()
     };
     Arc::new(ZombieList::new(p.validate().unwrap()))
 }
 
-#[test]
-fn two_rx_workers_conserve_every_packet() {
-    // Port 0: 8 flows plus one malformed frame per 9; port 1: 8 other flows.
-    const PER_PORT: u64 = 9 * 20_000;
-    let mut t0: Vec<Vec<u8>> = (1..=8).map(|h| frame(0, h)).collect();
-    t0.push(vec![0u8; 10]);
-    let t1: Vec<Vec<u8>> = (1..=8).map(|h| frame(1, h)).collect();
-    let rx = vec![
-        MemoryPort::cycling("a", 0, t0, PER_PORT),
-        MemoryPort::cycling("b", 1, t1, PER_PORT),
-    ];
-    let tx = MemoryPort::cycling("out", 2, Vec::new(), 0);
-    // Virtual time: every clock read advances 1 µs (all threads together).
+/// Ports 0 and 1 receive; routes send 192.0.2.0/24 out of port 2 and 198.51.100.0/24 out of
+/// port 3, each egress port with its own Zombie List and an engine on it.
+fn router(
+    rx: Vec<Box<dyn Port + Send>>,
+    qos_params: &QosParams,
+    m: usize,
+    workers: usize,
+    ring_capacity: usize,
+) -> MtRouter {
+    let mut table = RouteTable::default();
+    table.add(
+        "192.0.2.0/24".parse().unwrap(),
+        NextHop {
+            port: 2,
+            mac: NEXT_HOP_1,
+        },
+    );
+    table.add(
+        "198.51.100.0/24".parse().unwrap(),
+        NextHop {
+            port: 3,
+            mac: NEXT_HOP_2,
+        },
+    );
+    let mut ports: Vec<Box<dyn Port + Send>> = rx;
+    ports.push(Box::new(
+        MemoryPort::cycling("out1", 2, Vec::new(), 0).with_capture(),
+    ));
+    ports.push(Box::new(
+        MemoryPort::cycling("out2", 3, Vec::new(), 0).with_capture(),
+    ));
+    let macs = (0..ports.len())
+        .map(|i| MacAddr([2, 0, 0, 0, 0, i as u8]))
+        .collect();
+    let forwarder = Forwarder::new(
+        Forwarding::Router(table),
+        ParseConfig::default(),
+        PriorityMap::default(),
+        macs,
+    );
+    let ports = ports
+        .into_iter()
+        .map(|port| {
+            let list = zombie_list(m);
+            MtPort {
+                port,
+                qos: QosEngine::with_zombie_list(qos_params, &list).unwrap(),
+                zombie: Some(list),
+            }
+        })
+        .collect();
+    MtRouter::new(
+        ports,
+        forwarder,
+        Vec::new(),
+        MtParams {
+            rx_workers: workers,
+            ring_capacity,
+            // More buffers per worker than the rings and queues hold together, so a pool never
+            // runs dry: overload shows as ring-full and AQM drops.
+            pool_per_worker: 4096,
+            work_budget: 256,
+            seed: 7,
+        },
+    )
+}
+
+/// Every clock read advances 1 µs (all threads together): virtual time.
+fn ticking() -> impl Fn() -> Nanos + Sync {
     let t = AtomicU64::new(0);
-    let clock = || Nanos(t.fetch_add(1_000, Ordering::Relaxed));
-    let stop = AtomicBool::new(false);
-    let r = run_mt(rx, tx, &params(64, 200_000_000), zombies(), clock, &stop).unwrap();
-    assert!(r.error.is_none(), "{:?}", r.error);
-    // Every frame offered was received (the pools are larger than ring + queue).
-    let port_dropped: u64 = r.rx.iter().map(|s| s.port_rx_dropped).sum();
-    assert_eq!(r.received() + port_dropped, 2 * PER_PORT, "{r:?}");
-    assert_eq!(port_dropped, 0, "a worker's pool ran dry: {r:?}");
-    assert_eq!(r.rx[0].parse_errors, PER_PORT / 9, "{r:?}");
-    assert_eq!(r.rx[1].parse_errors, 0, "{r:?}");
-    assert_eq!(r.queued, 0, "a finished run drains: {r:?}");
-    assert!(r.balanced(), "{r:?}");
-    assert!(r.tx.forwarded > 0, "{r:?}");
+    move || Nanos(t.fetch_add(1_000, Ordering::Relaxed))
+}
+
+fn assert_balanced(r: &dyn RouterView) {
+    let t = r.totals();
     assert_eq!(
-        r.rx.iter().map(|s| s.passed).sum::<u64>(),
-        r.tx.taken,
-        "{r:?}"
+        t.received,
+        t.forwarded + t.dropped() + r.queued(),
+        "identity broken: {t:?} queued {}",
+        r.queued()
     );
 }
 
-/// A port that raises `stop` once it has received `after` frames (then keeps receiving).
-struct StopAfter<'a> {
-    inner: MemoryPort,
-    after: u64,
-    stop: &'a AtomicBool,
+/// Per port: 9 frames per cycle = 4 to each egress network, 1 malformed; port 0 also sends
+/// one frame with TTL 1 and one to an unrouted address per cycle.
+fn sources(cycles: u64) -> Vec<Box<dyn Port + Send>> {
+    let mut t0: Vec<Vec<u8>> = (1..=4)
+        .flat_map(|h| {
+            [
+                frame(0, h, [192, 0, 2, 1], 64),
+                frame(0, h, [198, 51, 100, 1], 64),
+            ]
+        })
+        .collect();
+    t0.push(vec![0u8; 10]);
+    t0.push(frame(0, 9, [192, 0, 2, 1], 1));
+    t0.push(frame(0, 9, [203, 0, 113, 1], 64));
+    let mut t1: Vec<Vec<u8>> = (1..=4)
+        .flat_map(|h| {
+            [
+                frame(1, h, [192, 0, 2, 1], 64),
+                frame(1, h, [198, 51, 100, 1], 64),
+            ]
+        })
+        .collect();
+    t1.push(vec![0u8; 10]);
+    vec![
+        Box::new(MemoryPort::cycling("a", 0, t0, 11 * cycles)),
+        Box::new(MemoryPort::cycling("b", 1, t1, 9 * cycles)),
+    ]
 }
 
-impl Port for StopAfter<'_> {
+fn conserve_with(workers: usize) {
+    const CYCLES: u64 = 10_000;
+    let mut r = router(
+        sources(CYCLES),
+        &qos(RED, 64, 200_000_000),
+        1000,
+        workers,
+        256,
+    );
+    let stop = AtomicBool::new(false);
+    let reason = r
+        .run(
+            &ticking(),
+            &stop,
+            Nanos::from_secs(1000),
+            Nanos::from_millis(1),
+            &mut NoViewObserver,
+        )
+        .unwrap();
+    assert_eq!(reason, StopReason::Finished);
+    let t = r.totals();
+    for p in 0..2 {
+        assert_eq!(
+            r.port_counters(p).rx_no_buffer,
+            0,
+            "a worker's pool ran dry"
+        );
+    }
+    assert_eq!(t.received, 20 * CYCLES, "{t:?}");
+    assert_eq!(t.drops_of(DropCause::ParseError), 2 * CYCLES, "{t:?}");
+    assert_eq!(t.drops_of(DropCause::TtlExpired), CYCLES, "{t:?}");
+    assert_eq!(t.drops_of(DropCause::NoRoute), CYCLES, "{t:?}");
+    assert_eq!(t.drops_of(DropCause::Shutdown), 0, "{t:?}");
+    assert_eq!(r.queued(), 0);
+    assert_balanced(&r);
+    // Both egress ports sent, each what its port counted; all routed frames rewritten.
+    let sent: u64 = (2..4).map(|p| r.port_counters(p).tx_packets).sum();
+    assert_eq!(sent, t.forwarded, "{t:?}");
+    assert!(r.port_counters(2).tx_packets > 0 && r.port_counters(3).tx_packets > 0);
+    assert_eq!(r.worker_totals().len(), workers);
+    assert_eq!(
+        r.worker_totals().iter().map(|w| w.received).sum::<u64>(),
+        t.received
+    );
+}
+
+#[test]
+fn one_rx_worker_conserves_every_packet() {
+    conserve_with(1);
+}
+
+#[test]
+fn two_rx_workers_conserve_every_packet() {
+    conserve_with(2);
+}
+
+#[test]
+fn routed_frames_leave_by_their_egress_port() {
+    // Rings and queues larger than everything offered: nothing can be dropped but by forwarding.
+    let mut r = router(sources(50), &qos("", 2000, 10_000_000_000), 1000, 2, 2000);
+    let stop = AtomicBool::new(false);
+    r.run(
+        &ticking(),
+        &stop,
+        Nanos::from_secs(1000),
+        Nanos::from_millis(1),
+        &mut NoViewObserver,
+    )
+    .unwrap();
+    let t = r.totals();
+    // No congestion: every routable frame with TTL > 1 is forwarded.
+    assert_eq!(t.forwarded, 16 * 50, "{t:?}");
+    assert_balanced(&r);
+    assert_eq!(r.port_counters(2).tx_packets, 8 * 50);
+    assert_eq!(r.port_counters(3).tx_packets, 8 * 50);
+}
+
+#[test]
+fn the_shared_list_is_observed_once_per_forwarded_packet() {
+    // M larger than the packets observed: the list only appends, so T counts observations.
+    const CYCLES: u64 = 2_000;
+    let mut r = router(
+        sources(CYCLES),
+        &qos(ZL_RED, 64, 100_000_000),
+        100_000,
+        2,
+        256,
+    );
+    let stop = AtomicBool::new(false);
+    r.run(
+        &ticking(),
+        &stop,
+        Nanos::from_secs(1000),
+        Nanos::from_millis(1),
+        &mut NoViewObserver,
+    )
+    .unwrap();
+    let t = r.totals();
+    let routed = t.received
+        - t.drops_of(DropCause::ParseError)
+        - t.drops_of(DropCause::TtlExpired)
+        - t.drops_of(DropCause::NoRoute);
+    assert_eq!(routed, 16 * CYCLES);
+    let observed: u64 = (2..4)
+        .map(|p| r.zombie(p).unwrap().total_occurrence())
+        .sum();
+    // The receive workers observed each routed packet once (ring-full ones included); had
+    // the transmit side observed again, T would count admitted packets twice.
+    assert_eq!(observed, routed, "{t:?}");
+    assert!(
+        t.drops_of(DropCause::Early) + t.drops_of(DropCause::Forced) > 0,
+        "ZL-RED decided nothing: {t:?}"
+    );
+    assert_balanced(&r);
+}
+
+/// A port that raises `stop` once it has received `after` frames (then keeps receiving).
+struct StopAfter {
+    inner: MemoryPort,
+    after: u64,
+    stop: Arc<AtomicBool>,
+}
+
+impl Port for StopAfter {
     fn name(&self) -> &str {
         self.inner.name()
     }
@@ -132,34 +334,152 @@ impl Port for StopAfter<'_> {
 }
 
 #[test]
-fn a_stop_mid_run_keeps_the_identity_exact() {
-    let stop = AtomicBool::new(false);
-    // Sources far longer than the run: worker 0's port raises the stop after 50 000 frames.
-    let rx: Vec<StopAfter> = (0..2u16)
-        .map(|w| StopAfter {
-            inner: MemoryPort::cycling(
-                "src",
-                w,
-                (1..=4).map(|h| frame(w as u8, h)).collect(),
-                100_000_000,
-            ),
-            after: if w == 0 { 50_000 } else { u64::MAX },
-            stop: &stop,
+fn a_stop_mid_run_counts_what_was_queued() {
+    let stop = Arc::new(AtomicBool::new(false));
+    // Endless sources; port 0 raises the stop after 50 000 frames.
+    let rx: Vec<Box<dyn Port + Send>> = (0..2u8)
+        .map(|w| {
+            Box::new(StopAfter {
+                inner: MemoryPort::cycling(
+                    "src",
+                    w as u16,
+                    (1..=4).map(|h| frame(w, h, [192, 0, 2, 1], 64)).collect(),
+                    u64::MAX,
+                ),
+                after: if w == 0 { 50_000 } else { u64::MAX },
+                stop: stop.clone(),
+            }) as Box<dyn Port + Send>
         })
         .collect();
-    let tx = MemoryPort::cycling("out", 2, Vec::new(), 0);
-    let t = AtomicU64::new(0);
-    let clock = || Nanos(t.fetch_add(1_000, Ordering::Relaxed));
-    // A slow shaper (10 Mbit/s) so the queue and the ring are full when the stop comes.
-    let r = run_mt(rx, tx, &params(64, 10_000_000), zombies(), clock, &stop).unwrap();
-    assert!(r.error.is_none(), "{:?}", r.error);
-    assert!(r.rx[0].received >= 50_000, "{r:?}");
-    assert!(r.balanced(), "{r:?}");
-    assert!(r.rx.iter().all(|s| s.port_rx_dropped == 0), "{r:?}");
-    let t = &r.tx;
-    let ring_full: u64 = r.rx.iter().map(|s| s.ring_full).sum();
+    // A slow shaper (10 Mbit/s): the queue and the ring are full when the stop comes.
+    let mut r = router(rx, &qos(RED, 64, 10_000_000), 1000, 2, 256);
+    let reason = r
+        .run(
+            &ticking(),
+            &stop,
+            Nanos::from_secs(1000),
+            Nanos::from_millis(1),
+            &mut NoViewObserver,
+        )
+        .unwrap();
+    assert_eq!(reason, StopReason::Interrupted);
+    let t = r.totals();
+    assert!(t.received >= 50_000, "{t:?}");
+    assert_eq!(r.queued(), 0);
+    assert!(t.drops_of(DropCause::Shutdown) > 0, "{t:?}");
     assert!(
-        t.early_drops + t.forced_drops + t.tail_drops + ring_full > 0,
-        "an overloaded link dropped nothing: {r:?}"
+        t.drops_of(DropCause::RingFull)
+            + t.drops_of(DropCause::Early)
+            + t.drops_of(DropCause::Forced)
+            + t.drops_of(DropCause::Tail)
+            > 0,
+        "an overloaded link dropped nothing: {t:?}"
     );
+    assert_balanced(&r);
+}
+
+/// A config of generator traffic through ZL-RED, built as for the single-thread loop and
+/// taken apart into 1 or 2 receive workers: same identity, flow groups included.
+fn generator_run(workers: usize) {
+    let text = r#"
+[run]
+duration_s = 0.2
+drain_s = 1.0
+seed = 3
+
+[[ports]]
+name = "gen0"
+kind = "generator"
+mac = "02:00:00:00:00:01"
+[[ports.generator.flows]]
+name = "udp0"
+count = 16
+rate_bps = 5_000_000
+size = 500
+src = "10.0.0.1"
+dst = "192.0.2.1"
+
+[[ports]]
+name = "gen1"
+kind = "generator"
+mac = "02:00:00:00:00:02"
+[[ports.generator.flows]]
+name = "udp1"
+count = 16
+rate_bps = 5_000_000
+size = 500
+src = "10.0.1.1"
+dst = "198.51.100.1"
+
+[[routes]]
+prefix = "192.0.2.0/24"
+port = "gen1"
+next_hop_mac = "02:00:00:00:01:01"
+
+[[routes]]
+prefix = "198.51.100.0/24"
+port = "gen0"
+next_hop_mac = "02:00:00:00:02:01"
+
+[qos]
+link_rate_bps = 50000000
+shaper = { rate_bps = 50000000 }
+[[qos.classes]]
+name = "be"
+weight = 1
+max_packets = 200
+aqm = { kind = "zl-red", th_min = 5, p_max = 0.15, a = 10 }
+
+[metrics]
+flow_estimate = true
+"#;
+    let cfg = RouterConfig::from_toml(text).unwrap();
+    let dp = zl_dataplane::build(&cfg, Path::new(".")).unwrap();
+    let mut r = MtRouter::from_dataplane(dp, &cfg, workers).unwrap();
+    let stop = AtomicBool::new(false);
+    let reason = r
+        .run(
+            &ticking(),
+            &stop,
+            Nanos::from_secs(1),
+            Nanos::from_millis(1),
+            &mut NoViewObserver,
+        )
+        .unwrap();
+    assert_ne!(reason, StopReason::Interrupted);
+    let t = r.totals();
+    assert!(t.received > 5_000, "{t:?}");
+    assert!(
+        t.drops_of(DropCause::Early) + t.drops_of(DropCause::Forced) > 0,
+        "{t:?}"
+    );
+    assert_balanced(&r);
+    let groups = r.groups();
+    assert_eq!(groups.len(), 2);
+    assert_eq!(
+        groups.iter().map(|g| g.fate.received).sum::<u64>(),
+        t.received
+    );
+    assert_eq!(
+        groups.iter().map(|g| g.fate.forwarded).sum::<u64>(),
+        t.forwarded
+    );
+    for g in groups {
+        assert_eq!(
+            g.fate.received,
+            g.fate.forwarded + g.fate.dropped(),
+            "{g:?}"
+        );
+    }
+    assert!(r.estimated_flows(0).is_some());
+}
+
+#[test]
+fn generator_traffic_with_one_rx_worker_balances() {
+    generator_run(1);
+}
+
+#[test]
+fn generator_traffic_with_two_rx_workers_balances() {
+    generator_run(2);
 }

@@ -1,22 +1,30 @@
-//! Forwarding rate of `zl_dataplane::mt` with 1 and 2 receive workers (`#[ignore]`d: a
-//! measurement, not a check; figures in docs/performance/real-traffic.md):
+//! Forwarding rate of the threaded router (`zl_dataplane::mt`) with 1 and 2 receive workers,
+//! measured in the same run (`#[ignore]`d: a measurement, not a check; figures in
+//! docs/performance/real-traffic.md):
 //!
 //! ```text
-//! cargo test -p zl-dataplane --test mt_rate -- --ignored --nocapture
+//! cargo test -p zl-dataplane --release --test mt_rate -- --ignored --nocapture
 //! ```
 //!
-//! In-memory sources (100-byte IPv4/UDP frames, 8 flows each), one class of 4096 packets with
-//! tail drop, no shaper; the rate is packets forwarded per second of wall time.
+//! Two in-memory source ports (100-byte IPv4/UDP frames, 8 flows each) routed to two egress
+//! ports (LPM, TTL, MAC rewrite), each egress with one ZL-RED class of 4096 packets on the
+//! port's shared Zombie List and no shaper; the rate is packets received and forwarded per
+//! second of wall time.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant;
 
 use zl_core::Nanos;
-use zl_dataplane::mt::{run_mt, MtParams};
-use zl_port::MemoryPort;
-use zl_qos::QosParams;
-use zl_wire::{FlowKeyKind, ParseConfig};
+use zl_dataplane::config::Forwarding;
+use zl_dataplane::forward::Forwarder;
+use zl_dataplane::mt::{MtParams, MtPort, MtRouter};
+use zl_dataplane::priority::PriorityMap;
+use zl_dataplane::route::{NextHop, RouteTable};
+use zl_dataplane::view::{NoViewObserver, RouterView};
+use zl_port::{MemoryPort, Port};
+use zl_qos::{QosEngine, QosParams};
+use zl_wire::{MacAddr, ParseConfig};
 use zl_zombie::{ZombieList, ZombieParams};
 
 fn frame(net: u8, host: u8) -> Vec<u8> {
@@ -28,55 +36,102 @@ fn frame(net: u8, host: u8) -> Vec<u8> {
     ip[8] = 64;
     ip[9] = 17;
     ip[12..16].copy_from_slice(&[10, 0, net, host]);
-    ip[16..20].copy_from_slice(&[192, 0, 2, 1]);
+    ip[16..20].copy_from_slice(&[192, 0, 2 + net, 1]);
     let sum = zl_wire::checksum::checksum(ip);
     ip[10..12].copy_from_slice(&sum.to_be_bytes());
     f
 }
 
+fn router(workers: usize, per_port: u64) -> MtRouter {
+    let qos: QosParams = toml::from_str(
+        "link_rate_bps = 100_000_000_000\n[[classes]]\nname = \"be\"\nweight = 1\n\
+         max_packets = 4096\naqm = { kind = \"zl-red\", th_min = 5, p_max = 0.15, a = 10 }\n",
+    )
+    .unwrap();
+    let mut table = RouteTable::default();
+    for (net, port) in [(2u8, 2u16), (3, 3)] {
+        table.add(
+            format!("192.0.{net}.0/24").parse().unwrap(),
+            NextHop {
+                port,
+                mac: MacAddr([2, 0, 0, 0, net, 1]),
+            },
+        );
+    }
+    let mut ports: Vec<Box<dyn Port + Send>> = (0..2u8)
+        .map(|w| {
+            Box::new(MemoryPort::cycling(
+                "src",
+                w as u16,
+                (1..=8).map(|h| frame(w, h)).collect(),
+                per_port,
+            )) as Box<dyn Port + Send>
+        })
+        .collect();
+    for i in 2..4u16 {
+        ports.push(Box::new(MemoryPort::cycling("out", i, Vec::new(), 0)));
+    }
+    let macs = (0..4).map(|i| MacAddr([2, 0, 0, 0, 0, i])).collect();
+    let forwarder = Forwarder::new(
+        Forwarding::Router(table),
+        ParseConfig::default(),
+        PriorityMap::default(),
+        macs,
+    );
+    let ports = ports
+        .into_iter()
+        .map(|port| {
+            let list = Arc::new(ZombieList::new(ZombieParams::default().validate().unwrap()));
+            MtPort {
+                port,
+                qos: QosEngine::with_zombie_list(&qos, &list).unwrap(),
+                zombie: Some(list),
+            }
+        })
+        .collect();
+    MtRouter::new(
+        ports,
+        forwarder,
+        Vec::new(),
+        MtParams {
+            rx_workers: workers,
+            ring_capacity: 4096,
+            pool_per_worker: 16_384,
+            work_budget: 256,
+            seed: 1,
+        },
+    )
+}
+
 #[test]
 #[ignore = "a measurement; run by hand"]
 fn forwarding_rate_with_1_and_2_rx_workers() {
-    const TOTAL: u64 = 4_000_000;
-    for workers in [1u16, 2] {
-        let qos: QosParams = toml::from_str(
-            "link_rate_bps = 100_000_000_000\n[[classes]]\nname = \"be\"\nweight = 1\nmax_packets = 4096\n",
-        )
-        .unwrap();
-        let params = MtParams {
-            ring_capacity: 4096,
-            pool_per_worker: 16_384,
-            qos,
-            parse: ParseConfig::default(),
-            flow_key: FlowKeyKind::SrcDst,
-            seed: 1,
-        };
-        let rx: Vec<MemoryPort> = (0..workers)
-            .map(|w| {
-                MemoryPort::cycling(
-                    "src",
-                    w,
-                    (1..=8).map(|h| frame(w as u8, h)).collect(),
-                    TOTAL / workers as u64,
-                )
-            })
-            .collect();
-        let tx = MemoryPort::cycling("out", 9, Vec::new(), 0);
-        let zombies = Arc::new(ZombieList::new(ZombieParams::default().validate().unwrap()));
+    const PER_PORT: u64 = 2_000_000;
+    for workers in [1usize, 2, 1, 2] {
+        let mut r = router(workers, PER_PORT);
         let start = Instant::now();
         let clock = || Nanos(start.elapsed().as_nanos() as u64);
         let stop = AtomicBool::new(false);
-        let r = run_mt(rx, tx, &params, zombies, clock, &stop).unwrap();
+        r.run(
+            &clock,
+            &stop,
+            Nanos::from_secs(10),
+            Nanos::from_millis(100),
+            &mut NoViewObserver,
+        )
+        .unwrap();
         let secs = start.elapsed().as_secs_f64();
-        assert!(r.balanced(), "{r:?}");
-        let ring_full: u64 = r.rx.iter().map(|s| s.ring_full).sum();
+        let t = r.totals();
+        assert_eq!(t.received, t.forwarded + t.dropped() + r.queued());
         eprintln!(
-            "{workers} rx worker(s): received {} forwarded {} ring_full {ring_full} tail {} in {secs:.3} s: {:.2} Mpkt/s forwarded, {:.2} Mpkt/s received",
-            r.received(),
-            r.tx.forwarded,
-            r.tx.tail_drops,
-            r.tx.forwarded as f64 / secs / 1e6,
-            r.received() as f64 / secs / 1e6
+            "{workers} rx worker(s): received {} forwarded {} dropped {} (ring_full {}) in {secs:.3} s: \
+             {:.2} Mpkt/s received, {:.2} Mpkt/s forwarded",
+            t.received,
+            t.forwarded,
+            t.dropped(),
+            t.drops_of(zl_dataplane::DropCause::RingFull),
+            t.received as f64 / secs / 1e6,
+            t.forwarded as f64 / secs / 1e6
         );
     }
 }

@@ -1,0 +1,72 @@
+//! What the final table ([`crate::report`]) and the metrics endpoint ([`crate::metrics`]) read
+//! from a router: the single-thread [`Dataplane`] or a multi-threaded run
+//! ([`crate::mt::MtRouter`] at the end, a progress snapshot during the run).
+
+use zl_core::Nanos;
+use zl_port::{PacketBuf, PortCounters};
+use zl_qos::QosEngine;
+
+use crate::dataplane::{Dataplane, QueueLengthHistogram};
+use crate::stats::{FateCounters, GroupStats};
+
+/// A read-only view of a router's counters, by port index.
+pub trait RouterView {
+    /// Fate of every packet received so far.
+    fn totals(&self) -> FateCounters;
+    /// Fate per generator flow group.
+    fn groups(&self) -> &[GroupStats];
+    /// Packets waiting (egress queues, and the receive -> transmit rings of a threaded run).
+    fn queued(&self) -> u64;
+    /// Number of ports.
+    fn port_count(&self) -> usize;
+    fn port_name(&self, port: usize) -> &str;
+    fn port_counters(&self, port: usize) -> PortCounters;
+    /// The egress QoS engine of `port` (classes, AQM counters, queue lengths).
+    fn qos(&self, port: usize) -> &QosEngine<PacketBuf>;
+    /// Queue-length samples per class of `port`.
+    fn qlen_hist(&self, port: usize) -> &[QueueLengthHistogram];
+    /// Active flows at `port`'s egress estimated by its Zombie List, when it has one.
+    fn estimated_flows(&self, port: usize) -> Option<f64>;
+}
+
+/// Called by a driver at a low rate with a view of the router (the threaded run's
+/// counterpart of `crate::Observer`).
+pub trait ViewObserver {
+    fn progress(&mut self, now: Nanos, view: &dyn RouterView);
+}
+
+/// A view observer that does nothing.
+pub struct NoViewObserver;
+impl ViewObserver for NoViewObserver {
+    fn progress(&mut self, _: Nanos, _: &dyn RouterView) {}
+}
+
+impl RouterView for Dataplane {
+    fn totals(&self) -> FateCounters {
+        *Dataplane::totals(self)
+    }
+    fn groups(&self) -> &[GroupStats] {
+        Dataplane::groups(self)
+    }
+    fn queued(&self) -> u64 {
+        Dataplane::queued(self)
+    }
+    fn port_count(&self) -> usize {
+        self.slots().len()
+    }
+    fn port_name(&self, port: usize) -> &str {
+        self.slots()[port].port.name()
+    }
+    fn port_counters(&self, port: usize) -> PortCounters {
+        self.slots()[port].port.counters()
+    }
+    fn qos(&self, port: usize) -> &QosEngine<PacketBuf> {
+        &self.slots()[port].qos
+    }
+    fn qlen_hist(&self, port: usize) -> &[QueueLengthHistogram] {
+        &self.slots()[port].qlen_hist
+    }
+    fn estimated_flows(&self, port: usize) -> Option<f64> {
+        self.slots()[port].estimated_flows()
+    }
+}
