@@ -1,27 +1,44 @@
-//! Raw AF_XDP forwarding rate between two veths vs the kernel's `ip_forward`, on the same
-//! topology and offered load (needs root).
+//! AF_XDP forwarding between two veths vs the kernel's `ip_forward`, on the same topology and
+//! offered load, in one run (needs root): the kernel, a raw AF_XDP forwarding loop, and (with
+//! `--zlrouter PATH`) the `zlrouter` binary with its full pipeline.
 //!
 //! ```text
 //!  ns gen            ns rtr                         ns sink
 //!  g0 10.0.1.2 <-> r0 10.0.1.1 | r1 10.0.2.1 <-> s0 10.0.2.2
 //! ```
 //! A generator in `gen` sends 64-byte UDP/IPv4 frames to 10.0.2.99 (r0's MAC) from an
-//! AF_XDP TX socket on g0. `rtr` forwards them to `s0`, either
-//! - kernel: `net.ipv4.ip_forward=1` and a permanent neighbour for 10.0.2.99 (s0's MAC), or
-//! - afxdp: an [`AfXdpPort`] on r0 (generic or native XDP, copy mode) and a transmit-only one
-//!   on r1; a
-//!   busy-polling thread rewrites the Ethernet addresses, decrements the TTL (RFC 1624
-//!   incremental checksum) and transmits, waking the kernel once per 32 frames or when
-//!   its input goes idle.
+//! AF_XDP TX socket on g0, pinned to CPU 0 (the sender core). `rtr` forwards them to `s0`:
+//! - kernel: `net.ipv4.ip_forward=1` and a permanent neighbour for 10.0.2.99 (s0's MAC);
+//! - raw AF_XDP: an [`AfXdpPort`] on r0 (generic or native XDP, copy mode) and a transmit-only
+//!   one on r1; a busy-polling thread pinned to CPU 1 (the router core) rewrites the Ethernet
+//!   addresses, decrements the TTL (RFC 1624 incremental checksum) and transmits, waking the
+//!   kernel once per 32 frames or when its input goes idle;
+//! - zlrouter: `zlrouter run` (pinned to CPU 1 with `taskset`) with AF_XDP ports on r0 and
+//!   r1 and the full pipeline: parse with checksum check, LPM route, TTL and MAC rewrite,
+//!   Diffserv classifier, ZL-RED on the best-effort class, the Zombie List flow estimate,
+//!   WRR and the shaper (at 100 Gbit/s, so it never holds a frame back).
 //!
-//! The forwarded rate is s0's `rx_packets` over the run. `sink` drops the frames in its IP
-//! layer (10.0.2.99 is not its address and it does not forward).
+//! Fairness (`--fair`, the default): the kernel forwards in the softirq of whichever CPU
+//! received the frame, and veth receives in the sender's own `sendto`, so without care the
+//! kernel forwards on the sender core for free while zlrouter must use another core. With
+//! `--fair`, r0's RPS mask sends every received frame to CPU 1's backlog in every run, so the
+//! kernel's forwarding, and the XDP program plus XSK copy of the AF_XDP runs, all happen on
+//! the router core; the sender core only builds and sends frames. `--unfair` leaves RPS off
+//! (the kernel then forwards on CPU 0, inside the generator's send).
+//!
+//! The forwarded rate is s0's `rx_packets` over the generation window (plus 200 ms of drain).
+//! `sink` drops the frames in its IP layer (10.0.2.99 is not its address and it does not
+//! forward).
 //!
 //! Usage: `cargo run --release -p zl-afxdp --example afxdp_forward -- [seconds] [pps]
-//! [generic|native]` (pps 0 = as fast as the generator can).
+//! [generic|native] [--fair|--unfair] [--zlrouter target/release/zlrouter]` (pps 0 = as fast
+//! as the generator can).
 
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Barrier};
+use std::sync::{mpsc, Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use zl_afxdp::netns::{is_root, Netns};
@@ -38,8 +55,70 @@ fn mac(ns: &Netns, dev: &str) -> Res<[u8; 6]> {
     Ok(out)
 }
 
-/// Pins the calling thread to one CPU (the generator to CPU 0, the forwarder to CPU 1), so the
-/// two busy loops do not share a core with each other.
+/// The sender core (generator) and the router core (forwarder, RPS target).
+const SENDER_CPU: usize = 0;
+const ROUTER_CPU: usize = 1;
+/// SCHED_FIFO priority of the router's thread with `--rt`.
+const RT_PRIORITY: i32 = 50;
+
+/// Gives the calling thread SCHED_FIFO priority `prio` (the router core's busy loop must not
+/// be time-sliced against other work on a shared machine; the kernel's softirq, which the
+/// kernel path runs in, preempts ordinary threads the same way).
+fn realtime(prio: i32) {
+    let p = libc::sched_param {
+        sched_priority: prio,
+    };
+    // SAFETY: a valid sched_param; pid 0 is the calling thread.
+    let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) };
+    if r != 0 {
+        eprintln!(
+            "SCHED_FIFO refused ({}); running time-sliced",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+/// With `--rt`, the router core's `ksoftirqd` runs SCHED_FIFO one step above the router's
+/// thread for the whole benchmark, so softirq work deferred to it (the kernel's forwarding, the
+/// XDP program and XSK copy) is neither starved by the router's busy loop nor time-sliced
+/// against other work on a shared machine; restored to SCHED_OTHER on drop.
+struct SoftirqRt {
+    pid: Option<String>,
+}
+
+impl SoftirqRt {
+    fn raise(on: bool) -> Res<Self> {
+        if !on {
+            return Ok(SoftirqRt { pid: None });
+        }
+        let out = Command::new("pgrep")
+            .args(["-x", &format!("ksoftirqd/{ROUTER_CPU}")])
+            .output()?;
+        let pid = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        if pid.is_empty() {
+            return Err(format!("no ksoftirqd/{ROUTER_CPU} visible").into());
+        }
+        let prio = (RT_PRIORITY + 1).to_string();
+        let st = Command::new("chrt")
+            .args(["-f", "-p", &prio, &pid])
+            .status()?;
+        if !st.success() {
+            return Err(format!("chrt -f -p {prio} {pid} failed").into());
+        }
+        Ok(SoftirqRt { pid: Some(pid) })
+    }
+}
+
+impl Drop for SoftirqRt {
+    fn drop(&mut self) {
+        if let Some(pid) = &self.pid {
+            let _ = Command::new("chrt").args(["-o", "-p", "0", pid]).status();
+        }
+    }
+}
+
+/// Pins the calling thread to one CPU (the generator to the sender core, the forwarder to the
+/// router core), so the two busy loops do not share a core with each other.
 fn pin_to_cpu(cpu: usize) {
     // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes inside it;
     // sched_setaffinity(0, ..) applies to the calling thread only.
@@ -105,7 +184,8 @@ struct Topology {
     sink: Netns,
 }
 
-fn topology() -> Res<Topology> {
+fn topology(fair: bool) -> Res<Topology> {
+    zl_afxdp::netns::set_prefix("zlxf");
     let t = Topology {
         gen: Netns::create("bgen")?,
         rtr: Netns::create("brtr")?,
@@ -166,6 +246,18 @@ fn topology() -> Res<Topology> {
         "nud",
         "permanent",
     ])?;
+    if fair {
+        // Every frame r0 receives goes to the router core's backlog: the kernel forwards
+        // there, and generic XDP (with the XSK copy) runs there, not in the sender's softirq.
+        t.rtr.exec(&[
+            "sh",
+            "-c",
+            &format!(
+                "echo {:x} > /sys/class/net/r0/queues/rx-0/rps_cpus",
+                1u32 << ROUTER_CPU
+            ),
+        ])?;
+    }
     Ok(t)
 }
 
@@ -179,7 +271,7 @@ fn generate(t: &Topology, secs: f64, pps: u64, frame: Vec<u8>, start: Arc<Barrie
             ..AfXdpConfig::new("g0")
         };
         let mut port = AfXdpPort::open("gen", 0, &cfg)?;
-        pin_to_cpu(0);
+        pin_to_cpu(SENDER_CPU);
         start.wait();
         let t0 = Instant::now();
         let end = Duration::from_secs_f64(secs);
@@ -232,6 +324,7 @@ fn run_afxdp(
     pps: u64,
     mode: XdpMode,
     frame: &[u8],
+    rt: bool,
 ) -> Res<(RunResult, u64)> {
     let r1_mac = mac(&t.rtr, "r1")?;
     let s0_mac = mac(&t.sink, "s0")?;
@@ -254,7 +347,10 @@ fn run_afxdp(
                 };
                 let mut rx = AfXdpPort::open("r0", 0, &rx_cfg)?;
                 let mut tx = AfXdpPort::open("r1", 1, &tx_cfg)?;
-                pin_to_cpu(1);
+                pin_to_cpu(ROUTER_CPU);
+                if rt {
+                    realtime(RT_PRIORITY);
+                }
                 start2.wait();
                 let mut scratch = [0u8; 2048];
                 let mut n = 0u64;
@@ -304,49 +400,311 @@ fn run_afxdp(
     Ok((result, fwd.load(Ordering::Relaxed)))
 }
 
+/// The router's config for the zlrouter run: AF_XDP on r0 (in) and r1 (out, transmit only),
+/// the full pipeline on r1's egress with a shaper that never holds a frame back.
+fn zlrouter_config(mode: XdpMode, r0: [u8; 6], r1: [u8; 6], s0: [u8; 6]) -> String {
+    let m = |a: [u8; 6]| {
+        a.iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(":")
+    };
+    let mode = match mode {
+        XdpMode::Generic => "generic",
+        XdpMode::Native => "native",
+    };
+    format!(
+        r#"[run]
+pool_buffers = 16384
+
+[parse]
+flow_key = "src-dst"
+
+[metrics]
+flow_estimate = true
+
+[[ports]]
+name = "r0"
+kind = "af-xdp"
+mac = "{r0}"
+af_xdp = {{ ifname = "r0", xdp_mode = "{mode}" }}
+
+[[ports]]
+name = "r1"
+kind = "af-xdp"
+mac = "{r1}"
+af_xdp = {{ ifname = "r1", attach_program = false }}
+
+[[routes]]
+prefix = "10.0.2.0/24"
+port = "r1"
+next_hop_mac = "{s0}"
+
+[qos]
+link_rate_bps = 100_000_000_000
+shaper = {{ rate_bps = 100_000_000_000, burst_bytes = 1_000_000 }}
+scheduler = {{ mode = "wrr" }}
+classifier = {{ default_class = "be" }}
+
+[[qos.classes]]
+name = "ef"
+strict_rank = 0
+max_packets = 100
+
+[[qos.classes]]
+name = "be"
+weight = 1
+max_packets = 1000
+aqm = {{ kind = "zl-red", th_min = 5, p_max = 0.15, a = 10 }}
+"#,
+        r0 = m(r0),
+        r1 = m(r1),
+        s0 = m(s0),
+    )
+}
+
+/// A number after `key` in the first line of `text` starting with `start`.
+fn table_value(text: &str, start: &str, key: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with(start))?;
+    let at = line.find(key)? + key.len();
+    line[at..].split_whitespace().next()?.parse().ok()
+}
+
+/// Runs `zlrouter` (pinned to the router core) in `rtr` while the generator offers the load.
+/// Returns the run and the router's final table.
+fn run_zlrouter(
+    t: &Topology,
+    bin: &Path,
+    secs: f64,
+    pps: u64,
+    mode: XdpMode,
+    frame: &[u8],
+    rt: bool,
+) -> Res<(RunResult, String)> {
+    let dir = std::env::temp_dir().join(format!("zlxf-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let cfg = dir.join("router.toml");
+    std::fs::write(
+        &cfg,
+        zlrouter_config(
+            mode,
+            mac(&t.rtr, "r0")?,
+            mac(&t.rtr, "r1")?,
+            mac(&t.sink, "s0")?,
+        ),
+    )?;
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", t.rtr.name()])
+        .arg(bin)
+        .arg("run")
+        .arg(&cfg)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    // `ip netns exec` execs in place: the child's pid is zlrouter's, and the pid is also the
+    // tid of its main thread, the one that runs the poll loop.
+    let pid = child.id() as libc::pid_t;
+    let mut stderr = child.stderr.take().ok_or("no stderr")?;
+    let (tx, rx) = mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        let mut all = Vec::new();
+        let mut byte = [0u8; 1];
+        let mut line = Vec::new();
+        while let Ok(1) = stderr.read(&mut byte) {
+            all.push(byte[0]);
+            if byte[0] == b'\r' || byte[0] == b'\n' {
+                let _ = tx.send(String::from_utf8_lossy(&line).into_owned());
+                line.clear();
+            } else {
+                line.push(byte[0]);
+            }
+        }
+        String::from_utf8_lossy(&all).into_owned()
+    });
+    // Up once it prints its first progress line.
+    let ready = loop {
+        match rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(l) if l.contains(" fwd ") => break true,
+            Ok(_) => continue,
+            Err(_) => break false,
+        }
+    };
+    let stop = |child: &mut std::process::Child| {
+        // SAFETY: kill(2) on the pid of our own child, not yet reaped.
+        unsafe { libc::kill(pid, libc::SIGINT) };
+        let _ = child.wait();
+    };
+    if !ready {
+        stop(&mut child);
+        let err = reader.join().unwrap_or_default();
+        return Err(format!("zlrouter did not start: {err}").into());
+    }
+    // Only the poll loop's thread goes to the router core (and SCHED_FIFO with --rt); the
+    // control and signal threads stay where the scheduler puts them.
+    let (tid, cpu, prio) = (
+        pid.to_string(),
+        ROUTER_CPU.to_string(),
+        RT_PRIORITY.to_string(),
+    );
+    let mut pin = vec![vec!["taskset", "-p", "-c", cpu.as_str(), tid.as_str()]];
+    if rt {
+        pin.push(vec!["chrt", "-f", "-p", prio.as_str(), tid.as_str()]);
+    }
+    for argv in pin {
+        let st = Command::new(argv[0])
+            .args(&argv[1..])
+            .stdout(Stdio::null())
+            .status()?;
+        if !st.success() {
+            stop(&mut child);
+            return Err(format!("{argv:?} failed").into());
+        }
+    }
+    let (g0, s0) = counters(t)?;
+    generate(t, secs, pps, frame.to_vec(), Arc::new(Barrier::new(1)))?;
+    let t_drain = Instant::now();
+    while t_drain.elapsed() < Duration::from_millis(200) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (g1, s1) = counters(t)?;
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    let mut out = String::new();
+    if let Some(mut o) = child.stdout.take() {
+        o.read_to_string(&mut out)?;
+    }
+    let status = child.wait()?;
+    let _ = reader.join();
+    let _ = std::fs::remove_dir_all(&dir);
+    if !status.success() {
+        return Err(format!("zlrouter exited with {status}:\n{out}").into());
+    }
+    Ok((
+        RunResult {
+            offered: g1 - g0,
+            forwarded: s1 - s0,
+            secs,
+        },
+        out,
+    ))
+}
+
+struct Args {
+    secs: f64,
+    pps: u64,
+    mode: XdpMode,
+    fair: bool,
+    zlrouter: Option<PathBuf>,
+    raw: bool,
+    rt: bool,
+}
+
+fn args() -> Res<Args> {
+    let mut a = Args {
+        secs: 3.0,
+        pps: 0,
+        mode: XdpMode::Generic,
+        fair: true,
+        zlrouter: None,
+        raw: true,
+        rt: false,
+    };
+    let mut positional = 0;
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--fair" => a.fair = true,
+            "--unfair" => a.fair = false,
+            "--no-raw" => a.raw = false,
+            "--rt" => a.rt = true,
+            "--zlrouter" => a.zlrouter = Some(it.next().ok_or("--zlrouter needs a path")?.into()),
+            "generic" => a.mode = XdpMode::Generic,
+            "native" => a.mode = XdpMode::Native,
+            other if positional == 0 => {
+                a.secs = other.parse()?;
+                positional += 1;
+            }
+            other if positional == 1 => {
+                a.pps = other.parse()?;
+                positional += 1;
+            }
+            other => return Err(format!("unexpected argument {other:?}").into()),
+        }
+    }
+    Ok(a)
+}
+
 fn main() -> Res<()> {
     if !is_root() {
         eprintln!("afxdp_forward needs root (namespaces, veth, XDP)");
         std::process::exit(2);
     }
-    let args: Vec<String> = std::env::args().collect();
-    let secs: f64 = args.get(1).map_or(Ok(3.0), |s| s.parse())?;
-    let pps: u64 = args.get(2).map_or(Ok(0), |s| s.parse())?;
-    let mode = match args.get(3).map(String::as_str) {
-        None | Some("generic") => XdpMode::Generic,
-        Some("native") => XdpMode::Native,
-        Some(other) => return Err(format!("mode {other:?}: expected generic or native").into()),
-    };
-    let t = topology()?;
+    let a = args()?;
+    let (secs, pps, mode) = (a.secs, a.pps, a.mode);
+    let t = topology(a.fair)?;
+    let _softirq = SoftirqRt::raise(a.rt)?;
     let frame = udp_frame(mac(&t.rtr, "r0")?, mac(&t.gen, "g0")?);
     let k = run_kernel(&t, secs, pps, &frame)?;
-    let (x, staged) = run_afxdp(&t, secs, pps, mode, &frame)?;
+    let raw = if a.raw {
+        Some(run_afxdp(&t, secs, pps, mode, &frame, a.rt)?)
+    } else {
+        None
+    };
+    let zl = match &a.zlrouter {
+        Some(bin) => Some(run_zlrouter(&t, bin, secs, pps, mode, &frame, a.rt)?),
+        None => None,
+    };
     let rate = |r: &RunResult, n: u64| n as f64 / r.secs / 1e6;
     println!(
-        "offered load: {}",
+        "offered load: {}; XDP mode on r0: {mode:?}; {}",
         if pps == 0 {
             "flat out".to_string()
         } else {
             format!("{pps} pps")
+        },
+        if a.fair {
+            "fair: r0's RPS sends every frame to the router core (CPU 1) in every run"
+        } else {
+            "unfair: no RPS, the kernel forwards in the sender's softirq (CPU 0)"
         }
     );
     println!(
-        "{:<14} {:>12} {:>12} {:>10}",
-        "path", "offered Mpps", "fwd Mpps", "delivered"
+        "{:<14} {:>12} {:>12} {:>10} {:>16}",
+        "path", "offered Mpps", "fwd Mpps", "delivered", "ratio vs kernel"
     );
-    for (name, r) in [("kernel fwd", &k), ("AF_XDP fwd", &x)] {
+    let mut rows = vec![("kernel fwd", &k)];
+    if let Some((x, _)) = &raw {
+        rows.push(("raw AF_XDP", x));
+    }
+    if let Some((z, _)) = &zl {
+        rows.push(("zlrouter", z));
+    }
+    for (name, r) in rows {
         println!(
-            "{:<14} {:>12.3} {:>12.3} {:>9.1}%",
+            "{:<14} {:>12.3} {:>12.3} {:>9.1}% {:>16.2}",
             name,
             rate(r, r.offered),
             rate(r, r.forwarded),
-            100.0 * r.forwarded as f64 / r.offered.max(1) as f64
+            100.0 * r.forwarded as f64 / r.offered.max(1) as f64,
+            rate(r, r.forwarded) / rate(&k, k.forwarded).max(1e-9)
         );
     }
-    println!("AF_XDP frames staged by the forwarder: {staged}");
-    println!(
-        "ratio AF_XDP / kernel (forwarded rate): {:.2}",
-        rate(&x, x.forwarded) / rate(&k, k.forwarded).max(1e-9)
-    );
+    if let Some((_, staged)) = raw {
+        println!("raw AF_XDP frames staged by the forwarder: {staged}");
+    }
+    if let Some((z, table)) = zl {
+        for key in ["port r0", "port r1", "received "] {
+            if let Some(l) = table.lines().find(|l| l.starts_with(key)) {
+                println!("zlrouter: {l}");
+            }
+        }
+        let ring = table_value(&table, "port r0", "ring").unwrap_or(0);
+        println!(
+            "ratio zlrouter / kernel (forwarded rate): {:.2} (zlrouter lost {} frames to a full \
+             r0 RX ring or an empty fill ring)",
+            rate(&z, z.forwarded) / rate(&k, k.forwarded).max(1e-9),
+            ring
+        );
+    }
     Ok(())
 }
