@@ -43,7 +43,7 @@ mod with_dpdk {
             .header("shim/wrapper.h")
             .clang_args(&clang_args)
             .clang_arg("-march=corei7")
-            .allowlist_function("zl_rte_.*")
+            .allowlist_function("zl_.*")
             .allowlist_function("rte_eal_init")
             .allowlist_function("rte_eal_cleanup")
             .allowlist_function("rte_strerror")

@@ -1,10 +1,12 @@
 /* Out-of-line wrappers for DPDK's static-inline fast-path functions, which bindgen cannot
  * bind: rte_eth_rx_burst / rte_eth_tx_burst, the mbuf allocator and accessors, rte_errno.
  * Each is a one-line call; LTO is not assumed, so each costs one extra call per burst or
- * per mbuf. */
+ * per mbuf. The fast path uses the two burst functions at the end instead, one call per
+ * burst each way. */
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
+#include <rte_memcpy.h>
 
 uint16_t zl_rte_eth_rx_burst(uint16_t port_id, uint16_t queue_id, struct rte_mbuf **rx_pkts,
                              uint16_t nb_pkts)
@@ -72,4 +74,50 @@ uint16_t zl_rte_pktmbuf_nb_segs(const struct rte_mbuf *m)
 int zl_rte_errno(void)
 {
     return rte_errno;
+}
+
+/* One call per receive burst: receives up to nb_pkts mbufs and reports each one's data
+ * pointer and length (data[i] = NULL for a multi-segment mbuf, which the caller drops).
+ * The caller frees the mbufs in bulk once it has copied them. */
+uint16_t zl_rx_burst_frames(uint16_t port_id, uint16_t queue_id, struct rte_mbuf **mbufs,
+                            const uint8_t **data, uint16_t *lens, uint16_t nb_pkts)
+{
+    uint16_t n = rte_eth_rx_burst(port_id, queue_id, mbufs, nb_pkts);
+    for (uint16_t i = 0; i < n; i++) {
+        struct rte_mbuf *m = mbufs[i];
+        data[i] = m->nb_segs == 1 ? rte_pktmbuf_mtod(m, const uint8_t *) : NULL;
+        lens[i] = m->data_len;
+    }
+    return n;
+}
+
+/* One call per transmit burst: copies frames[i] (lens[i] bytes, each at most the pool's data
+ * room, checked by the caller) into fresh single-segment mbufs from mp, transmits them and
+ * frees what the driver does not take. The mbufs come in one bulk allocation; when the pool
+ * cannot give all of them at once, as many as it has one by one. Returns the frames sent;
+ * *no_mbuf = frames left without an mbuf, *ring_full = frames the driver refused. */
+uint16_t zl_tx_burst_copy(uint16_t port_id, uint16_t queue_id, struct rte_mempool *mp,
+                          const uint8_t *const *frames, const uint16_t *lens, uint16_t nb_pkts,
+                          uint16_t *no_mbuf, uint16_t *ring_full)
+{
+    struct rte_mbuf *mbufs[64];
+    uint16_t n = nb_pkts > 64 ? 64 : nb_pkts;
+    uint16_t have = n;
+    if (rte_pktmbuf_alloc_bulk(mp, mbufs, n) != 0) {
+        have = 0;
+        while (have < n && (mbufs[have] = rte_pktmbuf_alloc(mp)) != NULL)
+            have++;
+    }
+    for (uint16_t i = 0; i < have; i++) {
+        struct rte_mbuf *m = mbufs[i];
+        m->data_len = lens[i];
+        m->pkt_len = lens[i];
+        rte_memcpy(rte_pktmbuf_mtod(m, void *), frames[i], lens[i]);
+    }
+    uint16_t sent = have ? rte_eth_tx_burst(port_id, queue_id, mbufs, have) : 0;
+    if (sent < have)
+        rte_pktmbuf_free_bulk(&mbufs[sent], have - sent);
+    *no_mbuf = (uint16_t)(nb_pkts - have);
+    *ring_full = (uint16_t)(have - sent);
+    return sent;
 }

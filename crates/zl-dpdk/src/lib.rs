@@ -14,9 +14,11 @@
 //!   `net_pcap0,rx_pcap=in.pcap,tx_pcap=out.pcap`, `net_af_packet0,iface=veth0`) when the EAL
 //!   arguments did not create it; then configures one RX and one TX queue with their own mbuf
 //!   pool, and starts it.
-//! - `recv` copies each received frame into a pool buffer and frees the mbuf in bulk; `send`
-//!   copies each buffer into a fresh mbuf; what `rte_eth_tx_burst` does not take is freed and
-//!   counted as `tx_ring_full`. Multi-segment frames are dropped and counted (`rx_too_long`).
+//! - `recv` copies each received frame into a pool buffer and frees the mbufs in bulk; `send`
+//!   copies each buffer into a fresh mbuf of the port's own TX pool (bulk-allocated); what
+//!   `rte_eth_tx_burst` does not take is freed and counted as `tx_ring_full`. Each burst
+//!   costs one FFI call each way (plus the bulk free on receive): the C shim does the
+//!   per-mbuf work. Multi-segment frames are dropped and counted (`rx_too_long`).
 
 mod config;
 #[cfg(dpdk_available)]

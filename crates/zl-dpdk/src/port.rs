@@ -114,7 +114,13 @@ pub struct DpdkPort {
     /// The bus device behind the ethdev, removed after close so the device can be opened
     /// (probed) again.
     device_handle: *mut sys::rte_device,
+    /// The RX queue's pool: the driver fills these mbufs.
     pool: *mut sys::rte_mempool,
+    /// Where transmitted copies come from: its own pool, so a backed-up TX ring cannot take
+    /// the mbufs the RX queue needs (and receive buffers are never written by this port).
+    tx_pool: *mut sys::rte_mempool,
+    /// Bytes an mbuf of either pool holds (`RTE_MBUF_DEFAULT_BUF_SIZE` less the headroom).
+    data_room: u16,
     name: String,
     device: String,
     index: u16,
@@ -190,11 +196,38 @@ impl DpdkPort {
         if pool.is_null() {
             return Err(fail("rte_pktmbuf_pool_create", last_rte_error()));
         }
-        // From here the pool is owned by `port`, so every early return frees it (Drop).
+        // Enough for a full TX ring plus a few bursts in flight.
+        let tx_mbufs = 2 * u32::from(cfg.tx_descriptors) + 4 * BURST as u32;
+        let tx_pool_name = CString::new(format!(
+            "zlr_tx{}_{}",
+            port_id,
+            POOL_SEQ.fetch_add(1, Ordering::Relaxed)
+        ))
+        .map_err(|e| fail("mempool name", e.to_string()))?;
+        // SAFETY: as above; the cache is at most half the pool, as DPDK requires.
+        let tx_pool = unsafe {
+            sys::rte_pktmbuf_pool_create(
+                tx_pool_name.as_ptr(),
+                tx_mbufs,
+                cfg.mbuf_cache.min(tx_mbufs / 2),
+                0,
+                sys::RTE_MBUF_DEFAULT_BUF_SIZE as u16,
+                -1,
+            )
+        };
+        if tx_pool.is_null() {
+            let reason = last_rte_error();
+            // SAFETY: the RX pool was created above and nothing uses it yet.
+            unsafe { sys::rte_mempool_free(pool) };
+            return Err(fail("rte_pktmbuf_pool_create (tx)", reason));
+        }
+        // From here the pools are owned by `port`, so every early return frees them (Drop).
         let mut port = DpdkPort {
             port_id,
             device_handle: info.device,
             pool,
+            tx_pool,
+            data_room: (sys::RTE_MBUF_DEFAULT_BUF_SIZE - sys::RTE_PKTMBUF_HEADROOM) as u16,
             name: name.to_owned(),
             device: device.clone(),
             index,
@@ -249,85 +282,104 @@ impl DpdkPort {
     }
 
     /// Receives one burst (up to 32) and calls `on_frame` with each single-segment frame.
+    /// One FFI call receives the burst and reports every frame; one more frees the mbufs.
     pub fn recv_with(&mut self, max: usize, mut on_frame: impl FnMut(&[u8])) -> usize {
         let mut mbufs = [ptr::null_mut::<sys::rte_mbuf>(); BURST];
+        let mut data = [ptr::null::<u8>(); BURST];
+        let mut lens = [0u16; BURST];
         let want = max.min(BURST) as u16;
-        // SAFETY: started port, queue 0, `mbufs` has room for `want` pointers.
-        let n = unsafe { sys::zl_rte_eth_rx_burst(self.port_id, 0, mbufs.as_mut_ptr(), want) };
+        // SAFETY: started port, queue 0; the three arrays have room for `want` entries.
+        let n = unsafe {
+            sys::zl_rx_burst_frames(
+                self.port_id,
+                0,
+                mbufs.as_mut_ptr(),
+                data.as_mut_ptr(),
+                lens.as_mut_ptr(),
+                want,
+            )
+        };
         let n = usize::from(n);
-        for &m in &mbufs[..n] {
-            // SAFETY: `m` is a valid mbuf the driver just handed us.
-            let (segs, len, data) = unsafe {
-                (
-                    sys::zl_rte_pktmbuf_nb_segs(m),
-                    sys::zl_rte_pktmbuf_data_len(m),
-                    sys::zl_rte_pktmbuf_mtod(m) as *const u8,
-                )
-            };
-            if segs != 1 {
+        for (&d, &len) in data[..n].iter().zip(&lens[..n]) {
+            if d.is_null() {
                 self.rx_multi_seg += 1;
                 continue;
             }
-            // SAFETY: a single-segment mbuf holds `data_len` bytes at `mtod`; the slice lives
-            // until the mbuf is freed below, after the callback returns.
-            let frame = unsafe { std::slice::from_raw_parts(data, usize::from(len)) };
+            // SAFETY: a single-segment mbuf holds `len` bytes at `d`; the slice lives until
+            // the mbufs are freed below, after the callback returns.
+            let frame = unsafe { std::slice::from_raw_parts(d, usize::from(len)) };
             self.counters.rx_packets += 1;
             self.counters.rx_bytes += u64::from(len);
             on_frame(frame);
         }
-        // SAFETY: the `n` mbufs are ours and no reference into them survives.
-        unsafe { sys::zl_rte_pktmbuf_free_bulk(mbufs.as_mut_ptr(), n as u32) };
+        if n > 0 {
+            // SAFETY: the `n` mbufs are ours and no reference into them survives.
+            unsafe { sys::zl_rte_pktmbuf_free_bulk(mbufs.as_mut_ptr(), n as u32) };
+        }
         n
     }
 
-    /// Copies up to 32 frames into fresh mbufs and transmits them; returns how many the
-    /// driver took. The rest are freed and counted (`tx_ring_full`, or `tx_no_buffer` when
-    /// the pool ran dry, or `tx_errors` for frames too long for an mbuf).
+    /// Copies frames into fresh mbufs of the TX pool and transmits them, one FFI call per
+    /// burst of 32; returns how many the driver took. The rest are counted: `tx_ring_full`
+    /// (refused by the driver), `tx_no_buffer` (the pool ran dry) or `tx_errors` (longer than
+    /// an mbuf holds).
     pub fn send_frames<'a>(&mut self, frames: impl IntoIterator<Item = &'a [u8]>) -> usize {
-        let mut mbufs = [ptr::null_mut::<sys::rte_mbuf>(); BURST];
+        let mut data = [ptr::null::<u8>(); BURST];
         let mut lens = [0u16; BURST];
         let mut staged = 0usize;
-        let mut offered = 0;
+        let mut sent = 0;
         for f in frames {
-            if staged == BURST {
-                offered += self.flush(&mut mbufs, staged, Some(&lens));
-                staged = 0;
-            }
-            // SAFETY: the pool is valid for the port's lifetime.
-            let m = unsafe { sys::zl_rte_pktmbuf_alloc(self.pool) };
-            if m.is_null() {
-                self.counters.tx_no_buffer += 1;
-                continue;
-            }
-            let len = u16::try_from(f.len()).ok();
-            // SAFETY: `m` is a fresh single-segment mbuf; append returns NULL when the
-            // tailroom is too small, else a pointer to `len` writable bytes.
-            let dst = len.map_or(ptr::null_mut(), |l| unsafe {
-                sys::zl_rte_pktmbuf_append(m, l)
-            });
-            if dst.is_null() {
+            if f.len() > usize::from(self.data_room) {
                 self.counters.tx_errors += 1;
-                // SAFETY: `m` is ours and unused.
-                unsafe { sys::zl_rte_pktmbuf_free(m) };
                 continue;
             }
-            // SAFETY: `dst` points to `f.len()` writable bytes inside `m`.
-            unsafe { ptr::copy_nonoverlapping(f.as_ptr(), dst.cast::<u8>(), f.len()) };
-            mbufs[staged] = m;
+            data[staged] = f.as_ptr();
             lens[staged] = f.len() as u16;
             staged += 1;
+            if staged == BURST {
+                sent += self.transmit_copies(&data, &lens, staged);
+                staged = 0;
+            }
         }
-        offered + self.flush(&mut mbufs, staged, Some(&lens))
+        sent + self.transmit_copies(&data, &lens, staged)
+    }
+
+    /// Transmits copies of the first `n` staged frames (each at most `data_room` bytes).
+    fn transmit_copies(
+        &mut self,
+        data: &[*const u8; BURST],
+        lens: &[u16; BURST],
+        n: usize,
+    ) -> usize {
+        if n == 0 {
+            return 0;
+        }
+        let (mut no_mbuf, mut ring_full) = (0u16, 0u16);
+        // SAFETY: started port, queue 0, a valid pool; `data[..n]` point to `lens[..n]`
+        // readable bytes each (borrowed from the caller's frames for this call), each length
+        // at most the mbuf data room (checked by `send_frames`).
+        let sent = usize::from(unsafe {
+            sys::zl_tx_burst_copy(
+                self.port_id,
+                0,
+                self.tx_pool,
+                data.as_ptr(),
+                lens.as_ptr(),
+                n as u16,
+                &mut no_mbuf,
+                &mut ring_full,
+            )
+        });
+        self.counters.tx_packets += sent as u64;
+        // The shim sends the mbufs it got in order, so the first `sent` frames went out.
+        self.counters.tx_bytes += lens[..sent].iter().map(|&l| u64::from(l)).sum::<u64>();
+        self.counters.tx_no_buffer += u64::from(no_mbuf);
+        self.counters.tx_ring_full += u64::from(ring_full);
+        sent
     }
 
     /// Transmits the first `n` mbufs; frees and counts what the driver does not take.
-    /// `lens` (the frame lengths) feeds the byte counter when the caller has it.
-    fn flush(
-        &mut self,
-        mbufs: &mut [*mut sys::rte_mbuf; BURST],
-        n: usize,
-        lens: Option<&[u16; BURST]>,
-    ) -> usize {
+    fn flush(&mut self, mbufs: &mut [*mut sys::rte_mbuf; BURST], n: usize) -> usize {
         if n == 0 {
             return 0;
         }
@@ -337,9 +389,6 @@ impl DpdkPort {
             sys::zl_rte_eth_tx_burst(self.port_id, 0, mbufs.as_mut_ptr(), n as u16)
         });
         self.counters.tx_packets += sent as u64;
-        if let Some(lens) = lens {
-            self.counters.tx_bytes += lens[..sent].iter().map(|&l| u64::from(l)).sum::<u64>();
-        }
         if sent < n {
             self.counters.tx_ring_full += (n - sent) as u64;
             // SAFETY: the unsent mbufs are still ours.
@@ -359,7 +408,7 @@ impl DpdkPort {
             return 0;
         }
         self.counters.rx_packets += u64::from(n);
-        out.flush(&mut mbufs, usize::from(n), None)
+        out.flush(&mut mbufs, usize::from(n))
     }
 
     /// The ethdev's own counters.
@@ -386,17 +435,54 @@ impl DpdkPort {
         })
     }
 
-    /// Mbufs currently free in the port's pool.
+    /// Mbufs currently free in the port's RX pool.
     pub fn pool_available(&self) -> u32 {
         // SAFETY: the pool is valid for the port's lifetime.
         unsafe { sys::rte_mempool_avail_count(self.pool) }
+    }
+
+    /// Mbufs currently free in the port's TX pool.
+    pub fn tx_pool_available(&self) -> u32 {
+        // SAFETY: the pool is valid for the port's lifetime.
+        unsafe { sys::rte_mempool_avail_count(self.tx_pool) }
+    }
+
+    /// Writes `frames` (cycling through them) into every free mbuf of the RX pool, for
+    /// benchmarks on `net_null`, whose receive hands out pool mbufs without writing them:
+    /// its frames then carry this content instead of zeros. Frames longer than an mbuf are
+    /// cut. Returns the mbufs written.
+    pub fn prefill_rx_pool(&mut self, frames: &[&[u8]]) -> usize {
+        if frames.is_empty() {
+            return 0;
+        }
+        let mut taken = Vec::new();
+        loop {
+            // SAFETY: the pool is valid for the port's lifetime.
+            let m = unsafe { sys::zl_rte_pktmbuf_alloc(self.pool) };
+            if m.is_null() {
+                break;
+            }
+            let f = frames[taken.len() % frames.len()];
+            let len = f.len().min(usize::from(self.data_room));
+            // SAFETY: a fresh mbuf's data room starts at `mtod` and holds `data_room` bytes.
+            unsafe {
+                let dst = sys::zl_rte_pktmbuf_mtod(m).cast::<u8>();
+                ptr::copy_nonoverlapping(f.as_ptr(), dst, len);
+            }
+            taken.push(m);
+        }
+        for chunk in taken.chunks_mut(BURST) {
+            // SAFETY: every mbuf was allocated above and is ours.
+            unsafe { sys::zl_rte_pktmbuf_free_bulk(chunk.as_mut_ptr(), chunk.len() as u32) };
+        }
+        taken.len()
     }
 }
 
 impl Drop for DpdkPort {
     fn drop(&mut self) {
         // SAFETY: stop and close release the queues (and with them every mbuf the driver
-        // held) before the pool they draw from is freed; the port id is ours. Removing the
+        // held) before the pools they draw from are freed; the port id is ours. Removing the
         // bus device afterwards is DPDK's hot-unplug sequence; the handle came from
         // rte_eth_dev_info_get on this port and nothing else uses it.
         unsafe {
@@ -406,6 +492,7 @@ impl Drop for DpdkPort {
                 sys::rte_dev_remove(self.device_handle);
             }
             sys::rte_mempool_free(self.pool);
+            sys::rte_mempool_free(self.tx_pool);
         }
     }
 }

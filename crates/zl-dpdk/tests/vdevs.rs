@@ -89,7 +89,66 @@ mod with_dpdk {
         port_trait_round_trip_on_net_ring(eal);
         errors_are_typed(eal, &eal_cfg);
         a_closed_device_can_be_opened_again(eal);
+        tx_copies_have_their_own_pool(eal);
+        net_null_frames_carry_prefilled_content(eal);
         net_af_packet_over_a_veth_pair(eal);
+    }
+
+    /// Transmitted copies come from the TX pool: a held-up TX side (net_ring keeps what it
+    /// is sent until it is received) runs that pool dry, counted as `tx_no_buffer`, while the
+    /// RX pool is untouched; frames longer than an mbuf are `tx_errors`.
+    fn tx_copies_have_their_own_pool(eal: &'static Eal) {
+        let mut cfg = DpdkPortConfig::new("net_ring2");
+        cfg.tx_descriptors = 64;
+        let mut port = DpdkPort::open(eal, "ring2", 7, &cfg).unwrap();
+        let tx_pool = port.tx_pool_available();
+        // 2 x 64 descriptors + 4 bursts of 32.
+        assert_eq!(tx_pool, 256);
+        let rx_pool = port.pool_available();
+        let f = frame(3, 100);
+        let sent = port.send_frames(std::iter::repeat_n(f.as_slice(), 300));
+        let c = port.counters();
+        assert_eq!(sent, 256, "as many as the TX pool holds");
+        assert_eq!((c.tx_packets, c.tx_no_buffer, c.tx_ring_full), (256, 44, 0));
+        assert_eq!(c.tx_bytes, 256 * 100);
+        assert_eq!(port.tx_pool_available(), 0);
+        assert_eq!(
+            port.pool_available(),
+            rx_pool,
+            "the RX pool is not drawn on"
+        );
+        let mut got = 0;
+        while port.recv_with(32, |g| {
+            assert_eq!(g, f.as_slice());
+            got += 1;
+        }) > 0
+        {}
+        assert_eq!(got, 256);
+        assert_eq!(port.tx_pool_available(), tx_pool, "received copies go back");
+        let long = vec![0u8; 4000];
+        assert_eq!(port.send_frames([long.as_slice(), f.as_slice()]), 1);
+        assert_eq!(port.counters().tx_errors, 1, "a frame longer than an mbuf");
+    }
+
+    /// `prefill_rx_pool` gives net_null's frames content (it never writes its mbufs).
+    fn net_null_frames_carry_prefilled_content(eal: &'static Eal) {
+        let mut port = DpdkPort::open(eal, "null3", 8, &DpdkPortConfig::new("net_null3")).unwrap();
+        let a = frame(7, 64);
+        let b = frame(8, 64);
+        let written = port.prefill_rx_pool(&[&a, &b]);
+        assert_eq!(written as u32, port.pool_available());
+        let mut seen = [0usize; 2];
+        for _ in 0..(2 * written / 32) {
+            port.recv_with(32, |f| {
+                if f == a.as_slice() {
+                    seen[0] += 1;
+                } else {
+                    assert_eq!(f, b.as_slice(), "every frame is one of the two");
+                    seen[1] += 1;
+                }
+            });
+        }
+        assert!(seen[0] > 0 && seen[1] > 0, "{seen:?}");
     }
 
     fn a_closed_device_can_be_opened_again(eal: &'static Eal) {
@@ -104,7 +163,8 @@ mod with_dpdk {
     }
 
     fn net_af_packet_over_a_veth_pair(eal: &'static Eal) {
-        use zl_afxdp::netns::{is_root, Netns};
+        use zl_afxdp::netns::{is_root, set_prefix, Netns};
+        set_prefix("zldp");
         if !is_root() {
             eprintln!("SKIPPED net_af_packet sub-case: needs root (namespace, veth)");
             return;
