@@ -12,7 +12,7 @@
 //! update (decided, spec/01). Time and randomness are passed in. [`NaiveZombieList`] is the
 //! sequential oracle with O(M) scans; fed the same random stream, a single-threaded
 //! [`ZombieList`] makes exactly the same decisions and returns exactly the same values.
-//! Also: [`ZombieList::observe_batch`] (a burst, one P(t) CAS), [`ZombieList::observe_counted`]
+//! Also: [`ZombieList::observe_batch`] (a burst, one P(t) store), [`ZombieList::observe_counted`]
 //! (with the [`OpCounts`] of shared-memory references, for ixp-sim), and
 //! [`ZombieList::check_invariants`] (spec/01 §4, at quiescence). The full write-up, with the
 //! tests and the estimate measurements: `docs/algorithms/zombie-list.md`.
@@ -27,7 +27,10 @@
 //! - The occurrence table (`table.rs`, whose module doc details it): at least 2M entries, closed
 //!   hashing with rehash, F per entry; O(1) per packet: a hit changes one entry, an overwrite
 //!   two, an append one.
-//! - T: one `AtomicU64`; P(t): f64 bits in one `AtomicU64`, updated by CAS loop.
+//! - T: one `AtomicU64`. P(t): f64 bits in one `AtomicU64` per shard of threads, each on
+//!   its own cache line, updated by a relaxed load and store; decided: P(t) is kept per
+//!   thread, exactly SRED's with one thread (`ZombieList::update_p` says why and what it
+//!   means with several).
 //!
 //! # Why the invariants hold at quiescence
 //! Write `refs(e)` for the sum over zombie slots referring to entry e of `(count + 1)`.

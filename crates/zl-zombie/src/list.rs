@@ -33,6 +33,43 @@ struct Slot {
 }
 
 const COUNT_MASK: u64 = (1 << ZOMBIE_COUNT_BITS) - 1;
+
+/// Shards of P(t) (a power of two): threads are numbered in the order they first observe any
+/// list, and thread k updates shard `k mod P_SHARDS`. One under loom, whose model threads
+/// share one OS thread (and P(t) is in none of the invariants it checks).
+const P_SHARDS: usize = if cfg!(loom) { 1 } else { 16 };
+/// A P(t) shard no thread has written: a NaN's bits, which no EWMA step of values in [0, 1]
+/// produces.
+const UNUSED: u64 = u64::MAX;
+
+/// Numbers threads for the P(t) shards.
+mod shard {
+    use std::cell::Cell;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// The next thread number: a std atomic even under loom (it numbers threads, it is not
+    /// part of the list's protocol).
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+
+    std::thread_local! {
+        static INDEX: Cell<usize> = const { Cell::new(usize::MAX) };
+    }
+
+    /// This thread's number, taken on its first call.
+    #[inline]
+    pub(super) fn index() -> usize {
+        INDEX.with(|i| {
+            let v = i.get();
+            if v != usize::MAX {
+                return v;
+            }
+            // Relaxed: only uniqueness matters, which the RMW gives.
+            let v = NEXT.fetch_add(1, Ordering::Relaxed) % super::P_SHARDS;
+            i.set(v);
+            v
+        })
+    }
+}
 const TAG_BITS: u32 = 16;
 const ENTRY_SHIFT: u32 = ZOMBIE_COUNT_BITS + TAG_BITS;
 
@@ -94,8 +131,9 @@ pub struct ZombieList {
     len: Padded<AtomicUsize>,
     /// T plus the increments of updates in flight.
     total: Padded<AtomicU64>,
-    /// P(t) as f64 bits.
-    p_bits: Padded<AtomicU64>,
+    /// P(t), one EWMA per shard of threads, as f64 bits ([`UNUSED`] until a thread of the
+    /// shard first observes); see [`ZombieList::update_p`].
+    p_shards: [Padded<AtomicU64>; P_SHARDS],
     /// Updates skipped because the occurrence table had no free entry.
     table_full: AtomicU64,
 }
@@ -114,7 +152,7 @@ impl ZombieList {
             table: OccurrenceTable::new(cfg.m()),
             len: Padded(AtomicUsize::new(0)),
             total: Padded(AtomicU64::new(0)),
-            p_bits: Padded(AtomicU64::new(0f64.to_bits())),
+            p_shards: std::array::from_fn(|_| Padded(AtomicU64::new(UNUSED))),
             table_full: AtomicU64::new(0),
         }
     }
@@ -184,10 +222,10 @@ impl ZombieList {
     /// them), in order, writing one [`Observation`] per flow into `out`; returns how many
     /// were observed (`min(flows.len(), out.len())`).
     ///
-    /// Each arrival updates the list and reads F and T as `observe` does; P(t) takes the burst
-    /// as one contiguous run of EWMA steps published by a single relaxed store, so threads
-    /// touch P(t)'s cache line once per burst instead of once per packet. Sequentially, the result equals that
-    /// many `observe` calls with the same random stream.
+    /// Each arrival updates the list and reads F and T as `observe` does; this thread's P(t)
+    /// shard takes the burst as one contiguous run of EWMA steps published by a single relaxed
+    /// store, and every flow's first table bucket is loaded up front. Sequentially, the result
+    /// equals that many `observe` calls with the same random stream.
     pub fn observe_batch<R: RngCore + ?Sized>(
         &self,
         flows: &[FlowId],
@@ -215,14 +253,15 @@ impl ZombieList {
         let alpha = self.cfg.alpha();
         // One relaxed load and one relaxed store for the whole burst (decided, see
         // `update_p`: a concurrent burst's steps may be overwritten, never T or F).
-        let bits = self.p_bits.0.load(Ordering::Relaxed);
-        let mut p = f64::from_bits(bits);
+        let shard = self.p_shard();
+        let bits = shard.load(Ordering::Relaxed);
+        let mut p = self.shard_start(bits);
         for obs in out[..n].iter_mut() {
             p = draw::ewma(p, alpha, obs.hit);
             obs.p = p;
         }
         if p.to_bits() != bits {
-            self.p_bits.0.store(p.to_bits(), Ordering::Relaxed);
+            shard.store(p.to_bits(), Ordering::Relaxed);
         }
         n
     }
@@ -431,25 +470,55 @@ impl ZombieList {
         }
     }
 
-    /// Step 3: one relaxed load and, when P(t) changes, one relaxed store (no locked
-    /// read-modify-write); returns P(t) after this arrival.
+    /// Step 3 on this thread's shard of P(t): one relaxed load and, when P(t) changes, one
+    /// relaxed store (no locked read-modify-write); returns P(t) after this arrival.
     ///
-    /// decided: P(t) is updated by load + store, not by CAS. Sequentially this is exactly the
-    /// EWMA of SRED. Under concurrency two threads may read the same P(t-1) and the later store
-    /// overwrites the earlier step: that arrival's step is lost, which for the EWMA amounts to
-    /// a slightly smaller effective gain (alpha times the fraction of steps kept; with two
-    /// threads racing on a few percent of packets, alpha shrinks by those few percent). P(t)
-    /// stays a convex combination of values in [0, 1], so it stays in [0, 1]; T and F are never
-    /// lost (they keep their read-modify-writes). Relaxed: P(t) carries no other data.
+    /// decided: P(t) is kept per thread. Each thread (up to [`P_SHARDS`] of them; more share
+    /// shards) runs SRED's EWMA `P = (1 - alpha) P + alpha Hit` over the arrivals *it*
+    /// observes, and an observation reports its own thread's P(t). With one thread this is
+    /// exactly SRED's P(t), arrival by arrival. With several, each shard estimates the same
+    /// quantity, `P{Hit} = sum pi_i^2` (eq. 3.4), from its share of the arrivals (with flows
+    /// spread over threads by hashing, as RSS does, each thread's arrivals hit with that same
+    /// probability), with the same weight `alpha` per arrival it sees, so its window spans
+    /// `1/alpha` of its own arrivals. [`ZombieList::hit_frequency`] reads P(t) as the mean of
+    /// the shards in use. Why: a single P(t) word is written by every arrival on every core,
+    /// and that cache line moving between cores capped two threads at 1.3x one thread's rate
+    /// (1.7x with shards; docs/performance/zl-zombie.md). A shard starts from the list's P(t)
+    /// (the mean of the shards in use) when its first thread arrives, so a thread joining a
+    /// running list does not start from 0.
+    ///
+    /// decided: P(t) is updated by load + store, not by CAS. Two threads of one shard may read
+    /// the same P(t-1), and the later store overwrites the earlier step: that arrival's step is
+    /// lost, which for the EWMA amounts to a slightly smaller effective gain. P(t) stays a
+    /// convex combination of values in [0, 1], so it stays in [0, 1]; T and F are never lost
+    /// (they keep their read-modify-writes). Relaxed: P(t) carries no other data.
     #[inline]
     fn update_p<S: OpSink>(&self, hit: bool, ops: &mut S) -> f64 {
-        let bits = self.p_bits.0.load(Ordering::Relaxed);
-        let next = draw::ewma(f64::from_bits(bits), self.cfg.alpha(), hit);
+        let shard = self.p_shard();
+        let bits = shard.load(Ordering::Relaxed);
+        let next = draw::ewma(self.shard_start(bits), self.cfg.alpha(), hit);
         if next.to_bits() != bits {
             ops.total_write();
-            self.p_bits.0.store(next.to_bits(), Ordering::Relaxed);
+            shard.store(next.to_bits(), Ordering::Relaxed);
         }
         next
+    }
+
+    /// This thread's P(t) shard.
+    #[inline]
+    fn p_shard(&self) -> &AtomicU64 {
+        &self.p_shards[shard::index() & (P_SHARDS - 1)].0
+    }
+
+    /// The P(t) a shard continues from: its own value, or for a shard not used yet, the list's
+    /// P(t) (the mean of the shards in use; 0 before any arrival).
+    #[inline]
+    fn shard_start(&self, bits: u64) -> f64 {
+        if bits == UNUSED {
+            self.hit_frequency()
+        } else {
+            f64::from_bits(bits)
+        }
     }
 
     /// Scan mode: F(flow) and T by reading all M zombies.
@@ -468,9 +537,23 @@ impl ZombieList {
         (f, t)
     }
 
-    /// P(t).
+    /// P(t): the mean of the per-thread shards in use (see `update_p`; with one thread, its
+    /// P(t) exactly); 0 before any arrival. A shard whose threads stopped observing keeps its
+    /// last value in the mean.
     pub fn hit_frequency(&self) -> f64 {
-        f64::from_bits(self.p_bits.0.load(Ordering::Relaxed))
+        let (mut sum, mut used) = (0.0, 0u32);
+        for shard in &self.p_shards {
+            let bits = shard.0.load(Ordering::Relaxed);
+            if bits != UNUSED {
+                sum += f64::from_bits(bits);
+                used += 1;
+            }
+        }
+        if used == 0 {
+            0.0
+        } else {
+            sum / f64::from(used)
+        }
     }
 
     /// 1/P(t), the SRED estimate of the number of active flows; infinite while P = 0.

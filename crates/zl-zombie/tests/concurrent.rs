@@ -97,10 +97,12 @@ fn four_threads_batches_m1000() {
 }
 
 /// Quantifies the P(t) steps two threads lose to each other (decided in `update_p`: load +
-/// store, no CAS). One zombie of flow 1, every arrival a hit, alpha = 1e-6: sequentially
-/// `P = 1 - (1 - alpha)^k` after k steps, so the final P gives the number of steps that
-/// survived. No step may be counted twice (kept <= 2K); the loss is printed, not asserted (it
-/// depends on how often the two threads overlap on this machine). T and F lose nothing.
+/// store, no CAS, one P(t) per thread). One zombie of flow 1, every arrival a hit,
+/// alpha = 1e-6: sequentially `P = 1 - (1 - alpha)^k` after k steps, so P gives the number of
+/// steps that survived. Each thread normally has its own shard (then each keeps all K of its
+/// steps); two threads whose numbers collide share one, and then lose steps to each other.
+/// No step may be counted twice (kept <= 2K); the loss is printed, not asserted (it depends
+/// on the shards and on how often the threads overlap). T and F lose nothing.
 #[test]
 fn p_steps_lost_under_contention_are_counted() {
     let cfg = ZombieParams {
@@ -140,4 +142,71 @@ fn p_steps_lost_under_contention_are_counted() {
     );
     assert!(kept <= (2 * per_thread) as f64 + 0.5, "kept {kept}");
     assert!(kept >= per_thread as f64 * 0.01, "kept {kept}");
+}
+
+/// P(t) per thread (decided in `update_p`): a thread joining a running list continues from the
+/// list's P(t), not from 0; each thread's observations follow its own arrivals' hits; and
+/// `hit_frequency` is the mean of the shards in use.
+#[test]
+fn p_per_thread_starts_from_the_lists_and_follows_its_own_hits() {
+    let cfg = ZombieParams {
+        m: 1,
+        alpha: Some(0.01),
+        ..ZombieParams::default()
+    }
+    .validate()
+    .unwrap();
+    let z = zl_zombie::Zombie {
+        flow: FlowId(1),
+        count: 0,
+        stamp: Nanos::ZERO,
+    };
+    let list = ZombieList::from_zombies(cfg, &[z]).unwrap();
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
+    // SRED's EWMA step, written as the crate computes it.
+    let ewma = |p: f64, hit: f64| (1.0 - 0.01) * p + 0.01 * hit;
+    // This thread: 100 hits.
+    let mut p = 0.0;
+    for i in 0..100 {
+        let o = list.observe(FlowId(1), Nanos(i), &mut rng);
+        p = ewma(p, 1.0);
+        assert!(o.hit);
+        assert_eq!(o.p, p);
+    }
+    assert_eq!(list.hit_frequency(), p, "one thread: its own P(t) exactly");
+    // Another thread, all misses.
+    let (first, last, misses) = thread::scope(|s| {
+        s.spawn(|| {
+            let mut rng = Xoshiro256PlusPlus::seed_from_u64(8);
+            let mut first = None;
+            let mut last = 0.0;
+            let mut misses = 0;
+            for i in 0..200u64 {
+                // A new flow on every arrival: never a hit.
+                let o = list.observe(FlowId(1000 + i), Nanos(i), &mut rng);
+                assert!(!o.hit);
+                first.get_or_insert(o.p);
+                last = o.p;
+                misses += 1;
+            }
+            (first.unwrap(), last, misses)
+        })
+        .join()
+        .unwrap()
+    });
+    assert_eq!(
+        first,
+        ewma(p, 0.0),
+        "the joining thread starts from the list's P(t)"
+    );
+    let expect = p * 0.99f64.powi(misses);
+    assert!((last - expect).abs() < 1e-12, "{last} vs {expect}");
+    // Two shards in use (or, if the two threads' numbers collide, one holding `last`).
+    let mean = (p + last) / 2.0;
+    let h = list.hit_frequency();
+    assert!(
+        h == mean || h == last,
+        "hit_frequency {h}: mean {mean}, last {last}"
+    );
+    list.check_invariants().unwrap();
 }

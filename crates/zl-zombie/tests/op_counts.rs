@@ -42,6 +42,9 @@ fn hit_changes_one_entry() {
 fn miss_without_overwrite_writes_only_p() {
     let list = one_zombie_list(0.0, OccurrenceMode::Table);
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+    // A thread's first arrival writes its P(t) shard once (it is in use from then on).
+    let (_, first) = list.observe_counted(FlowId(2), Nanos(0), &mut rng);
+    assert_eq!(first.total_writes, 1, "{first:?}");
     // P(t) = 0 and a miss leave P at 0: no write at all.
     let (obs, ops) = list.observe_counted(FlowId(2), Nanos(1), &mut rng);
     assert!(!obs.hit);
