@@ -606,3 +606,33 @@ pub fn table_value(table: &str, line_start: &str, key: &str) -> Option<u64> {
     let at = line.find(key)? + key.len();
     line[at..].split_whitespace().next()?.parse().ok()
 }
+
+/// The router's Prometheus text from its metrics endpoint `addr` (a `[metrics] listen`
+/// address inside the router namespace), read from a thread that joined that namespace.
+pub fn scrape_metrics(lab: &Lab, addr: &str) -> io::Result<String> {
+    let addr: SocketAddr = addr
+        .parse()
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{addr}: {e}")))?;
+    lab.rtr
+        .spawn_in(move || -> io::Result<String> {
+            let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+            s.set_read_timeout(Some(Duration::from_secs(5)))?;
+            s.write_all(b"GET /metrics HTTP/1.0\r\nHost: zlrouter\r\n\r\n")?;
+            let mut text = String::new();
+            s.read_to_string(&mut text)?;
+            Ok(text)
+        })
+        .join()
+        .map_err(|_| io::Error::other("the scrape thread panicked"))??
+}
+
+/// The value of the Prometheus sample whose line starts with `prefix` (metric name and the
+/// start of its labels), e.g. `zlrouter_class_queue_length_packets_sum{port="rx"`.
+pub fn metric(text: &str, prefix: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(prefix))?
+        .rsplit_once(' ')?
+        .1
+        .parse()
+        .ok()
+}
