@@ -135,8 +135,7 @@ fn recreate_sender_link(lab: &Lab) -> std::io::Result<()> {
 }
 
 /// `on_gone = "wait"`: `r0` is deleted under the running router, 50 datagrams routed to it
-/// while it is gone are counted as transmit drops of `r0` (`tx_drop err`, until zl-port has a
-/// `tx_link_gone` column), the veth is recreated, the port re-attaches by itself and echoes
+/// while it is gone are counted as transmit drops of `r0` (`tx_drop gone`), the veth is recreated, the port re-attaches by itself and echoes
 /// flow again; the run ends by SIGINT with exit 0 and a balanced table.
 #[test]
 fn with_on_gone_wait_a_deleted_interface_is_waited_for_and_traffic_resumes() {
@@ -196,7 +195,9 @@ fn with_on_gone_wait_a_deleted_interface_is_waited_for_and_traffic_resumes() {
     );
     assert!(out.contains("stopped: interrupted"), "{out}");
     assert!(out.contains("+ queued 0"), "{out}");
-    let gone = table_value(&out, "port r0", "err").expect("tx_drop err of r0");
+    let gone = table_value(&out, "port r0", "gone").expect("tx_drop gone of r0");
+    let err = table_value(&out, "port r0", "err").expect("tx_drop err of r0");
+    assert_eq!(err, 0, "{out}");
     assert_eq!(
         gone, WHILE_GONE,
         "every frame routed to r0 while it was gone is a counted drop:\n{out}"

@@ -31,8 +31,9 @@
 //! forward).
 //!
 //! Usage: `cargo run --release -p zl-afxdp --example afxdp_forward -- [seconds] [pps]
-//! [generic|native] [--fair|--unfair] [--zlrouter target/release/zlrouter]` (pps 0 = as fast
-//! as the generator can).
+//! [generic|native] [--fair|--unfair] [--rt] [--rx-ring N] [--no-raw]
+//! [--zlrouter target/release/zlrouter]` (pps 0 = as fast as the generator can; `--rx-ring`:
+//! r0's RX and fill ring entries, default 2048).
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -60,6 +61,13 @@ const SENDER_CPU: usize = 0;
 const ROUTER_CPU: usize = 1;
 /// SCHED_FIFO priority of the router's thread with `--rt`.
 const RT_PRIORITY: i32 = 50;
+/// ksoftirqd's priority relative to the router's thread (env ZLXF_SOFTIRQ_DELTA, default -1).
+static SOFTIRQ_ABOVE_ROUTER: std::sync::LazyLock<i32> = std::sync::LazyLock::new(|| {
+    std::env::var("ZLXF_SOFTIRQ_DELTA")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(-1)
+});
 
 /// Gives the calling thread SCHED_FIFO priority `prio` (the router core's busy loop must not
 /// be time-sliced against other work on a shared machine; the kernel's softirq, which the
@@ -98,7 +106,7 @@ impl SoftirqRt {
         if pid.is_empty() {
             return Err(format!("no ksoftirqd/{ROUTER_CPU} visible").into());
         }
-        let prio = (RT_PRIORITY + 1).to_string();
+        let prio = (RT_PRIORITY + *SOFTIRQ_ABOVE_ROUTER).to_string();
         let st = Command::new("chrt")
             .args(["-f", "-p", &prio, &pid])
             .status()?;
@@ -262,7 +270,14 @@ fn topology(fair: bool) -> Res<Topology> {
 }
 
 /// Sends frames from g0 for `secs` at `pps` (0: flat out); returns frames sent.
-fn generate(t: &Topology, secs: f64, pps: u64, frame: Vec<u8>, start: Arc<Barrier>) -> Res<u64> {
+fn generate(
+    t: &Topology,
+    secs: f64,
+    pps: u64,
+    frame: Vec<u8>,
+    start: Arc<Barrier>,
+    rt: bool,
+) -> Res<u64> {
     let r = t.gen.run_in(move || -> Res<u64> {
         let cfg = AfXdpConfig {
             attach_program: false,
@@ -272,6 +287,9 @@ fn generate(t: &Topology, secs: f64, pps: u64, frame: Vec<u8>, start: Arc<Barrie
         };
         let mut port = AfXdpPort::open("gen", 0, &cfg)?;
         pin_to_cpu(SENDER_CPU);
+        if rt {
+            realtime(RT_PRIORITY);
+        }
         start.wait();
         let t0 = Instant::now();
         let end = Duration::from_secs_f64(secs);
@@ -305,10 +323,10 @@ struct RunResult {
     secs: f64,
 }
 
-fn run_kernel(t: &Topology, secs: f64, pps: u64, frame: &[u8]) -> Res<RunResult> {
+fn run_kernel(t: &Topology, secs: f64, pps: u64, frame: &[u8], rt: bool) -> Res<RunResult> {
     t.rtr.exec(&["sysctl", "-qw", "net.ipv4.ip_forward=1"])?;
     let (g0, s0) = counters(t)?;
-    generate(t, secs, pps, frame.to_vec(), Arc::new(Barrier::new(1)))?;
+    generate(t, secs, pps, frame.to_vec(), Arc::new(Barrier::new(1)), rt)?;
     let (g1, s1) = counters(t)?;
     t.rtr.exec(&["sysctl", "-qw", "net.ipv4.ip_forward=0"])?;
     Ok(RunResult {
@@ -325,6 +343,7 @@ fn run_afxdp(
     mode: XdpMode,
     frame: &[u8],
     rt: bool,
+    rx_ring: u32,
 ) -> Res<(RunResult, u64)> {
     let r1_mac = mac(&t.rtr, "r1")?;
     let s0_mac = mac(&t.sink, "s0")?;
@@ -339,6 +358,7 @@ fn run_afxdp(
             rtr.run_in(move || -> Res<()> {
                 let rx_cfg = AfXdpConfig {
                     xdp_mode: mode,
+                    rx_ring_size: rx_ring,
                     ..AfXdpConfig::new("r0")
                 };
                 let tx_cfg = AfXdpConfig {
@@ -382,7 +402,7 @@ fn run_afxdp(
                 Ok(())
             })
         });
-        generate(t, secs, pps, frame.to_vec(), start)?;
+        generate(t, secs, pps, frame.to_vec(), start, rt)?;
         // Let the forwarder drain what is already in its rings.
         let t_drain = Instant::now();
         while t_drain.elapsed() < Duration::from_millis(200) {
@@ -402,7 +422,7 @@ fn run_afxdp(
 
 /// The router's config for the zlrouter run: AF_XDP on r0 (in) and r1 (out, transmit only),
 /// the full pipeline on r1's egress with a shaper that never holds a frame back.
-fn zlrouter_config(mode: XdpMode, r0: [u8; 6], r1: [u8; 6], s0: [u8; 6]) -> String {
+fn zlrouter_config(mode: XdpMode, rx_ring: u32, r0: [u8; 6], r1: [u8; 6], s0: [u8; 6]) -> String {
     let m = |a: [u8; 6]| {
         a.iter()
             .map(|b| format!("{b:02x}"))
@@ -427,7 +447,7 @@ flow_estimate = true
 name = "r0"
 kind = "af-xdp"
 mac = "{r0}"
-af_xdp = {{ ifname = "r0", xdp_mode = "{mode}" }}
+af_xdp = {{ ifname = "r0", xdp_mode = "{mode}", rx_ring_size = {rx_ring} }}
 
 [[ports]]
 name = "r1"
@@ -480,6 +500,7 @@ fn run_zlrouter(
     mode: XdpMode,
     frame: &[u8],
     rt: bool,
+    rx_ring: u32,
 ) -> Res<(RunResult, String)> {
     let dir = std::env::temp_dir().join(format!("zlxf-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
@@ -488,6 +509,7 @@ fn run_zlrouter(
         &cfg,
         zlrouter_config(
             mode,
+            rx_ring,
             mac(&t.rtr, "r0")?,
             mac(&t.rtr, "r1")?,
             mac(&t.sink, "s0")?,
@@ -561,7 +583,7 @@ fn run_zlrouter(
         }
     }
     let (g0, s0) = counters(t)?;
-    generate(t, secs, pps, frame.to_vec(), Arc::new(Barrier::new(1)))?;
+    generate(t, secs, pps, frame.to_vec(), Arc::new(Barrier::new(1)), rt)?;
     let t_drain = Instant::now();
     while t_drain.elapsed() < Duration::from_millis(200) {
         std::thread::sleep(Duration::from_millis(10));
@@ -597,6 +619,7 @@ struct Args {
     zlrouter: Option<PathBuf>,
     raw: bool,
     rt: bool,
+    rx_ring: u32,
 }
 
 fn args() -> Res<Args> {
@@ -608,6 +631,7 @@ fn args() -> Res<Args> {
         zlrouter: None,
         raw: true,
         rt: false,
+        rx_ring: 2048,
     };
     let mut positional = 0;
     let mut it = std::env::args().skip(1);
@@ -617,6 +641,7 @@ fn args() -> Res<Args> {
             "--unfair" => a.fair = false,
             "--no-raw" => a.raw = false,
             "--rt" => a.rt = true,
+            "--rx-ring" => a.rx_ring = it.next().ok_or("--rx-ring needs a size")?.parse()?,
             "--zlrouter" => a.zlrouter = Some(it.next().ok_or("--zlrouter needs a path")?.into()),
             "generic" => a.mode = XdpMode::Generic,
             "native" => a.mode = XdpMode::Native,
@@ -644,14 +669,16 @@ fn main() -> Res<()> {
     let t = topology(a.fair)?;
     let _softirq = SoftirqRt::raise(a.rt)?;
     let frame = udp_frame(mac(&t.rtr, "r0")?, mac(&t.gen, "g0")?);
-    let k = run_kernel(&t, secs, pps, &frame)?;
+    let k = run_kernel(&t, secs, pps, &frame, a.rt)?;
     let raw = if a.raw {
-        Some(run_afxdp(&t, secs, pps, mode, &frame, a.rt)?)
+        Some(run_afxdp(&t, secs, pps, mode, &frame, a.rt, a.rx_ring)?)
     } else {
         None
     };
     let zl = match &a.zlrouter {
-        Some(bin) => Some(run_zlrouter(&t, bin, secs, pps, mode, &frame, a.rt)?),
+        Some(bin) => Some(run_zlrouter(
+            &t, bin, secs, pps, mode, &frame, a.rt, a.rx_ring,
+        )?),
         None => None,
     };
     let rate = |r: &RunResult, n: u64| n as f64 / r.secs / 1e6;

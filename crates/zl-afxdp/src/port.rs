@@ -469,9 +469,9 @@ impl Port for AfXdpPort {
             tx_ring_full: x.tx_ring_full,
             // The driver had no room for a frame it was given (veth: the peer's backlog).
             tx_no_buffer: x.tx_driver_dropped,
-            // Too long for a chunk, left on the ring at the end, or sent while the interface
-            // was gone (until zl-port has a field of its own for the last cause).
-            tx_errors: x.tx_too_long + x.tx_abandoned + self.tx_link_gone,
+            // Too long for a chunk, or left on the ring (interface gone, end of the run).
+            tx_errors: x.tx_too_long + x.tx_abandoned,
+            tx_link_gone: self.tx_link_gone,
             ..PortCounters::default()
         };
         // Frames the kernel could not put on a full RX ring or found no fill chunk for.

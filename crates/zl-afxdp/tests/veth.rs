@@ -703,8 +703,14 @@ fn tx_ring_full_kick_retries_and_driver_drops_are_counted_per_frame() {
         let c = port.counters();
         let x = port.socket_counters();
         assert_eq!(
-            (c.tx_packets, c.tx_ring_full, c.tx_no_buffer, c.tx_errors),
-            (64, 36, 10, 0),
+            (
+                c.tx_packets,
+                c.tx_ring_full,
+                c.tx_no_buffer,
+                c.tx_errors,
+                c.tx_link_gone
+            ),
+            (64, 36, 10, 0, 0),
             "{x:?}"
         );
         assert_eq!(x.tx_driver_dropped, 10, "{x:?}");
@@ -762,7 +768,10 @@ fn on_gone_wait_reattaches_when_the_interface_is_back() {
         assert_eq!(port.send(ms(1), &mut batch, &mut pool).unwrap(), 0);
         assert_eq!(pool.available(), 64);
         assert_eq!(port.tx_link_gone(), 5);
-        assert_eq!(port.counters().tx_errors, 5);
+        assert_eq!(
+            (port.counters().tx_link_gone, port.counters().tx_errors),
+            (5, 0)
+        );
 
         ip(&["link", "add", "zx0", "type", "veth", "peer", "name", "zx1"]);
         ip(&["link", "set", "zx0", "up"]);
@@ -804,7 +813,10 @@ fn on_gone_wait_reattaches_when_the_interface_is_back() {
         });
         assert_eq!(echoed, (0..10).collect::<Vec<_>>());
         let c = port.counters();
-        assert_eq!((c.rx_packets, c.tx_packets, c.tx_errors), (10, 10, 5));
+        assert_eq!(
+            (c.rx_packets, c.tx_packets, c.tx_errors, c.tx_link_gone),
+            (10, 10, 0, 5)
+        );
     })
     .unwrap();
 }
