@@ -6,12 +6,11 @@ use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use zl_core::Nanos;
 use zl_port::{BufPool, Port, BATCH_CAPACITY, DEFAULT_BUF_SIZE};
-use zl_qos::QosEngine;
 
 use crate::config::{
     invalid, parse_mac, ConfigError, PortKind, PortParams, RouterConfig, MAX_POOL_BUFFERS,
 };
-use crate::dataplane::{Dataplane, PortSlot, QueueLengthHistogram};
+use crate::dataplane::{port_qos, Dataplane, PortSlot, QueueLengthHistogram};
 use crate::port::{GeneratorPort, GeneratorSetup, PcapPort, SinkPort};
 use crate::stats::GroupStats;
 
@@ -76,11 +75,16 @@ pub fn build_with_ports(
         } else {
             "qos".to_owned()
         };
-        let qos: QosEngine<zl_port::PacketBuf> =
-            QosEngine::new(&qos_params).map_err(|e| ConfigError::Qos {
-                key: format!("{qos_key}.{}", e.key),
-                reason: e.reason.clone(),
-            })?;
+        let live_sizing = qos_params
+            .classes
+            .iter()
+            .any(|c| matches!(c.buffer, Some(zl_qos::BufferRule::SqrtNLive { .. })));
+        let (qos, zombie) = port_qos(
+            &qos_params,
+            &qos_key,
+            cfg.metrics.flow_estimate || live_sizing,
+            cfg.metrics.flow_estimate_zombie,
+        )?;
         // Only queues packets can reach hold buffers: a port no route or bridge pair sends
         // to keeps its (empty) engine but adds nothing to the pool.
         if forwarding.is_egress(idx) {
@@ -157,27 +161,6 @@ pub fn build_with_ports(
             (None, PortKind::Sink) => Box::new(SinkPort::new(&p.name)),
         };
         let classes = qos.class_names().len();
-        let live_sizing = qos_params
-            .classes
-            .iter()
-            .any(|c| matches!(c.buffer, Some(zl_qos::BufferRule::SqrtNLive { .. })));
-        let zombie = if cfg.metrics.flow_estimate || live_sizing {
-            let zp = cfg.metrics.flow_estimate_zombie.unwrap_or_else(|| {
-                zl_zombie::ZombieParams {
-                    // Only P(t) is needed: no occurrence table to maintain per packet.
-                    occurrence: zl_zombie::OccurrenceMode::Scan,
-                    ..zl_zombie::ZombieParams::default()
-                }
-            });
-            let zc = zp.validate().map_err(|e| ConfigError::Invalid {
-                key: "metrics.flow_estimate_zombie".into(),
-                value: format!("{zp:?}"),
-                expected: e.to_string(),
-            })?;
-            Some(zl_zombie::ZombieList::new(zc))
-        } else {
-            None
-        };
         slots.push(PortSlot {
             port,
             mac,
@@ -193,7 +176,7 @@ pub fn build_with_ports(
             .min(MAX_POOL_BUFFERS as u64) as usize,
     };
     let pool = BufPool::new(pool_n, DEFAULT_BUF_SIZE);
-    Ok(Dataplane::new(
+    Dataplane::new(
         slots,
         pool,
         forwarding,
@@ -202,5 +185,7 @@ pub fn build_with_ports(
         Xoshiro256PlusPlus::seed_from_u64(stream_seed(cfg.run.seed, 0)),
         cfg.run.work_budget,
         groups,
-    ))
+    )
+    // `validate` has checked every route's and bridge peer's port.
+    .map_err(|e| invalid("routes", e.port, e.to_string()).into())
 }

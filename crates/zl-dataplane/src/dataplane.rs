@@ -14,14 +14,17 @@
 //! reserved at build time, counters are fixed arrays.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use rand_xoshiro::Xoshiro256PlusPlus;
 use zl_core::Nanos;
 use zl_port::{Batch, BufPool, PacketBuf, Port, PortCounters, PortError, Readiness};
-use zl_qos::{Dequeue, QosEngine};
+use zl_qos::{Dequeue, QosEngine, QosParams};
 use zl_wire::{MacAddr, ParseConfig};
 
-use crate::config::Forwarding;
+use zl_zombie::{ZombieList, ZombieParams};
+
+use crate::config::{invalid, ConfigError, Forwarding};
 use crate::forward::{Forwarder, Ingress};
 use crate::priority::PriorityMap;
 use crate::stats::{DropCause, FateCounters, GroupStats};
@@ -36,11 +39,66 @@ pub struct PortSlot {
     /// Queue-length samples per class (every [`QLEN_SAMPLE_EVERY`] polls), log2 buckets
     /// (`[0] = empty, [k] = 2^(k-1)..2^k - 1`).
     pub qlen_hist: Vec<QueueLengthHistogram>,
-    /// The port's own Zombie List when its active flows are estimated (`metrics.flow_estimate`
-    /// or a `sqrt-n-live` buffer rule). decided: a list separate from any ZL-RED / SRED
-    /// policy's, which the QoS engine keeps internal; it observes every packet offered to the
-    /// port's egress, before admission, as SRED's list does.
-    pub zombie: Option<zl_zombie::ZombieList>,
+    /// The port's Zombie List when its active flows are estimated (`metrics.flow_estimate` or
+    /// a `sqrt-n-live` buffer rule). It observes every packet offered to the port's egress,
+    /// once, before admission. decided: it is also the list of every SRED / ZL-RED policy of
+    /// the port (the paper keeps one list per output link), which decide on that one
+    /// observation instead of observing a list of their own (see [`port_qos`]).
+    pub zombie: Option<Arc<ZombieList>>,
+}
+
+/// Builds the QoS engine of one egress port from `params` (whose errors are reported under
+/// `qos_key`) and, when `estimate` asks for the port's flow estimate, the port's Zombie List,
+/// shared with the engine's SRED / ZL-RED policies (`QosEngine::with_zombie_list`).
+///
+/// The list's parameters: `estimate_params` (`metrics.flow_estimate_zombie`) when given, else
+/// those of the port's SRED / ZL-RED policies (so turning the estimate on leaves their
+/// configuration as written), else M = 1000 with occurrence by scan (only P(t) is read).
+/// decided: `estimate_params` that differ from the policies' `zombie` settings are an error
+/// naming both keys, not a silent override.
+pub(crate) fn port_qos(
+    params: &QosParams,
+    qos_key: &str,
+    estimate: bool,
+    estimate_params: Option<ZombieParams>,
+) -> Result<(QosEngine<PacketBuf>, Option<Arc<ZombieList>>), ConfigError> {
+    let qos_err = |e: zl_qos::QosConfigError| ConfigError::Qos {
+        key: format!("{qos_key}.{}", e.key),
+        reason: e.reason,
+    };
+    if !estimate {
+        return Ok((QosEngine::new(params).map_err(qos_err)?, None));
+    }
+    const ESTIMATE_KEY: &str = "metrics.flow_estimate_zombie";
+    let (key, zp) = match (estimate_params, params.zombie_params().map_err(qos_err)?) {
+        (Some(m), Some((k, p))) if m != p => {
+            return Err(invalid(
+                ESTIMATE_KEY,
+                format!("{m:?}"),
+                format!(
+                    "the settings of `{qos_key}.{k}` ({p:?}): the port's flow estimate and its \
+                     SRED / ZL-RED policies share one Zombie List; set them equal or leave \
+                     `{ESTIMATE_KEY}` out"
+                ),
+            ))
+        }
+        (Some(m), _) => (ESTIMATE_KEY.to_owned(), m),
+        (None, Some((k, p))) => (format!("{qos_key}.{k}"), p),
+        (None, None) => (
+            ESTIMATE_KEY.to_owned(),
+            ZombieParams {
+                // Only P(t) is read: no occurrence table to maintain per packet.
+                occurrence: zl_zombie::OccurrenceMode::Scan,
+                ..ZombieParams::default()
+            },
+        ),
+    };
+    let zc = zp
+        .validate()
+        .map_err(|e| invalid(key, format!("{zp:?}"), e.to_string()))?;
+    let list = Arc::new(ZombieList::new(zc));
+    let engine = QosEngine::with_zombie_list(params, &list).map_err(qos_err)?;
+    Ok((engine, Some(list)))
 }
 
 impl PortSlot {
@@ -117,6 +175,16 @@ fn count_fate(
     }
 }
 
+/// [`Dataplane::new`] was given forwarding that sends packets to a port it does not have.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{what} leads to port index {port}, but the data plane has {ports} ports")]
+pub struct UnknownPort {
+    /// `"a route"` or `"a bridge peer"`.
+    pub what: &'static str,
+    pub port: u16,
+    pub ports: usize,
+}
+
 /// The forwarding engine of one thread.
 pub struct Dataplane {
     pub(crate) slots: Vec<PortSlot>,
@@ -136,6 +204,8 @@ pub struct Dataplane {
 
 impl Dataplane {
     /// Assembles a data plane from built parts (see `crate::build` for the config path).
+    /// Forwarding that names a port index `slots` does not have (a route's port, a bridge
+    /// peer) is refused.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         slots: Vec<PortSlot>,
@@ -146,9 +216,20 @@ impl Dataplane {
         rng: Xoshiro256PlusPlus,
         work_budget: u32,
         groups: Vec<GroupStats>,
-    ) -> Self {
+    ) -> Result<Self, UnknownPort> {
+        let ports = slots.len();
+        let missing = |p: &u16| *p as usize >= ports;
+        let unknown = match &forwarding {
+            Forwarding::Router(table) => table.egress_ports().find(missing).map(|p| ("a route", p)),
+            Forwarding::Bridge(peer) => {
+                (peer.iter().flatten().copied().find(missing)).map(|p| ("a bridge peer", p))
+            }
+        };
+        if let Some((what, port)) = unknown {
+            return Err(UnknownPort { what, port, ports });
+        }
         let macs = slots.iter().map(|s| s.mac).collect();
-        Dataplane {
+        Ok(Dataplane {
             forwarder: Forwarder::new(forwarding, parse, priority, macs),
             slots,
             pool,
@@ -160,7 +241,7 @@ impl Dataplane {
             groups,
             now: Nanos::ZERO,
             polls: 0,
-        }
+        })
     }
 
     /// Fate of every packet received so far.
@@ -267,9 +348,11 @@ impl Dataplane {
         };
         let mut info = info.as_mut();
         let slot = &mut self.slots[buf.out_port as usize];
-        if let Some(z) = &slot.zombie {
-            z.observe(meta.flow, now, &mut self.rng);
-        }
+        // The port's list, observed once; its SRED / ZL-RED policies decide on this.
+        let observed = slot
+            .zombie
+            .as_ref()
+            .map(|z| z.observe(meta.flow, now, &mut self.rng));
         let class = slot
             .qos
             .classify(now, info.as_deref().map(|i| i.dscp()), len);
@@ -279,9 +362,13 @@ impl Dataplane {
         }
         let tag = buf.tag;
         let mut marked = false;
-        let result = slot
-            .qos
-            .enqueue_classified(now, &mut self.rng, &class, meta, buf, |b| {
+        let result = slot.qos.enqueue_classified_observed(
+            now,
+            &mut self.rng,
+            &class,
+            meta,
+            buf,
+            |b| {
                 if let Some(i) = info {
                     marked = matches!(
                         zl_wire::mark(b.as_mut_slice(), i),
@@ -290,7 +377,9 @@ impl Dataplane {
                             | zl_wire::MarkOutcome::AlreadyMarked)
                     );
                 }
-            });
+            },
+            observed.as_ref(),
+        );
         match result {
             Ok(_) => {
                 if marked {
@@ -318,26 +407,25 @@ impl Dataplane {
                 }
             }
             loop {
-                while !self.tx.is_full() {
-                    match slot.qos.dequeue(now) {
-                        Dequeue::Packet(d) => {
-                            let b = d.item;
-                            let len = b.len() as u64;
-                            count_fate(&mut self.totals, &mut self.groups, b.tag, |c| {
-                                c.forwarded += 1;
-                                c.forwarded_bytes += len;
-                            });
-                            // Cannot fail: the loop checks for room first.
-                            if let Err(b) = self.tx.push(b) {
-                                self.pool.free(b);
-                            }
-                        }
-                        Dequeue::Hold { until } => {
-                            slot.held_until = Some(until);
-                            break;
-                        }
-                        Dequeue::Empty => break,
+                let (totals, groups, tx, pool) = (
+                    &mut self.totals,
+                    &mut self.groups,
+                    &mut self.tx,
+                    &mut self.pool,
+                );
+                let burst = slot.qos.dequeue_burst(now, tx.room(), |b| {
+                    let len = b.len() as u64;
+                    count_fate(totals, groups, b.tag, |c| {
+                        c.forwarded += 1;
+                        c.forwarded_bytes += len;
+                    });
+                    // Cannot fail: the burst is at most the batch's room.
+                    if let Err(b) = tx.push(b) {
+                        pool.free(b);
                     }
+                });
+                if burst.held_until.is_some() {
+                    slot.held_until = burst.held_until;
                 }
                 if self.tx.is_empty() {
                     break;
@@ -501,5 +589,179 @@ impl Dataplane {
             }
         }
         first
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::build::{build_with_ports, BoxedPort, BuildError};
+    use crate::config::RouterConfig;
+    use crate::priority::PriorityParams;
+    use crate::route::{NextHop, RouteTable};
+    use rand::SeedableRng;
+    use zl_port::MemoryPort;
+
+    /// A 64-byte IPv4/UDP frame from 172.16.x.y (flow `i`), DSCP `dscp`.
+    fn frame(i: u16, dscp: u8) -> Vec<u8> {
+        let mut f = vec![0u8; 64];
+        f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+        f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 0x10]);
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        let ip = &mut f[14..34];
+        ip[0] = 0x45;
+        ip[1] = dscp << 2;
+        ip[2..4].copy_from_slice(&50u16.to_be_bytes());
+        ip[8] = 64;
+        ip[9] = 17;
+        ip[12..16].copy_from_slice(&[172, 16, (i >> 8) as u8, i as u8]);
+        ip[16..20].copy_from_slice(&[198, 18, 0, 1]);
+        let c = zl_wire::checksum::checksum(ip);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        f[34..36].copy_from_slice(&1024u16.to_be_bytes());
+        f[36..38].copy_from_slice(&9u16.to_be_bytes());
+        f[38..40].copy_from_slice(&30u16.to_be_bytes());
+        f
+    }
+
+    const ROUTER: &str = r#"
+[[ports]]
+name = "rx"
+kind = "external"
+mac = "02:00:00:00:00:01"
+
+[[ports]]
+name = "tx"
+kind = "sink"
+mac = "02:00:00:00:00:02"
+
+[[routes]]
+prefix = "0.0.0.0/0"
+port = "tx"
+next_hop_mac = "02:00:00:00:00:fe"
+
+[qos]
+link_rate_bps = 1_000_000_000
+
+[[qos.classes]]
+name = "ef"
+strict_rank = 0
+max_packets = 64
+
+[[qos.classes]]
+name = "be"
+weight = 1
+max_packets = 1000
+aqm = { kind = "zl-red", a = 10, zombie = { m = 500, p_swap = 0.25 } }
+"#;
+
+    /// Builds `metrics` + [`ROUTER`] with `frames` offered on port 0.
+    fn build(metrics: &str, frames: Vec<Vec<u8>>) -> Result<Dataplane, BuildError> {
+        let cfg = RouterConfig::from_toml(&format!("{metrics}\n{ROUTER}"))?;
+        let n = frames.len() as u64;
+        build_with_ports(&cfg, std::path::Path::new("."), &mut |i, _| {
+            Ok((i == 0)
+                .then(|| Box::new(MemoryPort::cycling("rx", 0, frames.clone(), n)) as BoxedPort))
+        })
+    }
+
+    /// With the flow estimate on, the port's list is the ZL-RED policy's list (its `zombie`
+    /// settings, M = 500) and every packet offered to the port, EF included, enters it once.
+    #[test]
+    fn port_list_is_the_policies_list_observed_once_per_packet() {
+        let frames: Vec<Vec<u8>> = (0..100)
+            .map(|i| frame(i, [46, 0, 0, 0][i as usize % 4]))
+            .collect();
+        let mut dp = build("[metrics]\nflow_estimate = true\n", frames.clone()).unwrap();
+        while dp.totals().received < 100 {
+            dp.poll(Nanos::from_micros(dp.polls + 1)).unwrap();
+        }
+        let list = dp.slots()[1].zombie.as_ref().expect("estimated");
+        assert_eq!(list.config().m(), 500, "the ZL-RED class's settings");
+        assert_eq!(Arc::strong_count(list), 2, "the slot and the ZL-RED policy");
+        // 100 flows into a list of 500 that starts empty: each arrival adds exactly one.
+        assert_eq!(list.total_occurrence(), 100, "one observation per packet");
+        assert!(dp.slots()[0].zombie.is_some(), "every port is estimated");
+        // Without the estimate no port list exists; the policy keeps its own.
+        let dp = build("", frames).unwrap();
+        assert!(dp.slots().iter().all(|s| s.zombie.is_none()));
+    }
+
+    /// `metrics.flow_estimate_zombie` that differs from the policy's `zombie` is refused, the
+    /// message naming both keys; equal settings are accepted.
+    #[test]
+    fn estimate_settings_must_match_the_policies() {
+        let metrics = |m: u32| {
+            format!(
+                "[metrics]\nflow_estimate = true\n\
+                 flow_estimate_zombie = {{ m = {m}, p_swap = 0.25 }}\n"
+            )
+        };
+        let err = build(&metrics(1000), vec![])
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(err.contains("metrics.flow_estimate_zombie"), "{err}");
+        assert!(err.contains("qos.classes[1].aqm.zombie"), "{err}");
+        let dp = build(&metrics(500), vec![]).unwrap();
+        assert_eq!(dp.slots()[1].zombie.as_ref().unwrap().config().m(), 500);
+    }
+
+    /// `Dataplane::new` refuses a route or bridge peer to a port index it does not have.
+    #[test]
+    fn new_refuses_forwarding_to_a_missing_port() {
+        let params: QosParams =
+            toml::from_str("link_rate_bps = 1_000_000\n[[classes]]\nname = 'be'\nweight = 1\n")
+                .unwrap();
+        let slots = || {
+            (0..2)
+                .map(|i| PortSlot {
+                    port: Box::new(MemoryPort::cycling("p", i, vec![], 0)),
+                    mac: MacAddr([2, 0, 0, 0, 0, i as u8]),
+                    qos: QosEngine::new(&params).unwrap(),
+                    held_until: None,
+                    qlen_hist: vec![QueueLengthHistogram::default()],
+                    zombie: None,
+                })
+                .collect::<Vec<_>>()
+        };
+        let new = |forwarding| {
+            Dataplane::new(
+                slots(),
+                BufPool::new(4, 2048),
+                forwarding,
+                ParseConfig::default(),
+                PriorityParams::default().build().unwrap(),
+                Xoshiro256PlusPlus::seed_from_u64(1),
+                32,
+                Vec::new(),
+            )
+        };
+        let table = |port| {
+            let mut t = RouteTable::default();
+            let nh = NextHop {
+                port,
+                mac: MacAddr([2, 0, 0, 0, 0, 0xfe]),
+            };
+            t.add("10.0.0.0/8".parse().unwrap(), nh);
+            t.add("0.0.0.0/0".parse().unwrap(), NextHop { port: 1, ..nh });
+            t
+        };
+        assert!(new(Forwarding::Router(table(1))).is_ok());
+        let err = new(Forwarding::Router(table(2))).err().unwrap();
+        assert_eq!(
+            err,
+            UnknownPort {
+                what: "a route",
+                port: 2,
+                ports: 2
+            }
+        );
+        assert!(new(Forwarding::Bridge(vec![Some(1), Some(0)])).is_ok());
+        let err = new(Forwarding::Bridge(vec![Some(1), Some(7)]))
+            .err()
+            .unwrap();
+        assert_eq!((err.what, err.port), ("a bridge peer", 7));
+        assert!(err.to_string().contains("port index 7"), "{err}");
     }
 }

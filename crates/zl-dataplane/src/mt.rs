@@ -232,7 +232,7 @@ impl MtRouter {
             .map(|s| MtPort {
                 port: s.port,
                 qos: s.qos,
-                zombie: s.zombie.map(Arc::new),
+                zombie: s.zombie,
             })
             .collect();
         let params = MtParams {
