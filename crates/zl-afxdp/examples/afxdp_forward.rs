@@ -492,16 +492,8 @@ fn table_value(text: &str, start: &str, key: &str) -> Option<u64> {
 
 /// Runs `zlrouter` (pinned to the router core) in `rtr` while the generator offers the load.
 /// Returns the run and the router's final table.
-fn run_zlrouter(
-    t: &Topology,
-    bin: &Path,
-    secs: f64,
-    pps: u64,
-    mode: XdpMode,
-    frame: &[u8],
-    rt: bool,
-    rx_ring: u32,
-) -> Res<(RunResult, String)> {
+fn run_zlrouter(t: &Topology, bin: &Path, a: &Args, frame: &[u8]) -> Res<(RunResult, String)> {
+    let (secs, pps, mode, rt, rx_ring) = (a.secs, a.pps, a.mode, a.rt, a.rx_ring);
     let dir = std::env::temp_dir().join(format!("zlxf-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let cfg = dir.join("router.toml");
@@ -676,9 +668,7 @@ fn main() -> Res<()> {
         None
     };
     let zl = match &a.zlrouter {
-        Some(bin) => Some(run_zlrouter(
-            &t, bin, secs, pps, mode, &frame, a.rt, a.rx_ring,
-        )?),
+        Some(bin) => Some(run_zlrouter(&t, bin, &a, &frame)?),
         None => None,
     };
     let rate = |r: &RunResult, n: u64| n as f64 / r.secs / 1e6;
