@@ -16,9 +16,11 @@ use clap::{Parser, Subcommand};
 use zl_core::Nanos;
 use zl_dataplane::config::{PortKind, PortParams};
 use zl_dataplane::metrics::{ControlThread, MetricsHub};
+use zl_dataplane::mt::MtRouter;
+use zl_dataplane::view::ViewObserver;
 use zl_dataplane::{
-    build_with_ports, report, BoxedPort, BuildError, Dataplane, Observer, RouterConfig, StopReason,
-    DEFAULT_CONFIG,
+    build_with_ports, report, BoxedPort, BuildError, Dataplane, Observer, RouterConfig, RouterView,
+    StopReason, DEFAULT_CONFIG,
 };
 
 #[derive(Parser)]
@@ -158,6 +160,18 @@ struct Progress {
 
 impl Observer for Progress {
     fn progress(&mut self, now: Nanos, dp: &Dataplane) {
+        self.show(now, dp);
+    }
+}
+
+impl ViewObserver for Progress {
+    fn progress(&mut self, now: Nanos, view: &dyn RouterView) {
+        self.show(now, view);
+    }
+}
+
+impl Progress {
+    fn show(&mut self, now: Nanos, dp: &dyn RouterView) {
         if let Some(h) = &self.hub {
             h.publish(now, dp);
         }
@@ -206,6 +220,10 @@ fn run(
         });
     }
     let mut dp = build(&cfg, &base, &mut dpdk_ports::DpdkOpener::open_all())?;
+    if cfg.run.rx_workers > 0 {
+        let mt = MtRouter::from_dataplane(dp, &cfg, cfg.run.rx_workers as usize)?;
+        return run_threaded(mt, &cfg, quiet);
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let hub = Arc::new(MetricsHub::new(&dp));
     let server = ControlThread::start(cfg.metrics.listen.as_deref(), hub.clone(), stop.clone())
@@ -234,6 +252,44 @@ fn run(
     // whatever stopped the run, a failed port included.
     let secs = dp.now().as_secs_f64();
     println!("{}", report::render(&dp, secs));
+    finish(result, server)
+}
+
+/// Runs the threaded router (`run.rx_workers` receive workers and one transmit worker) on the
+/// monotonic clock, whatever the ports (generator and pcap ports then offer in real time).
+fn run_threaded(mut mt: MtRouter, cfg: &RouterConfig, quiet: bool) -> Result<()> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let hub = Arc::new(MetricsHub::new(&mt));
+    let server = ControlThread::start(cfg.metrics.listen.as_deref(), hub.clone(), stop.clone())
+        .context("starting the control thread")?;
+    if let Some(addr) = server.local_addr() {
+        eprintln!("zlrouter: metrics on http://{addr}/metrics");
+    }
+    if !quiet {
+        eprintln!(
+            "zlrouter: {} receive worker(s) and one transmit worker",
+            mt.params().rx_workers
+        );
+    }
+    let mut progress = Progress {
+        quiet,
+        last: None,
+        hub: Some(hub.clone()),
+    };
+    let drain = Nanos::from_secs_f64(cfg.run.drain_s);
+    let start = Instant::now();
+    let clock = || Nanos(start.elapsed().as_nanos().min(u64::MAX as u128) as u64);
+    let result = mt.run(&clock, &stop, drain, Nanos::from_millis(100), &mut progress);
+    if !quiet {
+        eprintln!();
+    }
+    let secs = mt.now().as_secs_f64();
+    println!("{}", report::render(&mt, secs));
+    finish(result, server)
+}
+
+/// Prints why the run stopped and stops the control thread.
+fn finish(result: Result<StopReason, zl_port::PortError>, server: ControlThread) -> Result<()> {
     match result {
         Ok(StopReason::Finished) => {
             println!("stopped: every source finished and every queue drained")
@@ -294,6 +350,14 @@ fn stats(addr: &str, raw: bool) -> Result<()> {
 }
 
 fn main() {
+    // Ports report through `tracing` (e.g. an AF_XDP interface that went away and came back):
+    // to stderr, `warn` and above unless RUST_LOG says otherwise.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter)
+        .init();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run {

@@ -92,10 +92,20 @@ pub struct RunParams {
     #[serde(default = "default_budget")]
     pub work_budget: u32,
     /// Packet buffers in the pool; default: the rings of every egress port's queues plus four
-    /// bursts per port, at most [`MAX_POOL_BUFFERS`].
+    /// bursts per port, at most [`MAX_POOL_BUFFERS`]. With `rx_workers`: each receive
+    /// worker's pool (default: the same plus the receive -> transmit rings).
     #[serde(default)]
     pub pool_buffers: Option<u32>,
+    /// Receive workers of the threaded router (`crate::mt`): 0 (the default) runs the
+    /// single-thread loop; N >= 1 deals the ports' receive sides to N threads (port i to
+    /// worker i mod N) feeding one transmit thread, at most one worker per port. The run is
+    /// then driven by the monotonic clock, generator and pcap ports included.
+    #[serde(default)]
+    pub rx_workers: u32,
 }
+
+/// Most receive workers a threaded run may have.
+pub const MAX_RX_WORKERS: u32 = 64;
 
 fn default_duration() -> f64 {
     10.0
@@ -118,6 +128,7 @@ impl Default for RunParams {
             seed: default_seed(),
             work_budget: default_budget(),
             pool_buffers: None,
+            rx_workers: 0,
         }
     }
 }
@@ -341,6 +352,17 @@ impl RouterConfig {
         if self.ports.len() > u16::MAX as usize {
             return Err(invalid("ports", self.ports.len(), "at most 65535 ports"));
         }
+        if r.rx_workers as usize > self.ports.len() || r.rx_workers > MAX_RX_WORKERS {
+            return Err(invalid(
+                "run.rx_workers",
+                r.rx_workers,
+                format!(
+                    "0 (single thread) or 1..={} receive workers (at most one per port: {} ports, and at most {MAX_RX_WORKERS})",
+                    self.ports.len().min(MAX_RX_WORKERS as usize),
+                    self.ports.len()
+                ),
+            ));
+        }
         let mut names = HashSet::new();
         for (i, p) in self.ports.iter().enumerate() {
             let key = |f: &str| format!("ports[{i}].{f}");
@@ -515,5 +537,30 @@ mod tests {
         assert_eq!(parse_mac("02:00:00:00:00:00:01"), None);
         assert_eq!(parse_mac("2:00:00:00:00:00"), None);
         assert_eq!(parse_mac("zz:00:00:00:00:00"), None);
+    }
+
+    fn with_workers(n: &str) -> Result<RouterConfig, ConfigError> {
+        let text = format!(
+            "[run]\nrx_workers = {n}\n\
+             [[ports]]\nname = \"a\"\nkind = \"sink\"\nmac = \"02:00:00:00:00:01\"\n\
+             [[ports]]\nname = \"b\"\nkind = \"sink\"\nmac = \"02:00:00:00:00:02\"\n"
+        );
+        let cfg = RouterConfig::from_toml(&text)?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    #[test]
+    fn rx_workers_is_checked_against_the_ports() {
+        assert_eq!(RunParams::default().rx_workers, 0);
+        assert_eq!(with_workers("0").unwrap().run.rx_workers, 0);
+        assert_eq!(with_workers("2").unwrap().run.rx_workers, 2);
+        let e = with_workers("3").unwrap_err().to_string();
+        assert!(
+            e.contains("run.rx_workers") && e.contains("= 3") && e.contains("1..=2"),
+            "{e}"
+        );
+        let e = with_workers("-1").unwrap_err().to_string();
+        assert!(e.contains("rx_workers"), "{e}");
     }
 }

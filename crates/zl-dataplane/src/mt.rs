@@ -53,7 +53,7 @@ use zl_wire::ParseConfig;
 use zl_zombie::{Observation, ZombieList};
 
 use crate::build::{stream_seed, BoxedPort, BuildError};
-use crate::config::{RouterConfig, MAX_POOL_BUFFERS};
+use crate::config::{invalid, ConfigError, RouterConfig, MAX_POOL_BUFFERS};
 use crate::dataplane::{Dataplane, QueueLengthHistogram, StopReason, QLEN_SAMPLE_EVERY};
 use crate::forward::{Forwarder, Ingress};
 use crate::stats::{count_fate, DropCause, FateCounters, GroupStats};
@@ -128,6 +128,42 @@ pub struct MtRouter {
     /// Packets in the rings, as of the last progress report (0 after a run).
     in_rings: u64,
     now: Nanos,
+}
+
+/// The slot's flow-estimate list as a shared one, whether the slot holds it owned or in an
+/// `Arc`.
+fn shared_list<L: Into<Arc<ZombieList>>>(list: Option<L>) -> Option<Arc<ZombieList>> {
+    list.map(Into::into)
+}
+
+/// A port's QoS engine built on its shared Zombie List, and the list.
+type EngineOnList = (QosEngine<PacketBuf>, Arc<ZombieList>);
+
+/// Port `i`'s Zombie List from its SRED / ZL-RED policies' settings and an engine on it, or
+/// `None` when no policy uses one.
+fn policy_list(
+    cfg: &RouterConfig,
+    i: usize,
+) -> Result<Option<EngineOnList>, ConfigError> {
+    let params = cfg.qos_of(i);
+    let key = if cfg.ports[i].qos.is_some() {
+        format!("ports[{i}].qos")
+    } else {
+        "qos".to_owned()
+    };
+    let qos_err = |e: zl_qos::QosConfigError| ConfigError::Qos {
+        key: format!("{key}.{}", e.key),
+        reason: e.reason,
+    };
+    let Some((zkey, zp)) = params.zombie_params().map_err(qos_err)? else {
+        return Ok(None);
+    };
+    let zc = zp
+        .validate()
+        .map_err(|e| invalid(format!("{key}.{zkey}"), format!("{zp:?}"), e.to_string()))?;
+    let list = Arc::new(ZombieList::new(zc));
+    let engine = QosEngine::with_zombie_list(&params, &list).map_err(qos_err)?;
+    Ok(Some((engine, list)))
 }
 
 /// The receive side's shared state, borrowed by every worker for the length of a run.
@@ -227,14 +263,24 @@ impl MtRouter {
             None => (dp.pool_total() + egress * RING_PACKETS).min(MAX_POOL_BUFFERS as usize),
         };
         let forwarder = Forwarder::new(forwarding, cfg.parse, cfg.priority.build()?, macs);
-        let ports = slots
-            .into_iter()
-            .map(|s| MtPort {
+        let mut ports = Vec::with_capacity(slots.len());
+        for (i, s) in slots.into_iter().enumerate() {
+            let zombie = shared_list(s.zombie);
+            let (qos, zombie) = match zombie {
+                Some(list) => (s.qos, Some(list)),
+                // No flow estimate on this port: its SRED / ZL-RED policies, if any, still
+                // need one list that the receive workers observe.
+                None => match policy_list(cfg, i)? {
+                    Some((qos, list)) => (qos, Some(list)),
+                    None => (s.qos, None),
+                },
+            };
+            ports.push(MtPort {
                 port: s.port,
-                qos: s.qos,
-                zombie: s.zombie,
-            })
-            .collect();
+                qos,
+                zombie,
+            });
+        }
         let params = MtParams {
             rx_workers: rx_workers.max(1),
             ring_capacity: RING_PACKETS,
@@ -428,6 +474,7 @@ impl MtRouter {
         let mut rounds: u64 = 0;
         let mut next_report = clock() + period;
         let mut sources_done_at: Option<Nanos> = None;
+        let mut idle = 0u32;
         let budget = self.params.work_budget;
         loop {
             let now = clock().max(self.now);
@@ -473,9 +520,8 @@ impl MtRouter {
                     return (StopReason::DrainTimeout, None);
                 }
             }
-            if moved == 0 {
-                std::hint::spin_loop();
-            }
+            idle = if moved == 0 { idle + 1 } else { 0 };
+            pause(idle);
         }
     }
 
@@ -621,6 +667,20 @@ impl MtRouter {
     }
 }
 
+/// Rounds without work before a polling thread offers its core to others each round.
+const IDLE_ROUNDS_BEFORE_YIELD: u32 = 64;
+
+/// What a polling thread does after `idle` rounds in a row without work: spin a little, then
+/// yield the core (a machine with fewer cores than threads still makes progress).
+#[inline]
+fn pause(idle: u32) {
+    match idle {
+        0 => {}
+        n if n < IDLE_ROUNDS_BEFORE_YIELD => std::hint::spin_loop(),
+        _ => std::thread::yield_now(),
+    }
+}
+
 /// One receive worker: its ports' bursts -> forward -> observe -> egress ring.
 #[allow(clippy::too_many_arguments)]
 fn rx_worker<C>(
@@ -646,6 +706,7 @@ where
     let mut exhausted = vec![false; mine.len()];
     let mut error = None;
     let mut next_report = Nanos::ZERO;
+    let mut idle = 0u32;
     // Relaxed: the flags carry no data.
     'run: while !sh.quit.load(Ordering::Relaxed)
         && !stop.load(Ordering::Relaxed)
@@ -702,9 +763,8 @@ where
         if exhausted.iter().all(|&e| e) {
             break;
         }
-        if got == 0 {
-            std::hint::spin_loop();
-        }
+        idle = if got == 0 { idle + 1 } else { 0 };
+        pause(idle);
     }
     if let Ok(mut c) = sh.progress[w].lock() {
         c.totals = counts.totals;
