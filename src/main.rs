@@ -285,6 +285,16 @@ fn run_threaded(mut mt: MtRouter, cfg: &RouterConfig, quiet: bool) -> Result<()>
     }
     let secs = mt.now().as_secs_f64();
     println!("{}", report::render(&mt, secs));
+    let per_worker: Vec<String> = mt
+        .worker_totals()
+        .iter()
+        .map(|w| w.received.to_string())
+        .collect();
+    println!(
+        "threads: {} receive workers (received {}) and one transmit worker",
+        per_worker.len(),
+        per_worker.join(" / ")
+    );
     finish(result, server)
 }
 
