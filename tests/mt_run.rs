@@ -1,0 +1,131 @@
+//! `zlrouter` with `run.rx_workers` (no root): the built-in default's generator traffic runs
+//! through the threaded router on the monotonic clock and prints the same final table,
+//! balanced, with each receive worker's count; SIGINT mid-run counts what was queued; a
+//! worker count the ports cannot use is refused naming the key.
+
+mod common;
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+
+/// A number after `key` in the line of `table` starting with `line_start`.
+fn value(table: &str, line_start: &str, key: &str) -> u64 {
+    let line = table
+        .lines()
+        .find(|l| l.starts_with(line_start))
+        .unwrap_or_else(|| panic!("no `{line_start}` line in\n{table}"));
+    let at = line.find(key).unwrap() + key.len();
+    line[at..]
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+fn assert_balanced(out: &str) {
+    let received = value(out, "received", "received");
+    let forwarded = value(out, "received", "forwarded");
+    let dropped = value(out, "received", "dropped");
+    assert!(out.contains("+ queued 0"), "{out}");
+    assert_eq!(received, forwarded + dropped, "{out}");
+    assert!(forwarded > 0, "{out}");
+}
+
+fn config(name: &str, duration_s: f64, workers: u32) -> std::path::PathBuf {
+    let dir = common::scratch(name);
+    let cfg = dir.join("mt.toml");
+    let text = zl_dataplane::DEFAULT_CONFIG.replace(
+        "duration_s = 10.0",
+        &format!("duration_s = {duration_s}\nrx_workers = {workers}"),
+    );
+    assert!(text.contains("rx_workers"), "the default config changed");
+    std::fs::write(&cfg, text).unwrap();
+    cfg
+}
+
+#[test]
+fn generator_traffic_through_two_rx_workers_balances() {
+    let cfg = config("mt-run", 0.3, 2);
+    let out = Command::new(env!("CARGO_BIN_EXE_zlrouter"))
+        .args(["run", "-q", cfg.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_balanced(&stdout);
+    assert!(stdout.contains("threads: 2 receive workers"), "{stdout}");
+    assert!(
+        stdout.contains("stopped: every source finished"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn sigint_stops_the_threads_and_counts_what_was_queued() {
+    let cfg = config("mt-sigint", 1000.0, 2);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_zlrouter"))
+        .args(["run", cfg.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The progress line comes at the first progress point: the threads are running.
+    let mut stderr = child.stderr.take().unwrap();
+    let mut seen = Vec::new();
+    let mut byte = [0u8; 1];
+    while !String::from_utf8_lossy(&seen).contains(" s] rx ") {
+        match stderr.read(&mut byte) {
+            Ok(1) => seen.push(byte[0]),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "zlrouter exited before its first progress line: {}",
+                    String::from_utf8_lossy(&seen)
+                );
+            }
+        }
+    }
+    // Only the child this test started is signalled, by its PID.
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    if !killed.is_ok_and(|s| s.success()) {
+        let _ = child.kill();
+        let _ = child.wait();
+        eprintln!("SKIPPED mt sigint: the `kill` command is not available");
+        return;
+    }
+    let mut rest = String::new();
+    let _ = stderr.read_to_string(&mut rest);
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "exit {:?}\n{stdout}\n{rest}",
+        out.status
+    );
+    assert!(stdout.contains("stopped: interrupted"), "{stdout}");
+    assert_balanced(&stdout);
+}
+
+#[test]
+fn more_rx_workers_than_ports_is_refused_naming_the_key() {
+    // The default config has two ports.
+    let cfg = config("mt-check", 1.0, 3);
+    let out = Command::new(env!("CARGO_BIN_EXE_zlrouter"))
+        .args(["check", cfg.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("run.rx_workers") && stderr.contains("= 3"),
+        "{stderr}"
+    );
+}
