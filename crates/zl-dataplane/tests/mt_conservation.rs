@@ -483,3 +483,62 @@ fn generator_traffic_with_one_rx_worker_balances() {
 fn generator_traffic_with_two_rx_workers_balances() {
     generator_run(2);
 }
+
+#[test]
+fn bridged_ports_forward_unchanged_with_two_rx_workers() {
+    // Ports 0 and 1 bridged, port 2 in no pair: its frames are `no_route`. A bridge forwards
+    // any frame, so the malformed one goes through too.
+    let templates = |net: u8| -> Vec<Vec<u8>> {
+        let mut t: Vec<Vec<u8>> = (1..=4).map(|h| frame(net, h, [192, 0, 2, 1], 1)).collect();
+        t.push(vec![0u8; 60]);
+        t
+    };
+    let ports: Vec<MtPort> = (0..3u8)
+        .map(|i| {
+            let port = MemoryPort::cycling("p", i as u16, templates(i), 5 * 1000);
+            MtPort {
+                port: Box::new(port),
+                qos: QosEngine::new(&qos("", 10_000, 10_000_000_000)).unwrap(),
+                zombie: None,
+            }
+        })
+        .collect();
+    let forwarder = Forwarder::new(
+        Forwarding::Bridge(vec![Some(1), Some(0), None]),
+        ParseConfig::default(),
+        PriorityMap::default(),
+        (0..3).map(|i| MacAddr([2, 0, 0, 0, 0, i])).collect(),
+    );
+    let mut r = MtRouter::new(
+        ports,
+        forwarder,
+        Vec::new(),
+        MtParams {
+            rx_workers: 2,
+            ring_capacity: 20_000,
+            pool_per_worker: 40_000,
+            work_budget: 256,
+            seed: 1,
+        },
+    );
+    let stop = AtomicBool::new(false);
+    r.run(
+        &ticking(),
+        &stop,
+        Nanos::from_secs(1000),
+        Nanos::from_millis(1),
+        &mut NoViewObserver,
+    )
+    .unwrap();
+    let t = r.totals();
+    assert_eq!(t.received, 15_000, "{t:?}");
+    // TTL 1 and a malformed frame are no concern of a bridge.
+    assert_eq!(t.drops_of(DropCause::TtlExpired), 0, "{t:?}");
+    assert_eq!(t.drops_of(DropCause::ParseError), 0, "{t:?}");
+    assert_eq!(t.drops_of(DropCause::NoRoute), 5_000, "{t:?}");
+    assert_eq!(t.forwarded, 10_000, "{t:?}");
+    assert_eq!(r.port_counters(0).tx_packets, 5_000);
+    assert_eq!(r.port_counters(1).tx_packets, 5_000);
+    assert_eq!(r.port_counters(2).tx_packets, 0);
+    assert_balanced(&r);
+}
