@@ -7,7 +7,8 @@
 //!  g0 10.0.1.2 <-> r0 10.0.1.1 | r1 10.0.2.1 <-> s0 10.0.2.2
 //! ```
 //! A generator in `gen` sends 64-byte UDP/IPv4 frames to 10.0.2.99 (r0's MAC) from an
-//! AF_XDP TX socket on g0, pinned to CPU 0 (the sender core). `rtr` forwards them to `s0`:
+//! AF_XDP TX socket on g0, pinned to CPU 0 (the sender core), cycling over `--flows` UDP
+//! source ports (default 1024 flows, so the Zombie List sees many flows, not one). `rtr` forwards them to `s0`:
 //! - kernel: `net.ipv4.ip_forward=1` and a permanent neighbour for 10.0.2.99 (s0's MAC);
 //! - raw AF_XDP: an [`AfXdpPort`] on r0 (generic or native XDP, copy mode) and a transmit-only
 //!   one on r1; a busy-polling thread pinned to CPU 1 (the router core) rewrites the Ethernet
@@ -16,7 +17,8 @@
 //! - zlrouter: `zlrouter run` (pinned to CPU 1 with `taskset`) with AF_XDP ports on r0 and
 //!   r1 and the full pipeline: parse with checksum check, LPM route, TTL and MAC rewrite,
 //!   Diffserv classifier, ZL-RED on the best-effort class, the Zombie List flow estimate,
-//!   WRR and the shaper (at 100 Gbit/s, so it never holds a frame back).
+//!   WRR and the shaper (at 100 Gbit/s, so it never holds a frame back); `--tail-drop` runs
+//!   the best-effort class without ZL-RED and without the flow estimate, to see what they cost.
 //!
 //! Fairness (`--fair`, the default): the kernel forwards in the softirq of whichever CPU
 //! received the frame, and veth receives in the sender's own `sendto`, so without care the
@@ -31,7 +33,8 @@
 //! forward).
 //!
 //! Usage: `cargo run --release -p zl-afxdp --example afxdp_forward -- [seconds] [pps]
-//! [generic|native] [--fair|--unfair] [--rt] [--rx-ring N] [--no-raw]
+//! [generic|native] [--fair|--unfair] [--rt] [--rx-ring N] [--no-raw] [--tail-drop]
+//! [--flows N]
 //! [--zlrouter target/release/zlrouter]` (pps 0 = as fast as the generator can; `--rx-ring`:
 //! r0's RX and fill ring entries, default 2048).
 
@@ -148,8 +151,8 @@ fn ipv4_checksum(header: &[u8]) -> u16 {
     !(sum as u16)
 }
 
-/// 64-byte Ethernet + IPv4 + UDP frame (without FCS).
-fn udp_frame(dst: [u8; 6], src: [u8; 6]) -> Vec<u8> {
+/// 64-byte Ethernet + IPv4 + UDP frame (without FCS) from UDP source port `sport`.
+fn udp_frame(dst: [u8; 6], src: [u8; 6], sport: u16) -> Vec<u8> {
     let mut f = vec![0u8; 60];
     f[0..6].copy_from_slice(&dst);
     f[6..12].copy_from_slice(&src);
@@ -163,7 +166,7 @@ fn udp_frame(dst: [u8; 6], src: [u8; 6]) -> Vec<u8> {
     ip[16..20].copy_from_slice(&[10, 0, 2, 99]);
     let c = ipv4_checksum(ip);
     ip[10..12].copy_from_slice(&c.to_be_bytes());
-    f[34..36].copy_from_slice(&4000u16.to_be_bytes());
+    f[34..36].copy_from_slice(&sport.to_be_bytes());
     f[36..38].copy_from_slice(&9u16.to_be_bytes());
     f[38..40].copy_from_slice(&26u16.to_be_bytes());
     f
@@ -274,7 +277,7 @@ fn generate(
     t: &Topology,
     secs: f64,
     pps: u64,
-    frame: Vec<u8>,
+    frames: Vec<Vec<u8>>,
     start: Arc<Barrier>,
     rt: bool,
 ) -> Res<u64> {
@@ -293,8 +296,8 @@ fn generate(
         start.wait();
         let t0 = Instant::now();
         let end = Duration::from_secs_f64(secs);
-        let burst = [frame.as_slice(); 32];
         let mut sent = 0u64;
+        let mut next = 0;
         loop {
             let el = t0.elapsed();
             if el >= end {
@@ -303,7 +306,10 @@ fn generate(
             if pps > 0 && sent as f64 >= el.as_secs_f64() * pps as f64 {
                 continue;
             }
-            sent += port.send_burst(burst.iter().copied())? as u64;
+            let burst = (0..32).map(|i| frames[(next + i) % frames.len()].as_slice());
+            let n = port.send_burst(burst)?;
+            next = (next + n) % frames.len();
+            sent += n as u64;
         }
         Ok(sent)
     })?;
@@ -323,10 +329,10 @@ struct RunResult {
     secs: f64,
 }
 
-fn run_kernel(t: &Topology, secs: f64, pps: u64, frame: &[u8], rt: bool) -> Res<RunResult> {
+fn run_kernel(t: &Topology, secs: f64, pps: u64, frames: &[Vec<u8>], rt: bool) -> Res<RunResult> {
     t.rtr.exec(&["sysctl", "-qw", "net.ipv4.ip_forward=1"])?;
     let (g0, s0) = counters(t)?;
-    generate(t, secs, pps, frame.to_vec(), Arc::new(Barrier::new(1)), rt)?;
+    generate(t, secs, pps, frames.to_vec(), Arc::new(Barrier::new(1)), rt)?;
     let (g1, s1) = counters(t)?;
     t.rtr.exec(&["sysctl", "-qw", "net.ipv4.ip_forward=0"])?;
     Ok(RunResult {
@@ -341,7 +347,7 @@ fn run_afxdp(
     secs: f64,
     pps: u64,
     mode: XdpMode,
-    frame: &[u8],
+    frames: &[Vec<u8>],
     rt: bool,
     rx_ring: u32,
 ) -> Res<(RunResult, u64)> {
@@ -402,7 +408,7 @@ fn run_afxdp(
                 Ok(())
             })
         });
-        generate(t, secs, pps, frame.to_vec(), start, rt)?;
+        generate(t, secs, pps, frames.to_vec(), start, rt)?;
         // Let the forwarder drain what is already in its rings.
         let t_drain = Instant::now();
         while t_drain.elapsed() < Duration::from_millis(200) {
@@ -422,7 +428,14 @@ fn run_afxdp(
 
 /// The router's config for the zlrouter run: AF_XDP on r0 (in) and r1 (out, transmit only),
 /// the full pipeline on r1's egress with a shaper that never holds a frame back.
-fn zlrouter_config(mode: XdpMode, rx_ring: u32, r0: [u8; 6], r1: [u8; 6], s0: [u8; 6]) -> String {
+fn zlrouter_config(
+    mode: XdpMode,
+    rx_ring: u32,
+    tail_drop: bool,
+    r0: [u8; 6],
+    r1: [u8; 6],
+    s0: [u8; 6],
+) -> String {
     let m = |a: [u8; 6]| {
         a.iter()
             .map(|b| format!("{b:02x}"))
@@ -438,10 +451,10 @@ fn zlrouter_config(mode: XdpMode, rx_ring: u32, r0: [u8; 6], r1: [u8; 6], s0: [u
 pool_buffers = 16384
 
 [parse]
-flow_key = "src-dst"
+flow_key = "5-tuple"
 
 [metrics]
-flow_estimate = true
+flow_estimate = {estimate}
 
 [[ports]]
 name = "r0"
@@ -475,11 +488,17 @@ max_packets = 100
 name = "be"
 weight = 1
 max_packets = 1000
-aqm = {{ kind = "zl-red", th_min = 5, p_max = 0.15, a = 10 }}
+{aqm}
 "#,
         r0 = m(r0),
         r1 = m(r1),
         s0 = m(s0),
+        estimate = !tail_drop,
+        aqm = if tail_drop {
+            ""
+        } else {
+            r#"aqm = { kind = "zl-red", th_min = 5, p_max = 0.15, a = 10 }"#
+        },
     )
 }
 
@@ -492,7 +511,12 @@ fn table_value(text: &str, start: &str, key: &str) -> Option<u64> {
 
 /// Runs `zlrouter` (pinned to the router core) in `rtr` while the generator offers the load.
 /// Returns the run and the router's final table.
-fn run_zlrouter(t: &Topology, bin: &Path, a: &Args, frame: &[u8]) -> Res<(RunResult, String)> {
+fn run_zlrouter(
+    t: &Topology,
+    bin: &Path,
+    a: &Args,
+    frames: &[Vec<u8>],
+) -> Res<(RunResult, String)> {
     let (secs, pps, mode, rt, rx_ring) = (a.secs, a.pps, a.mode, a.rt, a.rx_ring);
     let dir = std::env::temp_dir().join(format!("zlxf-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
@@ -502,6 +526,7 @@ fn run_zlrouter(t: &Topology, bin: &Path, a: &Args, frame: &[u8]) -> Res<(RunRes
         zlrouter_config(
             mode,
             rx_ring,
+            a.tail_drop,
             mac(&t.rtr, "r0")?,
             mac(&t.rtr, "r1")?,
             mac(&t.sink, "s0")?,
@@ -575,7 +600,7 @@ fn run_zlrouter(t: &Topology, bin: &Path, a: &Args, frame: &[u8]) -> Res<(RunRes
         }
     }
     let (g0, s0) = counters(t)?;
-    generate(t, secs, pps, frame.to_vec(), Arc::new(Barrier::new(1)), rt)?;
+    generate(t, secs, pps, frames.to_vec(), Arc::new(Barrier::new(1)), rt)?;
     let t_drain = Instant::now();
     while t_drain.elapsed() < Duration::from_millis(200) {
         std::thread::sleep(Duration::from_millis(10));
@@ -612,6 +637,8 @@ struct Args {
     raw: bool,
     rt: bool,
     rx_ring: u32,
+    tail_drop: bool,
+    flows: u32,
 }
 
 fn args() -> Res<Args> {
@@ -624,6 +651,8 @@ fn args() -> Res<Args> {
         raw: true,
         rt: false,
         rx_ring: 2048,
+        tail_drop: false,
+        flows: 1024,
     };
     let mut positional = 0;
     let mut it = std::env::args().skip(1);
@@ -633,6 +662,8 @@ fn args() -> Res<Args> {
             "--unfair" => a.fair = false,
             "--no-raw" => a.raw = false,
             "--rt" => a.rt = true,
+            "--tail-drop" => a.tail_drop = true,
+            "--flows" => a.flows = it.next().ok_or("--flows needs a count")?.parse()?,
             "--rx-ring" => a.rx_ring = it.next().ok_or("--rx-ring needs a size")?.parse()?,
             "--zlrouter" => a.zlrouter = Some(it.next().ok_or("--zlrouter needs a path")?.into()),
             "generic" => a.mode = XdpMode::Generic,
@@ -648,6 +679,9 @@ fn args() -> Res<Args> {
             other => return Err(format!("unexpected argument {other:?}").into()),
         }
     }
+    if !(1..=60_000).contains(&a.flows) {
+        return Err(format!("--flows {}: expected 1..=60000", a.flows).into());
+    }
     Ok(a)
 }
 
@@ -660,15 +694,18 @@ fn main() -> Res<()> {
     let (secs, pps, mode) = (a.secs, a.pps, a.mode);
     let t = topology(a.fair)?;
     let _softirq = SoftirqRt::raise(a.rt)?;
-    let frame = udp_frame(mac(&t.rtr, "r0")?, mac(&t.gen, "g0")?);
-    let k = run_kernel(&t, secs, pps, &frame, a.rt)?;
+    let (r0, g0) = (mac(&t.rtr, "r0")?, mac(&t.gen, "g0")?);
+    let frames: Vec<Vec<u8>> = (0..a.flows)
+        .map(|i| udp_frame(r0, g0, 4000 + i as u16))
+        .collect();
+    let k = run_kernel(&t, secs, pps, &frames, a.rt)?;
     let raw = if a.raw {
-        Some(run_afxdp(&t, secs, pps, mode, &frame, a.rt, a.rx_ring)?)
+        Some(run_afxdp(&t, secs, pps, mode, &frames, a.rt, a.rx_ring)?)
     } else {
         None
     };
     let zl = match &a.zlrouter {
-        Some(bin) => Some(run_zlrouter(&t, bin, &a, &frame)?),
+        Some(bin) => Some(run_zlrouter(&t, bin, &a, &frames)?),
         None => None,
     };
     let rate = |r: &RunResult, n: u64| n as f64 / r.secs / 1e6;

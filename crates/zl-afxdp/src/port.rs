@@ -282,12 +282,17 @@ impl AfXdpPort {
         );
     }
 
+    /// Whether the port is attached; while gone, first looks for the interface (at most once
+    /// per [`REATTACH_INTERVAL`] of `now`). The attached case is one branch, inlined.
+    #[inline]
+    fn attached_or_look(&mut self, now: Nanos) -> bool {
+        self.live.is_some() || self.look_for_interface(now)
+    }
+
     /// While gone: at most once per [`REATTACH_INTERVAL`] of `now`, attaches again if an
     /// interface of the configured name exists. Returns whether the port is attached.
+    #[cold]
     fn look_for_interface(&mut self, now: Nanos) -> bool {
-        if self.live.is_some() {
-            return true;
-        }
         if self
             .last_look
             .is_some_and(|t| now.saturating_sub(t) < REATTACH_INTERVAL)
@@ -365,7 +370,7 @@ impl Port for AfXdpPort {
         pool: &mut BufPool,
         batch: &mut Batch,
     ) -> Result<usize, PortError> {
-        if !self.look_for_interface(now) {
+        if !self.attached_or_look(now) {
             return Ok(0);
         }
         let Some(live) = self.live.as_mut() else {
@@ -418,7 +423,7 @@ impl Port for AfXdpPort {
         batch: &mut Batch,
         pool: &mut BufPool,
     ) -> Result<usize, PortError> {
-        if !self.look_for_interface(now) {
+        if !self.attached_or_look(now) {
             for buf in batch.drain() {
                 self.tx_link_gone += 1;
                 pool.free(buf);
