@@ -141,10 +141,7 @@ type EngineOnList = (QosEngine<PacketBuf>, Arc<ZombieList>);
 
 /// Port `i`'s Zombie List from its SRED / ZL-RED policies' settings and an engine on it, or
 /// `None` when no policy uses one.
-fn policy_list(
-    cfg: &RouterConfig,
-    i: usize,
-) -> Result<Option<EngineOnList>, ConfigError> {
+fn policy_list(cfg: &RouterConfig, i: usize) -> Result<Option<EngineOnList>, ConfigError> {
     let params = cfg.qos_of(i);
     let key = if cfg.ports[i].qos.is_some() {
         format!("ports[{i}].qos")
@@ -720,6 +717,7 @@ where
         }
         let now = clock();
         let mut got = 0;
+        let ring_full_before = counts.totals.drops_of(DropCause::RingFull);
         for (k, &p) in mine.iter().enumerate() {
             if exhausted[k] {
                 continue;
@@ -763,8 +761,13 @@ where
         if exhausted.iter().all(|&e| e) {
             break;
         }
-        idle = if got == 0 { idle + 1 } else { 0 };
-        pause(idle);
+        if counts.totals.drops_of(DropCause::RingFull) > ring_full_before {
+            // The transmit worker is behind: where threads share cores, let it run.
+            std::thread::yield_now();
+        } else {
+            idle = if got == 0 { idle + 1 } else { 0 };
+            pause(idle);
+        }
     }
     if let Ok(mut c) = sh.progress[w].lock() {
         c.totals = counts.totals;
