@@ -1,11 +1,13 @@
 //! `zlrouter` with `run.rx_workers` (no root): the built-in default's generator traffic runs
 //! through the threaded router on the monotonic clock and prints the same final table,
-//! balanced, with each receive worker's count; SIGINT mid-run counts what was queued; a
+//! balanced, with each receive worker's count; its metrics endpoint serves the threads'
+//! counters; SIGINT mid-run counts what was queued; a
 //! worker count the ports cannot use is refused naming the key.
 
 mod common;
 
-use std::io::Read;
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::process::{Command, Stdio};
 
 /// A number after `key` in the line of `table` starting with `line_start`.
@@ -69,7 +71,7 @@ fn generator_traffic_through_two_rx_workers_balances() {
 fn sigint_stops_the_threads_and_counts_what_was_queued() {
     let cfg = config("mt-sigint", 1000.0, 2);
     let mut child = Command::new(env!("CARGO_BIN_EXE_zlrouter"))
-        .args(["run", cfg.to_str().unwrap()])
+        .args(["run", "--metrics", "127.0.0.1:0", cfg.to_str().unwrap()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -91,6 +93,28 @@ fn sigint_stops_the_threads_and_counts_what_was_queued() {
             }
         }
     }
+    // The metrics endpoint serves the threaded router's counters.
+    let seen = String::from_utf8_lossy(&seen).into_owned();
+    let addr = seen
+        .split("metrics on http://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .unwrap_or_else(|| panic!("no metrics address in {seen}"))
+        .to_owned();
+    let mut s = TcpStream::connect(&addr).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: zlrouter\r\n\r\n")
+        .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    assert!(text.contains("zlrouter_received_packets_total "), "{text}");
+    assert!(
+        text.contains("zlrouter_dropped_packets_total{cause=\"ring_full\"}"),
+        "{text}"
+    );
+    assert!(
+        text.contains("zlrouter_class_enqueued_packets_total{port=\"wan\""),
+        "{text}"
+    );
     // Only the child this test started is signalled, by its PID.
     let killed = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
