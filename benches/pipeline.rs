@@ -1,8 +1,9 @@
 //! The full data-plane pipeline on the in-memory port: rx burst (a copy into a pool buffer, as
 //! a copy-mode NIC port) -> parse -> LPM route, TTL decrement with checksum update, MAC
-//! rewrite -> DSCP classify -> ZL-RED admission -> per-class queue -> WRR (with EF strict
-//! priority) -> 10 Gbit/s shaper -> tx burst to a counting port. 64-byte frames from 256
-//! flows, offered 5 % above the shaper's rate so the queue sits in ZL-RED's drop region.
+//! rewrite -> DSCP classify -> one Zombie List observation (the port's flow estimate, shared
+//! with ZL-RED) -> ZL-RED admission -> per-class queue -> WRR (with EF strict priority) ->
+//! 10 Gbit/s shaper -> tx burst to a counting port. 64-byte frames from 256 flows, offered 5 %
+//! above the shaper's rate so the queue sits in ZL-RED's drop region.
 //!
 //! Target: >= 15 Mpps per core (<= 67 ns per packet, 10GbE line rate for 64-byte frames).
 //! Results and the command: docs/performance/dataplane.md.
@@ -25,6 +26,11 @@ const CONFIG: &str = r#"
 [run]
 work_budget = 32
 seed = 1
+
+# As configs/default.toml: the egress port's Zombie List estimates its active flows; ZL-RED
+# decides on the same list (one observation per packet).
+[metrics]
+flow_estimate = true
 
 [[ports]]
 name = "rx"
@@ -170,8 +176,9 @@ fn pipeline_wall(c: &mut Criterion) {
     g.finish();
 }
 
-/// The full pipeline and, on the CPU clock only, two variants that show where the budget
-/// goes: tail drop instead of ZL-RED, and the IPv4 header checksum left to the NIC.
+/// The full pipeline and, on the CPU clock only, three variants that show where the budget
+/// goes: tail drop instead of ZL-RED, the IPv4 header checksum left to the NIC, and no flow
+/// estimate (ZL-RED on a list of its own that sees only best-effort packets).
 fn pipeline_cpu(c: &mut Criterion<ThreadCpuTime>) {
     let mut g = c.benchmark_group("pipeline_cpu");
     bench_variant(&mut g, "zlred_wrr_shaper_64B_burst32", CONFIG);
@@ -179,6 +186,8 @@ fn pipeline_cpu(c: &mut Criterion<ThreadCpuTime>) {
     bench_variant(&mut g, "taildrop_wrr_shaper_64B_burst32", &tail_drop);
     let offload = CONFIG.replace("[run]", "[parse]\nverify_ipv4_checksum = false\n\n[run]");
     bench_variant(&mut g, "zlred_no_checksum_verify_64B_burst32", &offload);
+    let no_estimate = CONFIG.replace("flow_estimate = true", "flow_estimate = false");
+    bench_variant(&mut g, "zlred_no_flow_estimate_64B_burst32", &no_estimate);
     g.finish();
 }
 

@@ -53,7 +53,8 @@ pub struct PortSlot {
 ///
 /// The list's parameters: `estimate_params` (`metrics.flow_estimate_zombie`) when given, else
 /// those of the port's SRED / ZL-RED policies (so turning the estimate on leaves their
-/// configuration as written), else M = 1000 with occurrence by scan (only P(t) is read).
+/// configuration as written), else the defaults (M = 1000, occurrence table: an observation
+/// reads F and T in any mode, and a scan would read all M zombies per packet).
 /// decided: `estimate_params` that differ from the policies' `zombie` settings are an error
 /// naming both keys, not a silent override.
 pub(crate) fn port_qos(
@@ -84,14 +85,7 @@ pub(crate) fn port_qos(
         }
         (Some(m), _) => (ESTIMATE_KEY.to_owned(), m),
         (None, Some((k, p))) => (format!("{qos_key}.{k}"), p),
-        (None, None) => (
-            ESTIMATE_KEY.to_owned(),
-            ZombieParams {
-                // Only P(t) is read: no occurrence table to maintain per packet.
-                occurrence: zl_zombie::OccurrenceMode::Scan,
-                ..ZombieParams::default()
-            },
-        ),
+        (None, None) => (ESTIMATE_KEY.to_owned(), ZombieParams::default()),
     };
     let zc = zp
         .validate()
