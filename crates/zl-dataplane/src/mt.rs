@@ -130,12 +130,6 @@ pub struct MtRouter {
     now: Nanos,
 }
 
-/// The slot's flow-estimate list as a shared one, whether the slot holds it owned or in an
-/// `Arc`.
-fn shared_list<L: Into<Arc<ZombieList>>>(list: Option<L>) -> Option<Arc<ZombieList>> {
-    list.map(Into::into)
-}
-
 /// A port's QoS engine built on its shared Zombie List, and the list.
 type EngineOnList = (QosEngine<PacketBuf>, Arc<ZombieList>);
 
@@ -262,8 +256,7 @@ impl MtRouter {
         let forwarder = Forwarder::new(forwarding, cfg.parse, cfg.priority.build()?, macs);
         let mut ports = Vec::with_capacity(slots.len());
         for (i, s) in slots.into_iter().enumerate() {
-            let zombie = shared_list(s.zombie);
-            let (qos, zombie) = match zombie {
+            let (qos, zombie) = match s.zombie {
                 Some(list) => (s.qos, Some(list)),
                 // No flow estimate on this port: its SRED / ZL-RED policies, if any, still
                 // need one list that the receive workers observe.
