@@ -166,10 +166,10 @@ impl OccurrenceTable {
     /// a referenced entry is live and its key cannot change (module doc).
     #[inline]
     pub(crate) fn key(&self, e: usize) -> FlowId {
-        // Relaxed: the key is only ever stored relaxed, so no ordering on this load could pair
-        // with anything. It is visible through the caller's acquire load of the zombie slot
+        // Relaxed: the key is visible through the caller's acquire load of the zombie slot
         // that refers to `e`: that slot was written (AcqRel CAS) after its writer's reservation
-        // acquired the entry's meta word, which `reserve` released after storing the key.
+        // acquired the entry's meta word, which `reserve` released after storing the key. (The
+        // key's own release store serves `occurrence`'s recheck, not this load.)
         FlowId(self.entry(e).key.load(Ordering::Relaxed))
     }
 
@@ -261,7 +261,9 @@ impl OccurrenceTable {
             }
             self.adjust_spill(flow, self.bucket_at(p, j), true, ops);
             ops.table_write();
-            entry.key.store(flow.0, Ordering::Relaxed);
+            // Release: a reader that loads this key also sees the entry frozen (or later), so
+            // it cannot pair the key with the previous generation's count (`occurrence`).
+            entry.key.store(flow.0, Ordering::Release);
             ops.table_write();
             // Release: publishes the key and the spill increments with the live state.
             entry
@@ -313,6 +315,18 @@ impl OccurrenceTable {
 
     /// F(flow): the counts of the live entries keyed `flow` on its lookup path; `h` is
     /// `mix(flow)`.
+    ///
+    /// The state word and the key are two loads, so an entry can be recycled between them: its
+    /// old flow's last references released, then claimed for another flow (frozen, new key,
+    /// live again under the next generation). A reader that paired the old count with the new
+    /// key would add the old flow's F to the new flow's. So, as a seqlock reader does, a key
+    /// that matches is confirmed by reloading the state word: the same generation, still live,
+    /// means the key was that generation's (the claimer stores the key with release after
+    /// freezing the entry, so a reader that acquired the new key sees at least the frozen
+    /// state); otherwise the entry is read again (someone else's claim completed or is under
+    /// way: lock-free). A count that moved between the two loads is still this flow's: either
+    /// value is F at some instant. `tests/loom.rs` (`occurrence_never_counts_a_recycled_entry`)
+    /// finds the mixed read without the reload.
     #[inline]
     pub(crate) fn occurrence<S: OpSink>(&self, flow: FlowId, h: u64, ops: &mut S) -> u64 {
         let p = self.probe_hashed(h);
@@ -320,10 +334,21 @@ impl OccurrenceTable {
         for j in 0..self.buckets.len() {
             let bucket = &self.buckets[self.bucket_at(p, j)];
             for entry in &bucket.entries {
-                ops.table_probe();
-                let m = entry.meta.load(Ordering::Acquire);
-                if state(m) == LIVE && entry.key.load(Ordering::Relaxed) == flow.0 {
-                    f += count(m);
+                loop {
+                    ops.table_probe();
+                    let m = entry.meta.load(Ordering::Acquire);
+                    // Acquire: pairs with the claimer's release store of the key, and keeps
+                    // the reload below after this load.
+                    if state(m) != LIVE || entry.key.load(Ordering::Acquire) != flow.0 {
+                        break;
+                    }
+                    // Relaxed: ordered after the acquire load of the key. Same state and
+                    // generation (the bits above the count) as `m`, which is live.
+                    let again = entry.meta.load(Ordering::Relaxed);
+                    if (again ^ m) >> GEN_SHIFT == 0 {
+                        f += count(m);
+                        break;
+                    }
                 }
             }
             ops.table_probe();

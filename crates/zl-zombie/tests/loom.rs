@@ -152,3 +152,34 @@ fn two_batches_m1() {
         list.check_invariants().unwrap();
     });
 }
+
+/// `occurrence` never adds a recycled entry's old count to its new flow. M = 1 (one bucket of
+/// three entries), flow 1 holds its entry with F = 6; the writer overwrites it with flow 2
+/// (flow 1's entry goes dead), then flow 2 with flow 3, which reuses flow 1's dead entry. A
+/// reader that loaded that entry's state while it still counted flow 1's 6, and its key after
+/// flow 3 took it, must not report F(3) = 6: F(3) is 0 or 1 at every instant. (Without the
+/// generation recheck in `occurrence`, loom finds F(3) = 6. The reader runs on its own loom
+/// thread: work on the model's main thread before a join was not interleaved.)
+#[test]
+fn occurrence_never_counts_a_recycled_entry() {
+    model(|| {
+        let list = Arc::new(list(1, 1.0, &[(1, 5)]));
+        let writer = {
+            let list = list.clone();
+            thread::spawn(move || {
+                let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+                list.observe(FlowId(2), Nanos(1), &mut rng);
+                list.observe(FlowId(3), Nanos(2), &mut rng);
+            })
+        };
+        let reader = {
+            let list = list.clone();
+            thread::spawn(move || list.occurrence(FlowId(3)))
+        };
+        let f = reader.join().unwrap();
+        assert!(f <= 1, "F(3) = {f}");
+        writer.join().unwrap();
+        assert_eq!(list.occurrence(FlowId(3)), 1);
+        list.check_invariants().unwrap();
+    });
+}
