@@ -608,6 +608,14 @@ fn run_zlrouter(
     let (g1, s1) = counters(t)?;
     // SAFETY: as above.
     unsafe { libc::kill(pid, libc::SIGINT) };
+    // Bounded: a router that does not stop within 20 s is killed (and the run reported).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while child.try_wait()?.is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if child.try_wait()?.is_none() {
+        let _ = child.kill();
+    }
     let mut out = String::new();
     if let Some(mut o) = child.stdout.take() {
         o.read_to_string(&mut out)?;
@@ -698,14 +706,19 @@ fn main() -> Res<()> {
     let frames: Vec<Vec<u8>> = (0..a.flows)
         .map(|i| udp_frame(r0, g0, 4000 + i as u16))
         .collect();
+    eprintln!("kernel ip_forward run ({secs} s)");
     let k = run_kernel(&t, secs, pps, &frames, a.rt)?;
     let raw = if a.raw {
+        eprintln!("raw AF_XDP run ({secs} s)");
         Some(run_afxdp(&t, secs, pps, mode, &frames, a.rt, a.rx_ring)?)
     } else {
         None
     };
     let zl = match &a.zlrouter {
-        Some(bin) => Some(run_zlrouter(&t, bin, &a, &frames)?),
+        Some(bin) => {
+            eprintln!("zlrouter run ({secs} s): {}", bin.display());
+            Some(run_zlrouter(&t, bin, &a, &frames)?)
+        }
         None => None,
     };
     let rate = |r: &RunResult, n: u64| n as f64 / r.secs / 1e6;
