@@ -136,7 +136,8 @@ fn recreate_sender_link(lab: &Lab) -> std::io::Result<()> {
 
 /// `on_gone = "wait"`: `r0` is deleted under the running router, 50 datagrams routed to it
 /// while it is gone are counted as transmit drops of `r0` (`tx_drop gone`), the veth is recreated, the port re-attaches by itself and echoes
-/// flow again; the run ends by SIGINT with exit 0 and a balanced table.
+/// flow again; each event is logged once; the run ends by SIGINT with exit 0 and a balanced
+/// table.
 #[test]
 fn with_on_gone_wait_a_deleted_interface_is_waited_for_and_traffic_resumes() {
     const TEST: &str = "wait";
@@ -195,6 +196,10 @@ fn with_on_gone_wait_a_deleted_interface_is_waited_for_and_traffic_resumes() {
     );
     assert!(out.contains("stopped: interrupted"), "{out}");
     assert!(out.contains("+ queued 0"), "{out}");
+    // Logged once when it went, once when it came back (tracing, on stderr).
+    let log = out.split("--- stderr ---").nth(1).unwrap_or("");
+    assert_eq!(log.matches("interface `r0` is gone").count(), 1, "{log}");
+    assert_eq!(log.matches("interface `r0` is back").count(), 1, "{log}");
     let gone = table_value(&out, "port r0", "gone").expect("tx_drop gone of r0");
     let err = table_value(&out, "port r0", "err").expect("tx_drop err of r0");
     assert_eq!(err, 0, "{out}");
