@@ -59,6 +59,9 @@ struct Run {
     /// Frame bytes at the receiver from 1/4 of the run to its end, Mbit/s.
     link_mbps: f64,
     secs: f64,
+    /// Frames the router's ports could not take in (no buffer, RX ring full, too long for a
+    /// buffer: a GSO super-frame would show here).
+    rx_drops: u64,
 }
 
 const METRICS: &str = "127.0.0.1:9464";
@@ -83,7 +86,7 @@ impl Run {
         format!(
             "{name:<9} J {:.3} short/long {:.2} | Mbit/s per flow short {:.3} long {:.3} | \
              loss % short {:.2} long {:.2} | srtt ms short {:.0} long {:.0} | \
-             drops early {} forced {} tail {} | q mean {:.1} empty {:.2} | 1/P {:.1} | link {:.3}",
+             drops early {} forced {} tail {} | q mean {:.1} empty {:.2} | 1/P {:.1} | link {:.3} | rx_drop {}",
             self.jain(),
             self.bias(),
             Self::group(&self.bytes, 0) * 8.0 / n / self.secs / 1e6,
@@ -99,6 +102,7 @@ impl Run {
             self.q_empty,
             self.flows_est,
             self.link_mbps,
+            self.rx_drops,
         )
     }
 }
@@ -162,7 +166,31 @@ fn run_once(test: &str, s: &Setup, aqm: &str) -> Result<Run, String> {
         flows_est: metric(&text, "zlrouter_zombie_estimated_flows{port=\"rx\"").unwrap_or(0.0),
         link_mbps,
         secs: s.secs,
+        rx_drops: rx_drops(&out),
     })
+}
+
+/// The sum of every port's `rx_drop nobuf .. ring .. long ..` in the final table.
+fn rx_drops(table: &str) -> u64 {
+    table
+        .lines()
+        .filter(|l| l.starts_with("port "))
+        .filter_map(|l| {
+            let w: Vec<&str> = l[l.find("rx_drop nobuf ")?..].split_whitespace().collect();
+            Some(
+                w.get(2)?.parse::<u64>().ok()?
+                    + w.get(4)?.parse::<u64>().ok()?
+                    + w.get(6)?.parse::<u64>().ok()?,
+            )
+        })
+        .sum()
+}
+
+/// `/proc/loadavg`'s first three fields, for messages.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
 }
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -231,6 +259,10 @@ const PAPER: Setup = Setup {
 /// (0.18 over ten runs, docs/real-traffic.md).
 const MARGIN: f64 = 0.1;
 
+/// The share of the rate the link must carry for a run to count (measured: 0.95 and above
+/// under a load average of up to 8).
+const LINK_FULL: f64 = 0.9;
+
 const TAIL_DROP: &str = "{ kind = \"tail-drop\" }";
 const ZL_RED: &str = "{ kind = \"zl-red\", th_min = 5, p_max = 0.15, a = 10, \
                       zombie = { m = 1000, p_swap = 0.25 } }";
@@ -244,15 +276,43 @@ fn reno_with_unequal_delays_is_fairer_under_zl_red_than_tail_drop() {
     if !is_root() {
         return skip(TEST, "needs root");
     }
-    let td = match run_once(TEST, &PAPER, TAIL_DROP) {
-        Ok(r) => r,
-        Err(e) => return skip(TEST, &e),
-    };
-    let zl = match run_once(TEST, &PAPER, ZL_RED) {
-        Ok(r) => r,
-        Err(e) => return skip(TEST, &e),
-    };
-    eprintln!("{}\n{}", td.line("tail drop"), zl.line("zl-red"));
+    // The experiment needs the shaper to be the bottleneck. A router starved of CPU by other
+    // load (measured: at a load average of 15 on two cores the link carried 24..27 of the 45
+    // Mbit/s and srtt reached 1.2 s) measures the machine, so such a pair is run once more.
+    let mut pair = None;
+    for attempt in 0..2 {
+        let td = match run_once(TEST, &PAPER, TAIL_DROP) {
+            Ok(r) => r,
+            Err(e) => return skip(TEST, &e),
+        };
+        let zl = match run_once(TEST, &PAPER, ZL_RED) {
+            Ok(r) => r,
+            Err(e) => return skip(TEST, &e),
+        };
+        eprintln!("{}\n{}", td.line("tail drop"), zl.line("zl-red"));
+        let full = |r: &Run| r.link_mbps * 1e6 > LINK_FULL * PAPER.rate as f64;
+        if attempt == 1 || (full(&td) && full(&zl)) {
+            pair = Some((td, zl));
+            break;
+        }
+        eprintln!(
+            "the link was not full (tail drop {:.1}, ZL-RED {:.1} Mbit/s; load average {}): once more",
+            td.link_mbps,
+            zl.link_mbps,
+            load_average()
+        );
+    }
+    let (td, zl) = pair.expect("two attempts");
+    // Neither wins fairness by idling the link (and the router kept up).
+    for (name, r) in [("tail drop", &td), ("ZL-RED", &zl)] {
+        assert!(
+            r.link_mbps * 1e6 > LINK_FULL * PAPER.rate as f64,
+            "{name}: the link carried {:.3} of {} Mbit/s (load average {})",
+            r.link_mbps,
+            PAPER.rate / 1_000_000,
+            load_average()
+        );
+    }
     assert!(
         zl.jain() > td.jain() + MARGIN,
         "ZL-RED J {:.3} not above tail drop J {:.3} + {MARGIN}",
@@ -277,12 +337,4 @@ fn reno_with_unequal_delays_is_fairer_under_zl_red_than_tail_drop() {
         skew(&zl),
         skew(&td)
     );
-    // Neither wins fairness by idling the link.
-    for (name, r) in [("tail drop", &td), ("ZL-RED", &zl)] {
-        assert!(
-            r.link_mbps * 1e6 > 0.8 * PAPER.rate as f64,
-            "{name}: link {:.3} Mbit/s",
-            r.link_mbps
-        );
-    }
 }
