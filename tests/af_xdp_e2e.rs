@@ -2,7 +2,7 @@
 //! and sends them out of veth `b` through its AF_XDP port; a second `zlrouter` receives them
 //! on veth `a` through its own AF_XDP port, routes them (TTL, MACs) and writes them to a pcap.
 //! Both run on the live clock and stop on SIGINT with balanced tables. Skipped, with a message,
-//! where namespaces or AF_XDP are not available.
+//! where namespaces or AF_XDP are not available. Namespace and veths are named `zlxf...`.
 
 mod common;
 
@@ -163,12 +163,13 @@ fn two_routers_over_af_xdp_on_a_veth_pair() {
     if !is_root() {
         return skip("needs root");
     }
+    zl_afxdp::netns::set_prefix("zlxf");
     let ns = match Netns::create("dpe2e") {
         Ok(ns) => ns,
         Err(e) => return skip(&format!("cannot create a network namespace: {e}")),
     };
     let tag = std::process::id() % 100_000;
-    let (ifa, ifb) = (format!("zdpa{tag}"), format!("zdpb{tag}"));
+    let (ifa, ifb) = (format!("zlxfa{tag}"), format!("zlxfb{tag}"));
     if let Err(e) = ns.add_veth_pair(&ifa, &ifb) {
         return skip(&format!("cannot create a veth pair: {e}"));
     }
