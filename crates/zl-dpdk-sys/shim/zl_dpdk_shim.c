@@ -6,7 +6,7 @@
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
-#include <rte_memcpy.h>
+#include <string.h>
 
 uint16_t zl_rte_eth_rx_burst(uint16_t port_id, uint16_t queue_id, struct rte_mbuf **rx_pkts,
                              uint16_t nb_pkts)
@@ -93,26 +93,25 @@ uint16_t zl_rx_burst_frames(uint16_t port_id, uint16_t queue_id, struct rte_mbuf
 
 /* One call per transmit burst: copies frames[i] (lens[i] bytes, each at most the pool's data
  * room, checked by the caller) into fresh single-segment mbufs from mp, transmits them and
- * frees what the driver does not take. The mbufs come in one bulk allocation; when the pool
- * cannot give all of them at once, as many as it has one by one. Returns the frames sent;
- * *no_mbuf = frames left without an mbuf, *ring_full = frames the driver refused. */
+ * frees what the driver does not take. One pass, each mbuf allocated, filled and copied into
+ * in turn (measured no slower than rte_pktmbuf_alloc_bulk followed by a copy pass, which
+ * touches every mbuf header twice). Returns the frames sent; *no_mbuf = frames left without
+ * an mbuf (the pool ran dry), *ring_full = frames the driver refused. */
 uint16_t zl_tx_burst_copy(uint16_t port_id, uint16_t queue_id, struct rte_mempool *mp,
                           const uint8_t *const *frames, const uint16_t *lens, uint16_t nb_pkts,
                           uint16_t *no_mbuf, uint16_t *ring_full)
 {
     struct rte_mbuf *mbufs[64];
     uint16_t n = nb_pkts > 64 ? 64 : nb_pkts;
-    uint16_t have = n;
-    if (rte_pktmbuf_alloc_bulk(mp, mbufs, n) != 0) {
-        have = 0;
-        while (have < n && (mbufs[have] = rte_pktmbuf_alloc(mp)) != NULL)
-            have++;
-    }
-    for (uint16_t i = 0; i < have; i++) {
-        struct rte_mbuf *m = mbufs[i];
-        m->data_len = lens[i];
-        m->pkt_len = lens[i];
-        rte_memcpy(rte_pktmbuf_mtod(m, void *), frames[i], lens[i]);
+    uint16_t have = 0;
+    while (have < n) {
+        struct rte_mbuf *m = rte_pktmbuf_alloc(mp);
+        if (m == NULL)
+            break;
+        m->data_len = lens[have];
+        m->pkt_len = lens[have];
+        memcpy(rte_pktmbuf_mtod(m, void *), frames[have], lens[have]);
+        mbufs[have++] = m;
     }
     uint16_t sent = have ? rte_eth_tx_burst(port_id, queue_id, mbufs, have) : 0;
     if (sent < have)

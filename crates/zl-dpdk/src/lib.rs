@@ -15,10 +15,10 @@
 //!   arguments did not create it; then configures one RX and one TX queue with their own mbuf
 //!   pool, and starts it.
 //! - `recv` copies each received frame into a pool buffer and frees the mbufs in bulk; `send`
-//!   copies each buffer into a fresh mbuf of the port's own TX pool (bulk-allocated); what
-//!   `rte_eth_tx_burst` does not take is freed and counted as `tx_ring_full`. Each burst
-//!   costs one FFI call each way (plus the bulk free on receive): the C shim does the
-//!   per-mbuf work. Multi-segment frames are dropped and counted (`rx_too_long`).
+//!   copies each buffer into a fresh mbuf of the port's own TX pool; what `rte_eth_tx_burst`
+//!   does not take is freed and counted as `tx_ring_full`. Each burst costs one FFI call each
+//!   way (plus the bulk free on receive): the C shim does the per-mbuf work. Multi-segment
+//!   frames are dropped and counted (`rx_too_long`).
 
 mod config;
 #[cfg(dpdk_available)]
