@@ -10,8 +10,8 @@
 //!   per-observation time over 2000 rounds (the minimum and p10 match an idle machine's
 //!   criterion figure within a few percent).
 //! - `rounds mt THREADS [BURST]`: THREADS threads on one list (M = 1000), released together
-//!   by a spin barrier each round; a round counts only if the threads' CPU time (from
-//!   `/proc/thread-self/schedstat`) covers at least 95 % of THREADS times its wall time, i.e.
+//!   by a spin barrier each round; a round counts only if the threads' CPU time
+//!   (`CLOCK_THREAD_CPUTIME_ID`) covers at least 95 % of THREADS times its wall time, i.e.
 //!   they all ran in parallel throughout. Reports the group's wall time per observation over
 //!   those rounds (2 threads scale 2x when it is half of one thread's) and the CPU time per
 //!   observation of each thread (what contention adds). `BURST > 1` uses `observe_batch`.
@@ -56,12 +56,18 @@ fn warmed(m: usize) -> ZombieList {
     list
 }
 
-/// This thread's CPU time in ns (the first field of `/proc/thread-self/schedstat`).
+/// This thread's CPU time in ns (`CLOCK_THREAD_CPUTIME_ID`; `/proc/thread-self/schedstat` is
+/// only brought up to date at scheduler events, too coarse for 60 us rounds).
 fn cpu_ns() -> u64 {
-    std::fs::read_to_string("/proc/thread-self/schedstat")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the duration of the call, and
+    // CLOCK_THREAD_CPUTIME_ID is a clock every Linux provides.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 fn summary(mut v: Vec<f64>) -> String {
