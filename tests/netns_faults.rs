@@ -39,6 +39,10 @@ fn an_interface_deleted_mid_run_ends_the_run_with_a_clear_message() {
         err.contains("r0"),
         "the error does not name the port:\n{err}"
     );
+    assert!(
+        err.contains("on_gone = \"wait\""),
+        "the error does not say how to wait instead:\n{err}"
+    );
 }
 
 /// A UDP flood into a 64-entry AF_XDP RX ring: the kernel's ring-full drops reach the final

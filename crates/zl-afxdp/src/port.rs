@@ -346,10 +346,21 @@ impl AfXdpPort {
                 self.retire(now, &detail);
                 Ok(())
             }
-            AfXdpError::InterfaceGone { detail, .. } => Err(PortError::InterfaceGone {
-                port: self.name.clone(),
-                detail,
-            }),
+            AfXdpError::InterfaceGone { detail, .. } => {
+                // What is still on the TX rings will never leave: counted, not lost.
+                for sock in self.sockets_mut() {
+                    let queued = sock.tx_queued();
+                    sock.abandon(u64::from(queued));
+                }
+                Err(PortError::InterfaceGone {
+                    port: self.name.clone(),
+                    detail: format!(
+                        "{detail}; to wait for `{}` to come back instead of stopping, set \
+                         on_gone = \"wait\" in the port's [ports.af_xdp] table",
+                        self.cfg.ifname
+                    ),
+                })
+            }
             other => Err(PortError::Io {
                 port: self.name.clone(),
                 context: "AF_XDP",

@@ -505,14 +505,19 @@ impl XskSocket {
     }
 
     /// Wakes the kernel until the TX ring is empty or `max_kicks` wakeups made no headway;
-    /// counts what is left as `tx_abandoned`. Returns the frames left. For the end of a run.
+    /// counts what is left as `tx_abandoned` (also when a wakeup fails). Returns the frames
+    /// left. For the end of a run.
     pub fn drain_tx(&mut self, max_kicks: u32) -> Result<u32, AfXdpError> {
         self.tx.submit(self.tx_staged);
         self.tx_staged = 0;
         let mut idle = 0;
         while self.tx.outstanding() > 0 && idle < max_kicks {
             let before = self.tx.outstanding();
-            self.kick_tx()?;
+            if let Err(e) = self.kick_tx() {
+                let left = self.tx.outstanding();
+                self.abandon(u64::from(left));
+                return Err(e);
+            }
             self.reclaim();
             if self.tx.outstanding() >= before {
                 idle += 1;
