@@ -123,6 +123,8 @@ pub struct QosEngine<T> {
     sched: Scheduler,
     shaper: Option<Shaper>,
     classifier_stats: ClassifierStats,
+    /// Some class is sized by the `sqrt-n-live` rule (takes the flow estimate).
+    live_sized: bool,
 }
 
 fn build_class<T>(
@@ -287,6 +289,7 @@ impl<T> QosEngine<T> {
         let table = DscpTable::build(&names, &cp.default_class, cp.standard, &cp.dscp)
             .map_err(|e| e.within("classifier"))?;
         Ok(QosEngine {
+            live_sized: classes.iter().any(|c| c.live.is_some()),
             classes,
             names,
             table,
@@ -511,10 +514,14 @@ impl<T> QosEngine<T> {
         }
     }
 
-    /// [`QosEngine::offer_flow_estimate`] with the estimate read from `zombies`.
+    /// [`QosEngine::offer_flow_estimate`] with the estimate read from `zombies`, which is not
+    /// read at all when no class is sized by the estimate (the data plane offers it every
+    /// poll; reading P(t) reads every thread's shard of it).
     #[inline]
     pub fn offer_zombie_estimate(&mut self, now: Nanos, zombies: &zl_zombie::ZombieList) {
-        self.offer_flow_estimate(now, zombies.estimated_flows());
+        if self.live_sized {
+            self.offer_flow_estimate(now, zombies.estimated_flows());
+        }
     }
 
     /// The active limits of class `class`.

@@ -119,41 +119,41 @@ impl Scheduler {
                 }
                 None
             }
-            SchedMode::Drr => {
-                // A class whose head exceeds its deficit earns a quantum per visit; `idle`
-                // counts consecutive empty classes to stop when all are empty, `visits` the
-                // visits since a pass began without a send.
-                let (mut idle, mut visits) = (0, 0);
-                loop {
-                    let c = self.weighted[self.cur];
-                    match head(c) {
-                        Some(len) if len as u64 <= self.deficit[self.cur] => return Some(c),
-                        Some(_) => idle = 0,
-                        None => {
-                            self.deficit[self.cur] = 0;
-                            idle += 1;
-                            if idle > n {
-                                return None;
-                            }
-                        }
-                    }
-                    visits += 1;
-                    if visits == n {
-                        self.skip_idle_rounds(&head);
-                        visits = 0;
-                    }
-                    self.cur = (self.cur + 1) % n;
-                    self.deficit[self.cur] += self.quantum[self.cur];
-                }
-            }
+            SchedMode::Drr => self.peek_drr(&head),
         }
     }
 
-    /// DRR with quanta smaller than the packets: after a whole pass in which no backlogged
-    /// class could send, adds at once the `k - 1` rounds of quanta in which none could, `k`
-    /// being the fewest rounds any backlogged class still needs. Equivalent to running those
-    /// rounds (no class reaches its head's size before round `k`), but O(n) instead of
-    /// O(n · len / quantum). Never triggers when every quantum is at least the largest packet.
+    /// [`Scheduler::peek`]'s DRR round, kept out of line so that the strict and WRR paths
+    /// inline into the dequeue loop.
+    fn peek_drr(&mut self, head: &impl Fn(usize) -> Option<u32>) -> Option<usize> {
+        let n = self.weighted.len();
+        // A class whose head exceeds its deficit earns a quantum per visit; `idle` counts
+        // consecutive empty classes to stop when all are empty, `visits` the visits since a
+        // pass began without a send.
+        let (mut idle, mut visits) = (0, 0);
+        loop {
+            let c = self.weighted[self.cur];
+            match head(c) {
+                Some(len) if len as u64 <= self.deficit[self.cur] => return Some(c),
+                Some(_) => idle = 0,
+                None => {
+                    self.deficit[self.cur] = 0;
+                    idle += 1;
+                    if idle > n {
+                        return None;
+                    }
+                }
+            }
+            visits += 1;
+            if visits == n {
+                self.skip_idle_rounds(head);
+                visits = 0;
+            }
+            self.cur = (self.cur + 1) % n;
+            self.deficit[self.cur] += self.quantum[self.cur];
+        }
+    }
+
     fn skip_idle_rounds(&mut self, head: &impl Fn(usize) -> Option<u32>) {
         let mut k = u64::MAX;
         for (j, &c) in self.weighted.iter().enumerate() {

@@ -21,8 +21,8 @@ pub(crate) const CHECKSUM: usize = 10;
 pub(crate) const SRC: usize = 12;
 pub(crate) const DST: usize = 16;
 
-const MORE_FRAGMENTS: u16 = 0x2000;
-const FRAG_OFFSET_MASK: u16 = 0x1fff;
+pub(crate) const MORE_FRAGMENTS: u16 = 0x2000;
+pub(crate) const FRAG_OFFSET_MASK: u16 = 0x1fff;
 
 /// The IPv4 fields [`parse`](crate::parse) extracts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
