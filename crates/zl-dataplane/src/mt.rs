@@ -125,6 +125,9 @@ pub struct MtRouter {
     tx_groups: Vec<GroupStats>,
     /// Each receive worker's counters, as of its last report (final after a run).
     worker_totals: Vec<FateCounters>,
+    /// Each receive worker's counters at the end of the last run (a next run goes on from
+    /// them).
+    rx: Vec<RxCounts>,
     /// Packets in the rings, as of the last progress report (0 after a run).
     in_rings: u64,
     now: Nanos,
@@ -222,6 +225,7 @@ impl MtRouter {
             tx_groups: zeroed(&groups),
             groups: zeroed(&groups),
             worker_totals: Vec::new(),
+            rx: Vec::new(),
             in_rings: 0,
             now: Nanos::ZERO,
         };
@@ -331,14 +335,16 @@ impl MtRouter {
         let quit = AtomicBool::new(false);
         let failed = AtomicBool::new(false);
         let running = AtomicUsize::new(workers);
-        let progress: Vec<Mutex<RxCounts>> = (0..workers)
-            .map(|_| {
-                Mutex::new(RxCounts {
+        // Each worker goes on from its counts of a previous run, if any.
+        let starts: Vec<RxCounts> = (0..workers)
+            .map(|w| {
+                self.rx.get(w).cloned().unwrap_or_else(|| RxCounts {
                     totals: FateCounters::default(),
                     groups: zeroed(&self.groups),
                 })
             })
             .collect();
+        let progress: Vec<Mutex<RxCounts>> = starts.iter().cloned().map(Mutex::new).collect();
         // The workers' own handles (Arc clones; the forwarding tables are small), so the
         // transmit worker keeps `&mut self`.
         let zombies = self.zombies.clone();
@@ -355,19 +361,19 @@ impl MtRouter {
             progress: &progress,
         };
         let params = self.params.clone();
-        let group_template = zeroed(&self.groups);
         let (results, tx_outcome) = std::thread::scope(|s| {
             let mut handles = Vec::with_capacity(workers);
-            for w in 0..workers {
+            for (w, start) in starts.into_iter().enumerate() {
                 let mine: Vec<usize> = (w..n_ports).step_by(workers).collect();
-                let (shared, params, groups) = (&shared, &params, &group_template);
+                let (shared, params) = (&shared, &params);
+                let kept = start.clone();
                 let spawned = std::thread::Builder::new()
                     .name(format!("zlrouter-rx{w}"))
                     .spawn_scoped(s, move || {
-                        rx_worker(w, &mine, shared, params, groups, clock, stop, period)
+                        rx_worker(w, &mine, shared, params, start, clock, stop, period)
                     });
                 match spawned {
-                    Ok(h) => handles.push(h),
+                    Ok(h) => handles.push((h, kept)),
                     Err(e) => {
                         // A worker that cannot start counts as a failed run; the ports it
                         // would have served received nothing.
@@ -380,9 +386,10 @@ impl MtRouter {
             let tx = self.tx_loop(&shared, clock, stop, drain, period, observer);
             // The receive workers stop before the leftovers are counted.
             quit.store(true, Ordering::Relaxed);
+            // A worker that panicked keeps the counts it started with.
             let results: Vec<(RxCounts, Option<PortError>)> = handles
                 .into_iter()
-                .map(|h| h.join().unwrap_or_default())
+                .map(|(h, kept)| h.join().unwrap_or((kept, None)))
                 .collect();
             (results, tx)
         });
@@ -424,9 +431,11 @@ impl MtRouter {
         self.worker_totals = results.iter().map(|(c, _)| c.totals).collect();
         self.totals = self.tx_totals;
         self.groups.clone_from(&self.tx_groups);
+        self.rx.clear();
         for (c, e) in results {
             self.totals.add(&c.totals);
             add_groups(&mut self.groups, &c.groups);
+            self.rx.push(c);
             if let Some(e) = e {
                 error.get_or_insert(e);
             }
@@ -678,7 +687,7 @@ fn rx_worker<C>(
     mine: &[usize],
     sh: &Shared<'_>,
     params: &MtParams,
-    groups: &[GroupStats],
+    mut counts: RxCounts,
     clock: &C,
     stop: &AtomicBool,
     period: Nanos,
@@ -689,10 +698,6 @@ where
     let mut pool = BufPool::new(params.pool_per_worker, DEFAULT_BUF_SIZE);
     let mut batch = Batch::new();
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(stream_seed(params.seed, 1000 + w as u64));
-    let mut counts = RxCounts {
-        totals: FateCounters::default(),
-        groups: groups.to_vec(),
-    };
     let mut exhausted = vec![false; mine.len()];
     let mut error = None;
     let mut next_report = Nanos::ZERO;

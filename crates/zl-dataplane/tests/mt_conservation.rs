@@ -293,7 +293,8 @@ fn the_shared_list_is_observed_once_per_forwarded_packet() {
     assert_balanced(&r);
 }
 
-/// A port that raises `stop` once it has received `after` frames (then keeps receiving).
+/// A port that raises `stop` once, when it has received `after` frames (then keeps
+/// receiving).
 struct StopAfter {
     inner: MemoryPort,
     after: u64,
@@ -311,9 +312,11 @@ impl Port for StopAfter {
         batch: &mut Batch,
     ) -> Result<usize, PortError> {
         let n = self.inner.recv(now, pool, batch)?;
-        self.after = self.after.saturating_sub(n as u64);
-        if self.after == 0 {
-            self.stop.store(true, Ordering::Relaxed);
+        if self.after > 0 {
+            self.after = self.after.saturating_sub(n as u64);
+            if self.after == 0 {
+                self.stop.store(true, Ordering::Relaxed);
+            }
         }
         Ok(n)
     }
@@ -541,4 +544,59 @@ fn bridged_ports_forward_unchanged_with_two_rx_workers() {
     assert_eq!(r.port_counters(1).tx_packets, 5_000);
     assert_eq!(r.port_counters(2).tx_packets, 0);
     assert_balanced(&r);
+}
+
+#[test]
+fn a_run_after_a_stop_goes_on_counting() {
+    const PER_PORT: u64 = 60_000;
+    let stop = Arc::new(AtomicBool::new(false));
+    let rx: Vec<Box<dyn Port + Send>> = (0..2u8)
+        .map(|w| {
+            Box::new(StopAfter {
+                inner: MemoryPort::cycling(
+                    "src",
+                    w as u16,
+                    (1..=4).map(|h| frame(w, h, [192, 0, 2, 1], 64)).collect(),
+                    PER_PORT,
+                ),
+                after: if w == 0 { 20_000 } else { u64::MAX },
+                stop: stop.clone(),
+            }) as Box<dyn Port + Send>
+        })
+        .collect();
+    let mut r = router(rx, &qos(RED, 64, 10_000_000), 1000, 2, 256);
+    let first = r
+        .run(
+            &ticking(),
+            &stop,
+            Nanos::from_secs(1000),
+            Nanos::from_millis(1),
+            &mut NoViewObserver,
+        )
+        .unwrap();
+    assert_eq!(first, StopReason::Interrupted);
+    assert_balanced(&r);
+    let after_first = r.totals().received;
+    assert!(after_first < 2 * PER_PORT, "the stop came too late");
+    // The second run takes the sources to their end; every count goes on from the first.
+    stop.store(false, Ordering::Relaxed);
+    let t0 = AtomicU64::new(10_000_000_000);
+    let clock = || Nanos(t0.fetch_add(1_000, Ordering::Relaxed));
+    let second = r
+        .run(
+            &clock,
+            &stop,
+            Nanos::from_secs(1000),
+            Nanos::from_millis(1),
+            &mut NoViewObserver,
+        )
+        .unwrap();
+    assert_eq!(second, StopReason::Finished);
+    assert_balanced(&r);
+    let t = r.totals();
+    assert_eq!(t.received, 2 * PER_PORT, "{t:?}");
+    assert_eq!(
+        r.worker_totals().iter().map(|w| w.received).sum::<u64>(),
+        t.received
+    );
 }
