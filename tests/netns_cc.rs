@@ -59,7 +59,7 @@ fn congestion_controls_under_each_aqm() {
     );
     for (name, aqm) in AQMS {
         let qos = format!(
-            "[qos]\nlink_rate_bps = {RATE}\nshaper = {{ rate_bps = {RATE}, overhead_bytes = 0 }}\n\
+            "[qos]\nlink_rate_bps = {RATE}\nshaper = {{ rate_bps = {RATE}, overhead_bytes = 0, burst_bytes = 30_000 }}\n\
              classifier = {{ default_class = \"be\", standard = false }}\n\
              [[qos.classes]]\nname = \"be\"\nweight = 1\nmax_packets = 100\naqm = {aqm}\n"
         );
