@@ -27,7 +27,7 @@
 //! single-threaded and unchanged; a second transmit thread would only pay off once one
 //! thread's scheduling is the bottleneck, which the measurements do not show).
 //!
-//! decided: a port's receive and transmit halves are one [`Port`] object (an AF_XDP socket
+//! decided: a port's receive and transmit halves are one [`Port`](zl_port::Port) object (an AF_XDP socket
 //! has both rings), so each port sits behind a `Mutex`: a receive worker takes it with
 //! `try_lock` for one receive burst (and skips the port for this round when the transmit worker
 //! holds it), the transmit worker with `lock` for one send burst. Nothing else is locked per
