@@ -699,6 +699,9 @@ fn main() -> Res<()> {
         std::process::exit(2);
     }
     let a = args()?;
+    // The coordinating thread (and every helper it spawns, until they pin themselves) stays
+    // off the router core: with --rt the router's busy loop would starve it there.
+    pin_to_cpu(SENDER_CPU);
     let (secs, pps, mode) = (a.secs, a.pps, a.mode);
     let t = topology(a.fair)?;
     let _softirq = SoftirqRt::raise(a.rt)?;
