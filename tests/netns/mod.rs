@@ -528,7 +528,7 @@ pub fn tcp_flow(
 ) -> JoinHandle<io::Result<TcpSummary>> {
     lab.senders[i].spawn_in(move || -> TcpSummary {
         let dst: SocketAddr = format!("{RECEIVER_IP}:{port}").parse().expect("addr");
-        let mut s = TcpStream::connect_timeout(&dst, Duration::from_secs(5)).expect("connect");
+        let mut s = connect(dst);
         set_congestion(&s, cc).expect("TCP_CONGESTION");
         s.set_write_timeout(Some(Duration::from_millis(200))).ok();
         let chunk = vec![0x5au8; 16384];
@@ -545,6 +545,23 @@ pub fn tcp_flow(
         let _ = s.shutdown(Shutdown::Both);
         summary
     })
+}
+
+/// Connects to `dst`, trying up to three times (5 s each); the panic names every error. (On
+/// the loaded 2-core machine a first run after a rebuild twice had a few of 16 connections
+/// fail, cause not found; each failed attempt is printed.)
+fn connect(dst: SocketAddr) -> TcpStream {
+    let mut errors = Vec::new();
+    for _ in 0..3 {
+        match TcpStream::connect_timeout(&dst, Duration::from_secs(5)) {
+            Ok(s) => return s,
+            Err(e) => {
+                let _ = writeln!(io::stderr(), "connect to {dst}: {e}");
+                errors.push(e.to_string());
+            }
+        }
+    }
+    panic!("connect to {dst}: {}", errors.join("; "))
 }
 
 /// The congestion control a flow actually runs (the kernel may lack a module).
