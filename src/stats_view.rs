@@ -90,7 +90,8 @@ pub fn summarize(text: &str) -> String {
             | "zlrouter_port_rx_too_long_total" => 2,
             "zlrouter_port_tx_ring_full_total"
             | "zlrouter_port_tx_no_buffer_total"
-            | "zlrouter_port_tx_errors_total" => 3,
+            | "zlrouter_port_tx_errors_total"
+            | "zlrouter_port_tx_link_gone_total" => 3,
             _ => continue,
         };
         ports.entry(label(s, "port")).or_default()[slot] += s.value;
