@@ -605,23 +605,18 @@ impl MtRouter {
         sent: &mut BufPool,
     ) -> Result<(), PortError> {
         loop {
-            while !out.is_full() {
-                match self.qos[p].dequeue(now) {
-                    Dequeue::Packet(d) => {
-                        let b = d.item;
-                        let len = b.len() as u64;
-                        count_fate(&mut self.tx_totals, &mut self.tx_groups, b.tag, |c| {
-                            c.forwarded += 1;
-                            c.forwarded_bytes += len;
-                        });
-                        // Cannot fail: the loop checks for room first.
-                        if let Err(b) = out.push(b) {
-                            let _ = sh.returns.push(b);
-                        }
-                    }
-                    Dequeue::Hold { .. } | Dequeue::Empty => break,
+            let (totals, groups) = (&mut self.tx_totals, &mut self.tx_groups);
+            self.qos[p].dequeue_burst(now, out.room(), |b| {
+                let len = b.len() as u64;
+                count_fate(totals, groups, b.tag, |c| {
+                    c.forwarded += 1;
+                    c.forwarded_bytes += len;
+                });
+                // Cannot fail: the burst is at most the batch's room.
+                if let Err(b) = out.push(b) {
+                    let _ = sh.returns.push(b);
                 }
-            }
+            });
             if out.is_empty() {
                 return Ok(());
             }
