@@ -112,6 +112,7 @@ fn add_counters(t: &mut XskCounters, x: &XskCounters) {
     t.rx_bytes += x.rx_bytes;
     t.rx_invalid_desc += x.rx_invalid_desc;
     t.fill_starved += x.fill_starved;
+    t.rx_abandoned += x.rx_abandoned;
     t.tx_packets += x.tx_packets;
     t.tx_bytes += x.tx_bytes;
     t.tx_ring_full += x.tx_ring_full;
@@ -255,7 +256,8 @@ impl AfXdpPort {
     }
 
     /// Gives up the current attachment after its interface went away: keeps its counters
-    /// (frames still on its TX ring become `tx_abandoned`), closes link and sockets, logs.
+    /// (frames still on its TX ring become `tx_abandoned`, unread ones on its RX rings
+    /// `rx_abandoned`), closes link and sockets, logs.
     fn retire(&mut self, now: Nanos, detail: &str) {
         let Some(mut live) = self.live.take() else {
             return;
@@ -263,6 +265,7 @@ impl AfXdpPort {
         for s in &mut live.sockets {
             let queued = s.tx_queued();
             s.abandon(u64::from(queued));
+            s.abandon_rx();
             add_counters(&mut self.retired, &s.counters());
             if let Ok(k) = s.kernel_stats() {
                 add_kernel(&mut self.retired_kernel, &k);
@@ -490,7 +493,9 @@ impl Port for AfXdpPort {
             tx_link_gone: self.tx_link_gone,
             ..PortCounters::default()
         };
-        // Frames the kernel could not put on a full RX ring or found no fill chunk for.
+        // Frames the kernel could not put on a full RX ring or found no fill chunk for, and
+        // frames left unread on the ring of a socket given up with its interface.
+        c.rx_ring_full += x.rx_abandoned;
         if let Ok(k) = self.kernel_stats() {
             c.rx_ring_full += k.rx_ring_full + k.rx_fill_ring_empty_descs;
         }

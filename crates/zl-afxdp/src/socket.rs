@@ -29,6 +29,9 @@ pub struct XskCounters {
     /// Received chunks that could not go back to the fill ring at once (fill-ring starvation
     /// on our side; the kernel's side is `rx_fill_ring_empty_descs`).
     pub fill_starved: u64,
+    /// Frames the kernel had put on the RX ring but the port never read, because the socket
+    /// was given up (interface gone, `on_gone = "wait"`).
+    pub rx_abandoned: u64,
     /// Frames handed to the kernel, less those it reported dropped (`tx_driver_dropped`).
     pub tx_packets: u64,
     /// Bytes of the frames handed to the kernel (dropped ones included: the kernel does not
@@ -497,6 +500,14 @@ impl XskSocket {
             Some(libc::EINTR) => Ok(true),
             _ => Err(classify(Op::Transmit, &self.ifname, ModeContext::None, err)),
         }
+    }
+
+    /// Counts every frame still on the RX ring as `rx_abandoned` and releases them (the
+    /// socket is being given up).
+    pub(crate) fn abandon_rx(&mut self) {
+        let n = self.rx.peek(u32::MAX);
+        self.rx.release(n);
+        self.counters.rx_abandoned += u64::from(n);
     }
 
     /// Frames published on the TX ring that the kernel has not taken yet.

@@ -828,3 +828,48 @@ fn on_gone_wait_reattaches_when_the_interface_is_back() {
     })
     .unwrap();
 }
+
+/// `on_gone = "wait"`, the interface found gone by a transmit wakeup while frames wait on the
+/// RX ring: the 3 unread frames are counted `rx_abandoned` (in `rx_ring_full`), the frame just
+/// staged `tx_abandoned` (in `tx_errors`): nothing disappears uncounted.
+#[test]
+fn on_gone_wait_counts_what_was_left_on_the_rings() {
+    let Some(ns) = veth_ns("on_gone_wait_counts_what_was_left_on_the_rings", "xleft") else {
+        return;
+    };
+    let ns_name = ns.name().to_owned();
+    ns.run_in(move || {
+        let cfg = AfXdpConfig {
+            rx_ring_size: 64,
+            tx_ring_size: 64,
+            on_gone: OnGone::Wait,
+            ..AfXdpConfig::new("zx0")
+        };
+        let mut port = AfXdpPort::open("p0", 0, &cfg).unwrap();
+        let peer = RawSocket::open("zx1").unwrap();
+        for seq in 0..3 {
+            peer.send(&frame(seq, 64)).unwrap();
+        }
+        let status = std::process::Command::new("ip")
+            .args(["-n", &ns_name, "link", "del", "zx0"])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let mut pool = BufPool::new(8, 2048);
+        let mut batch = Batch::new();
+        let mut b = pool.alloc().unwrap();
+        b.copy_from(&frame(9, 64)).unwrap();
+        batch.push(b).unwrap();
+        port.send(Nanos(1), &mut batch, &mut pool).unwrap();
+        assert!(!port.is_attached(), "the transmit wakeup did not notice");
+        let x = port.socket_counters();
+        assert_eq!((x.rx_abandoned, x.tx_abandoned), (3, 1), "{x:?}");
+        let c = port.counters();
+        assert_eq!(
+            (c.rx_packets, c.rx_ring_full, c.tx_packets, c.tx_errors),
+            (0, 3, 0, 1),
+            "{c:?}"
+        );
+    })
+    .unwrap();
+}
