@@ -13,7 +13,8 @@
 //! - raw AF_XDP: an [`AfXdpPort`] on r0 (generic or native XDP, copy mode) and a transmit-only
 //!   one on r1; a busy-polling thread pinned to CPU 1 (the router core) rewrites the Ethernet
 //!   addresses, decrements the TTL (RFC 1624 incremental checksum) and transmits, waking the
-//!   kernel once per 32 frames or when its input goes idle;
+//!   kernel once per 32 frames or when its input goes idle (with `--busy-poll`, r0's socket
+//!   uses preferred busy polling and the loop drives r0's NAPI with `recvfrom` when idle);
 //! - zlrouter: `zlrouter run` (pinned to CPU 1 with `taskset`) with AF_XDP ports on r0 and
 //!   r1 and the full pipeline: parse with checksum check, LPM route, TTL and MAC rewrite,
 //!   Diffserv classifier, ZL-RED on the best-effort class, the Zombie List flow estimate,
@@ -34,7 +35,7 @@
 //!
 //! Usage: `cargo run --release -p zl-afxdp --example afxdp_forward -- [seconds] [pps]
 //! [generic|native] [--fair|--unfair] [--rt] [--rx-ring N] [--no-raw] [--tail-drop]
-//! [--flows N]
+//! [--flows N] [--busy-poll]
 //! [--zlrouter target/release/zlrouter]` (pps 0 = as fast as the generator can; `--rx-ring`:
 //! r0's RX and fill ring entries, default 2048).
 
@@ -126,6 +127,33 @@ impl Drop for SoftirqRt {
             let _ = Command::new("chrt").args(["-o", "-p", "0", pid]).status();
         }
     }
+}
+
+/// Preferred busy polling on an XSK socket (Linux 5.11+): the socket's NAPI is polled from
+/// the application's `recvfrom` instead of softirq (raw loop, `--busy-poll`).
+fn prefer_busy_poll(fd: std::os::fd::RawFd) -> Res<()> {
+    // asm-generic/socket.h (x86-64): SO_BUSY_POLL 46, SO_PREFER_BUSY_POLL 69,
+    // SO_BUSY_POLL_BUDGET 70.
+    for (opt, value) in [(69, 1i32), (46, 20), (70, 64)] {
+        // SAFETY: `value` is a live c_int of the size passed; the kernel copies it.
+        let r = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                opt,
+                (&value as *const i32).cast(),
+                std::mem::size_of::<i32>() as libc::socklen_t,
+            )
+        };
+        if r != 0 {
+            return Err(format!(
+                "setsockopt({opt}) for busy polling: {}",
+                std::io::Error::last_os_error()
+            )
+            .into());
+        }
+    }
+    Ok(())
 }
 
 /// Pins the calling thread to one CPU (the generator to the sender core, the forwarder to the
@@ -342,15 +370,9 @@ fn run_kernel(t: &Topology, secs: f64, pps: u64, frames: &[Vec<u8>], rt: bool) -
     })
 }
 
-fn run_afxdp(
-    t: &Topology,
-    secs: f64,
-    pps: u64,
-    mode: XdpMode,
-    frames: &[Vec<u8>],
-    rt: bool,
-    rx_ring: u32,
-) -> Res<(RunResult, u64)> {
+fn run_afxdp(t: &Topology, a: &Args, frames: &[Vec<u8>]) -> Res<(RunResult, u64)> {
+    let (secs, pps, mode, rt, rx_ring, busy_poll) =
+        (a.secs, a.pps, a.mode, a.rt, a.rx_ring, a.busy_poll);
     let r1_mac = mac(&t.rtr, "r1")?;
     let s0_mac = mac(&t.sink, "s0")?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -373,6 +395,10 @@ fn run_afxdp(
                 };
                 let mut rx = AfXdpPort::open("r0", 0, &rx_cfg)?;
                 let mut tx = AfXdpPort::open("r1", 1, &tx_cfg)?;
+                let rx_fd = rx.sockets()[0].fd();
+                if busy_poll {
+                    prefer_busy_poll(rx_fd)?;
+                }
                 pin_to_cpu(ROUTER_CPU);
                 if rt {
                     realtime(RT_PRIORITY);
@@ -396,6 +422,20 @@ fn run_afxdp(
                             pending += 1;
                         }
                     })?;
+                    if busy_poll && got == 0 {
+                        // Drives r0's NAPI from this thread (napi_busy_loop).
+                        // SAFETY: a zero-length non-blocking recvfrom with null buffers.
+                        unsafe {
+                            libc::recvfrom(
+                                rx_fd,
+                                std::ptr::null_mut(),
+                                0,
+                                libc::MSG_DONTWAIT,
+                                std::ptr::null_mut(),
+                                std::ptr::null_mut(),
+                            );
+                        }
+                    }
                     // One wakeup (a syscall) per full burst, or when the input went idle.
                     if pending >= 32 || (got == 0 && pending > 0) {
                         tx_sock.flush_tx()?;
@@ -647,6 +687,7 @@ struct Args {
     rx_ring: u32,
     tail_drop: bool,
     flows: u32,
+    busy_poll: bool,
 }
 
 fn args() -> Res<Args> {
@@ -661,6 +702,7 @@ fn args() -> Res<Args> {
         rx_ring: 2048,
         tail_drop: false,
         flows: 1024,
+        busy_poll: false,
     };
     let mut positional = 0;
     let mut it = std::env::args().skip(1);
@@ -671,6 +713,7 @@ fn args() -> Res<Args> {
             "--no-raw" => a.raw = false,
             "--rt" => a.rt = true,
             "--tail-drop" => a.tail_drop = true,
+            "--busy-poll" => a.busy_poll = true,
             "--flows" => a.flows = it.next().ok_or("--flows needs a count")?.parse()?,
             "--rx-ring" => a.rx_ring = it.next().ok_or("--rx-ring needs a size")?.parse()?,
             "--zlrouter" => a.zlrouter = Some(it.next().ok_or("--zlrouter needs a path")?.into()),
@@ -704,6 +747,15 @@ fn main() -> Res<()> {
     pin_to_cpu(SENDER_CPU);
     let (secs, pps, mode) = (a.secs, a.pps, a.mode);
     let t = topology(a.fair)?;
+    if a.busy_poll {
+        // The NAPI defers to the busy-polling socket instead of re-arming in softirq.
+        t.rtr.exec(&[
+            "sh",
+            "-c",
+            "echo 2 > /sys/class/net/r0/napi_defer_hard_irqs && \
+             echo 200000 > /sys/class/net/r0/gro_flush_timeout",
+        ])?;
+    }
     let _softirq = SoftirqRt::raise(a.rt)?;
     let (r0, g0) = (mac(&t.rtr, "r0")?, mac(&t.gen, "g0")?);
     let frames: Vec<Vec<u8>> = (0..a.flows)
@@ -713,7 +765,7 @@ fn main() -> Res<()> {
     let k = run_kernel(&t, secs, pps, &frames, a.rt)?;
     let raw = if a.raw {
         eprintln!("raw AF_XDP run ({secs} s)");
-        Some(run_afxdp(&t, secs, pps, mode, &frames, a.rt, a.rx_ring)?)
+        Some(run_afxdp(&t, &a, &frames)?)
     } else {
         None
     };
