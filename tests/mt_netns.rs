@@ -50,3 +50,76 @@ fn two_rx_workers_forward_udp_and_tcp_both_ways() {
     assert_eq!(received, forwarded + dropped, "{out}");
     assert!(forwarded > 400, "{out}");
 }
+
+/// Forwarding rate on AF_XDP veths with the single-thread loop and with 1 and 2 receive
+/// workers, measured in the same run (root; `#[ignore]`d: a measurement, not a check). Two
+/// sender threads, each in its own namespace, flood 18-byte UDP datagrams (64-byte frames) for
+/// 5 s through a router with no shaper; with 2 workers, worker 0 receives port r0 (and the
+/// receiver's port), worker 1 port r1. Figures in docs/performance/real-traffic.md.
+///
+/// ```text
+/// sudo -E cargo test --test mt_netns -- --ignored --nocapture
+/// ```
+#[test]
+#[ignore = "a measurement; run by hand as root"]
+fn udp_flood_rate_with_0_1_2_rx_workers() {
+    use std::net::UdpSocket;
+    use std::time::{Duration, Instant};
+    const SECS: f64 = 5.0;
+    zl_afxdp::netns::set_prefix("zlmt");
+    if !is_root() {
+        return skip("mt rate", "needs root");
+    }
+    for workers in [0u32, 1, 2] {
+        let tag = format!("rate{workers}");
+        let mut lab = match Lab::new(&tag, &[SenderSpec::PLAIN, SenderSpec::PLAIN]) {
+            Ok(l) => l,
+            Err(e) => return skip("mt rate", &format!("cannot build the namespaces: {e}")),
+        };
+        let qos = "[qos]\nlink_rate_bps = 100_000_000_000\n\
+                   [[qos.classes]]\nname = \"be\"\nweight = 1\nmax_packets = 4096\n";
+        let cfg = lab.router_config(qos, &format!("rx_workers = {workers}"));
+        if let Err(e) = lab.start_router(&cfg) {
+            return skip("mt rate", &format!("the AF_XDP router did not start: {e}"));
+        }
+        let (_, p0) = lab.receiver_rx();
+        let floods: Vec<_> = lab
+            .senders
+            .iter()
+            .map(|ns| {
+                ns.spawn_in(move || -> u64 {
+                    let s = UdpSocket::bind(("0.0.0.0", 0)).expect("bind");
+                    let msg = [0u8; 18];
+                    let end = Instant::now() + Duration::from_secs_f64(SECS);
+                    let mut sent = 0u64;
+                    while Instant::now() < end {
+                        for _ in 0..64 {
+                            if s.send_to(&msg, (RECEIVER_IP, 9)).is_ok() {
+                                sent += 1;
+                            }
+                        }
+                    }
+                    sent
+                })
+            })
+            .collect();
+        let sent: u64 = floods.into_iter().map(|f| f.join().unwrap().unwrap()).sum();
+        std::thread::sleep(Duration::from_millis(300));
+        let (_, p1) = lab.receiver_rx();
+        let (status, out) = lab.stop_router();
+        assert!(status.success(), "{status:?}\n{out}");
+        let fwd = table_value(&out, "received", "forwarded").unwrap_or(0);
+        let rx = table_value(&out, "received", "received").unwrap_or(0);
+        eprintln!(
+            "rx_workers = {workers}: sent {:.0} pkt/s, router received {:.0} pkt/s, \
+             forwarded {:.0} pkt/s, receiver got {:.0} pkt/s\n  {}",
+            sent as f64 / SECS,
+            rx as f64 / SECS,
+            fwd as f64 / SECS,
+            (p1 - p0) as f64 / SECS,
+            out.lines()
+                .find(|l| l.starts_with("received"))
+                .unwrap_or("")
+        );
+    }
+}

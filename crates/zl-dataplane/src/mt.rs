@@ -30,7 +30,8 @@
 //! decided: a port's receive and transmit halves are one [`Port`](zl_port::Port) object (an AF_XDP socket
 //! has both rings), so each port sits behind a `Mutex`: a receive worker takes it with
 //! `try_lock` for one receive burst (and skips the port for this round when the transmit worker
-//! holds it), the transmit worker with `lock` for one send burst. Nothing else is locked per
+//! holds it or has flagged that it waits for it, so a port polled without pause cannot starve
+//! the sends), the transmit worker with `lock` for one send burst. Nothing else is locked per
 //! packet; the progress counters are copied under a `try_lock` once per progress period.
 //!
 //! Conservation, exact when the run has stopped (the same identity as the single-thread loop):
@@ -163,6 +164,9 @@ fn policy_list(cfg: &RouterConfig, i: usize) -> Result<Option<EngineOnList>, Con
 /// The receive side's shared state, borrowed by every worker for the length of a run.
 struct Shared<'a> {
     ports: &'a [Mutex<BoxedPort>],
+    /// Set while the transmit worker waits for (or holds) a port's lock: receive workers then
+    /// leave that port alone, so a port polled without pause cannot starve the sends.
+    tx_waiting: &'a [AtomicBool],
     rings: &'a [ArrayQueue<Item>],
     returns: &'a ArrayQueue<PacketBuf>,
     zombies: &'a [Option<Arc<ZombieList>>],
@@ -349,8 +353,10 @@ impl MtRouter {
         // transmit worker keeps `&mut self`.
         let zombies = self.zombies.clone();
         let forwarder = self.forwarder.clone();
+        let tx_waiting: Vec<AtomicBool> = (0..n_ports).map(|_| AtomicBool::new(false)).collect();
         let shared = Shared {
             ports: &ports,
+            tx_waiting: &tx_waiting,
             rings: &rings,
             returns: &returns,
             zombies: &zombies,
@@ -621,7 +627,11 @@ impl MtRouter {
                 return Ok(());
             }
             let full = out.is_full();
-            let result = lock_port(&sh.ports[p]).send(now, out, sent);
+            sh.tx_waiting[p].store(true, Ordering::Relaxed);
+            let mut port = lock_port(&sh.ports[p]);
+            sh.tx_waiting[p].store(false, Ordering::Relaxed);
+            let result = port.send(now, out, sent);
+            drop(port);
             // A failing port may leave packets in the batch; their buffers go back (they were
             // counted as forwarded, the port counts its own errors).
             for b in out.drain() {
@@ -717,6 +727,10 @@ where
             }
             let mut left = params.work_budget;
             while left > 0 {
+                // Relaxed: a hint only; the lock orders the port's state.
+                if sh.tx_waiting[p].load(Ordering::Relaxed) {
+                    break;
+                }
                 let mut port = match sh.ports[p].try_lock() {
                     Ok(g) => g,
                     Err(TryLockError::Poisoned(g)) => g.into_inner(),
