@@ -157,10 +157,9 @@ pub fn next_p_avg(p_avg: f64, alpha: f64, p4: f64) -> f64 {
 /// `den = (c h')^2 T P P_avg` (`h = P + 1`, `h' = P` on a hit, else both 1; `a' = a` when
 /// misbehaving, else 1), so `u < p5` is decided as `u den < num` (`den = 0`, an underflow
 /// when `P` is tiny, is a certain drop, as `p5 = inf` is). `zlred_probability` divides four
-/// times to get there; this path does not divide (measured with `P_avg`'s single division
-/// moved off the verdict's path, see [`ZlRed`]: 27.5 -> 24.8 ns per decision, with the list's
-/// changes 23.7 ns; docs/performance/zl-aqm.md). The verdict can differ from `u < p5` only
-/// for a draw within a few ULPs of `p5`. The other cases (the first arrivals, before `P(t)`,
+/// times to get there; this path does not divide, and `P_avg`'s one division runs off the
+/// verdict's path (see [`ZlRed`]; measured per step in docs/performance/zl-aqm.md). The
+/// verdict can differ from `u < p5` only for a draw within a few ULPs of `p5`. The other cases (the first arrivals, before `P(t)`,
 /// `T` and `P_avg` are all positive) go through `zlred_probability`.
 #[inline]
 fn fires<R: rand::RngCore + ?Sized>(rng: &mut R, i: &ZlRedInputs) -> bool {
@@ -286,7 +285,8 @@ struct LastArrival {
 ///
 /// The verdict needs only `u < p5` (see `fires`), not the terms themselves, so a decision
 /// stores its inputs and `P_avg`'s update is settled at the start of the next one, where its
-/// divisions overlap that arrival's Zombie List observation instead of delaying this verdict.
+/// division (`eq_4_5`) overlaps that arrival's Zombie List observation instead of delaying
+/// this verdict.
 /// [`ZlRed::p_avg`] and [`ZlRed::last_decision`] compute from the stored inputs, with exactly
 /// the values an eager update would have produced.
 pub struct ZlRed {
