@@ -60,6 +60,11 @@ use crate::forward::{Forwarder, Ingress};
 use crate::stats::{count_fate, DropCause, FateCounters, GroupStats};
 use crate::view::{RouterView, ViewObserver};
 
+/// The transmit worker offers each port's flow estimate 1/P(t) to its engine (`sqrt-n-live`
+/// buffers) every this many rounds: reading P(t) touches cache lines every receive worker
+/// writes.
+const ESTIMATE_EVERY: u64 = 64;
+
 /// Packets each egress port's receive -> transmit ring holds.
 pub const RING_PACKETS: usize = 4096;
 
@@ -488,8 +493,10 @@ impl MtRouter {
             let mut moved = 0usize;
             for p in 0..self.qos.len() {
                 moved += self.admit(p, now, &sh.rings[p], sh.returns, &parse, &mut rng, budget);
-                if let Some(z) = &self.zombies[p] {
-                    self.qos[p].offer_zombie_estimate(now, z);
+                if rounds % ESTIMATE_EVERY == 0 {
+                    if let Some(z) = &self.zombies[p] {
+                        self.qos[p].offer_zombie_estimate(now, z);
+                    }
                 }
                 if rounds % QLEN_SAMPLE_EVERY == 0 {
                     let qos = &self.qos[p];
