@@ -23,15 +23,17 @@
 //! the carried observation (an engine built with `QosEngine::with_zombie_list` on the port's
 //! list, so SRED / ZL-RED never observe again), schedules, shapes and sends.
 //!
-//! decided: one transmit worker serves every egress port (the per-class algorithms stay
-//! single-threaded and unchanged; a second transmit thread would only pay off once one
-//! thread's scheduling is the bottleneck, which the measurements do not show).
+//! decided: one transmit worker serves every egress port: the per-class algorithms stay
+//! single-threaded and unchanged, and one egress link (the IXP design's bottleneck) cannot be
+//! shared by several schedulers anyway. A transmit thread per egress port is the next step
+//! once a machine with cores to spare shows this one saturated (the 2-core test machine
+//! cannot tell: docs/performance/real-traffic.md).
 //!
-//! decided: a port's receive and transmit halves are one [`Port`](zl_port::Port) object (an AF_XDP socket
-//! has both rings), so each port sits behind a `Mutex`: a receive worker takes it with
-//! `try_lock` for one receive burst (and skips the port for this round when the transmit worker
-//! holds it or has flagged that it waits for it, so a port polled without pause cannot starve
-//! the sends), the transmit worker with `lock` for one send burst. Nothing else is locked per
+//! decided: a port's receive and transmit halves are one [`Port`](zl_port::Port) object (an
+//! AF_XDP socket has both rings), so each port sits behind a `Mutex`: a receive worker takes
+//! it with `try_lock` for one receive burst (and skips the port for this round when the
+//! transmit worker holds it or has flagged that it waits for it, so a port polled without
+//! pause cannot starve the sends), the transmit worker with `lock` for one send burst. Nothing else is locked per
 //! packet; the progress counters are copied under a `try_lock` once per progress period.
 //!
 //! Conservation, exact when the run has stopped (the same identity as the single-thread loop):
