@@ -159,8 +159,10 @@ pub fn next_p_avg(p_avg: f64, alpha: f64, p4: f64) -> f64 {
 /// when `P` is tiny, is a certain drop, as `p5 = inf` is). `zlred_probability` divides four
 /// times to get there; this path does not divide, and `P_avg`'s one division runs off the
 /// verdict's path (see [`ZlRed`]; measured per step in docs/performance/zl-aqm.md). The
-/// verdict can differ from `u < p5` only for a draw within a few ULPs of `p5`. The other cases (the first arrivals, before `P(t)`,
-/// `T` and `P_avg` are all positive) go through `zlred_probability`.
+/// verdict can differ from `u < p5` only for a draw within a few ULPs of `p5`. `num = 0` (an
+/// underflow, only with `p_max` below about 1e-160) is no drop and no draw, as `p5 = 0` is.
+/// The other cases (the first arrivals, before `P(t)`, `T` and `P_avg` are all positive) go
+/// through `zlred_probability`.
 #[inline]
 fn fires<R: rand::RngCore + ?Sized>(rng: &mut R, i: &ZlRedInputs) -> bool {
     let p1 = staged_p1(i.q, i.th_min, i.b_third, i.p_max);
@@ -178,7 +180,7 @@ fn fires<R: rand::RngCore + ?Sized>(rng: &mut R, i: &ZlRedInputs) -> bool {
     let top = p1 * h;
     let num = top * top * weight;
     let den = d * d * (mean_occurrence * i.p_avg);
-    num >= den || uniform(rng) * den < num
+    num > 0.0 && (num >= den || uniform(rng) * den < num)
 }
 
 /// ZL-RED parameters in config units.
@@ -286,9 +288,8 @@ struct LastArrival {
 /// The verdict needs only `u < p5` (see `fires`), not the terms themselves, so a decision
 /// stores its inputs and `P_avg`'s update is settled at the start of the next one, where its
 /// division (`eq_4_5`) overlaps that arrival's Zombie List observation instead of delaying
-/// this verdict.
-/// [`ZlRed::p_avg`] and [`ZlRed::last_decision`] compute from the stored inputs, with exactly
-/// the values an eager update would have produced.
+/// this verdict. [`ZlRed::p_avg`] and [`ZlRed::last_decision`] compute from the stored inputs,
+/// with exactly the values an eager update would have produced.
 pub struct ZlRed {
     cfg: ZlRedConfig,
     list: Arc<ZombieList>,
