@@ -21,6 +21,10 @@
 
 mod netns;
 
+use std::io::Read;
+use std::net::{IpAddr, TcpListener};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use netns::*;
@@ -44,8 +48,11 @@ struct Setup {
 /// What one run measured.
 #[derive(Debug)]
 struct Run {
-    /// Per connection (connection `k` is in group `k % 2`).
+    /// Per connection (connection `k` is in group `k % 2`): bytes acked over its life.
     bytes: Vec<f64>,
+    /// Per connection received after the first quarter of the run (past slow start and the
+    /// Zombie List's warm-up), with its group.
+    steady: Vec<(usize, f64)>,
     retrans: Vec<u32>,
     srtt_ms: Vec<f64>,
     early: u64,
@@ -70,6 +77,13 @@ impl Run {
     fn jain(&self) -> f64 {
         jain(&self.bytes)
     }
+    /// Jain over the last three quarters of the run, and the short group's bytes there over
+    /// the long group's.
+    fn steady(&self) -> (f64, f64) {
+        let b: Vec<f64> = self.steady.iter().map(|&(_, b)| b).collect();
+        let g = |k: usize| -> f64 { self.steady.iter().filter(|x| x.0 == k).map(|x| x.1).sum() };
+        (jain(&b), g(0) / g(1))
+    }
     fn group<T: Copy + Into<f64>>(x: &[T], g: usize) -> f64 {
         x.iter().skip(g).step_by(2).map(|&v| v.into()).sum()
     }
@@ -84,11 +98,13 @@ impl Run {
     fn line(&self, name: &str) -> String {
         let n = self.bytes.len() as f64 / 2.0;
         format!(
-            "{name:<9} J {:.3} short/long {:.2} | Mbit/s per flow short {:.3} long {:.3} | \
+            "{name:<9} J {:.3} short/long {:.2} | steady J {:.3} short/long {:.2} | Mbit/s per flow short {:.3} long {:.3} | \
              loss % short {:.2} long {:.2} | srtt ms short {:.0} long {:.0} | \
              drops early {} forced {} tail {} | q mean {:.1} empty {:.2} | 1/P {:.1} | link {:.3} | rx_drop {}",
             self.jain(),
             self.bias(),
+            self.steady().0,
+            self.steady().1,
             Self::group(&self.bytes, 0) * 8.0 / n / self.secs / 1e6,
             Self::group(&self.bytes, 1) * 8.0 / n / self.secs / 1e6,
             self.loss_pct(0),
@@ -133,21 +149,22 @@ fn run_once(test: &str, s: &Setup, aqm: &str) -> Result<Run, String> {
     lab.start_router(&cfg)
         .map_err(|e| format!("the AF_XDP router did not start: {e}"))?;
     let n = 2 * s.per_group;
-    let sink = tcp_sink(&lab, 7030, n);
+    let sink = counting_sink(&lab, 7030, n);
     let flows: Vec<_> = (0..n)
         .map(|k| tcp_flow(&lab, k % 2, 7030, "reno", s.secs))
         .collect();
     std::thread::sleep(Duration::from_secs_f64(s.secs / 4.0));
     let (b0, _) = lab.receiver_rx();
+    let at_quarter = sink.bytes();
     let t0 = Instant::now();
     let sums: Vec<TcpSummary> = flows
         .into_iter()
         .map(|f| f.join().unwrap().expect("flow"))
         .collect();
     let (b1, _) = lab.receiver_rx();
+    let at_end = sink.bytes();
     let link_mbps = (b1 - b0) as f64 * 8.0 / t0.elapsed().as_secs_f64() / 1e6;
     let text = scrape_metrics(&lab, METRICS).unwrap_or_default();
-    let _ = sink.join();
     let (status, out) = lab.stop_router();
     assert!(status.success(), "{status:?}\n{out}");
     let q = "zlrouter_class_queue_length_packets";
@@ -156,6 +173,11 @@ fn run_once(test: &str, s: &Setup, aqm: &str) -> Result<Run, String> {
     let empty = metric(&text, &format!("{q}_bucket{rx},le=\"0\"")).unwrap_or(0.0);
     Ok(Run {
         bytes: sums.iter().map(|x| x.bytes_acked as f64).collect(),
+        steady: at_end
+            .iter()
+            .enumerate()
+            .map(|(i, &(g, b1))| (g, (b1 - at_quarter.get(i).map_or(0, |x| x.1)) as f64))
+            .collect(),
         retrans: sums.iter().map(|x| x.total_retrans).collect(),
         srtt_ms: sums.iter().map(|x| x.srtt_us as f64 / 1e3).collect(),
         early: table_value(&out, "received", "early").unwrap_or(0),
@@ -168,6 +190,55 @@ fn run_once(test: &str, s: &Setup, aqm: &str) -> Result<Run, String> {
         secs: s.secs,
         rx_drops: rx_drops(&out),
     })
+}
+
+/// A TCP sink in the receiver namespace whose per-connection byte counts can be read while
+/// the flows run; each connection is tagged with its sender's group (0: sender 0).
+struct CountingSink {
+    conns: Connections,
+}
+
+/// (group, bytes received so far) per accepted connection.
+type Connections = Arc<Mutex<Vec<(usize, Arc<AtomicU64>)>>>;
+
+impl CountingSink {
+    /// (group, bytes so far) per connection, in accept order.
+    fn bytes(&self) -> Vec<(usize, u64)> {
+        let c = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+        c.iter()
+            .map(|(g, b)| (*g, b.load(Ordering::Relaxed)))
+            .collect()
+    }
+}
+
+fn counting_sink(lab: &Lab, port: u16, flows: usize) -> CountingSink {
+    let conns: Connections = Arc::default();
+    let list = Arc::clone(&conns);
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let first: IpAddr = sender_ip(0).parse().expect("sender 0's address");
+    // Detached: the accept loop and readers end when the flows close (or with the process).
+    let _ = lab.rcv.spawn_in(move || {
+        let l = TcpListener::bind((RECEIVER_IP, port)).expect("bind the sink");
+        let _ = ready_tx.send(());
+        for _ in 0..flows {
+            let Ok((mut s, peer)) = l.accept() else {
+                return;
+            };
+            let n = Arc::new(AtomicU64::new(0));
+            let group = usize::from(peer.ip() != first);
+            list.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push((group, Arc::clone(&n)));
+            std::thread::spawn(move || {
+                let mut buf = vec![0u8; 65536];
+                while let Ok(k @ 1..) = s.read(&mut buf) {
+                    n.fetch_add(k as u64, Ordering::Relaxed);
+                }
+            });
+        }
+    });
+    let _ = ready_rx.recv_timeout(Duration::from_secs(5));
+    CountingSink { conns }
 }
 
 /// The sum of every port's `rx_drop nobuf .. ring .. long ..` in the final table.
