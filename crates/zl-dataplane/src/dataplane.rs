@@ -161,6 +161,12 @@ fn count_fate(
     count: impl Fn(&mut FateCounters),
 ) {
     count(totals);
+    count_group(groups, tag, count);
+}
+
+/// Applies `count` to the flow group a buffer's tag names only (the caller counts the totals).
+#[inline]
+fn count_group(groups: &mut [GroupStats], tag: u32, count: impl Fn(&mut FateCounters)) {
     if let Some(g) = (tag as usize)
         .checked_sub(1)
         .and_then(|i| groups.get_mut(i))
@@ -315,9 +321,15 @@ impl Dataplane {
                 let n = rx.len();
                 received += n;
                 left = left.saturating_sub(n);
+                // The totals' receive counts for the burst at once (a register sum, not a
+                // read-modify-write of the counters per packet); flow groups per packet.
+                let mut bytes = 0;
                 for buf in rx.drain() {
+                    bytes += buf.len() as u64;
                     self.process(now, buf);
                 }
+                self.totals.received += n as u64;
+                self.totals.received_bytes += bytes;
                 result?;
                 if n == 0 {
                     break;
@@ -332,7 +344,7 @@ impl Dataplane {
     #[inline]
     fn process(&mut self, now: Nanos, mut buf: PacketBuf) {
         let len = buf.len() as u32;
-        count_fate(&mut self.totals, &mut self.groups, buf.tag, |c| {
+        count_group(&mut self.groups, buf.tag, |c| {
             c.received += 1;
             c.received_bytes += len as u64;
         });
@@ -407,9 +419,11 @@ impl Dataplane {
                     &mut self.tx,
                     &mut self.pool,
                 );
+                let mut bytes = 0;
                 let burst = slot.qos.dequeue_burst(now, tx.room(), |b| {
                     let len = b.len() as u64;
-                    count_fate(totals, groups, b.tag, |c| {
+                    bytes += len;
+                    count_group(groups, b.tag, |c| {
                         c.forwarded += 1;
                         c.forwarded_bytes += len;
                     });
@@ -418,6 +432,8 @@ impl Dataplane {
                         pool.free(b);
                     }
                 });
+                totals.forwarded += burst.sent as u64;
+                totals.forwarded_bytes += bytes;
                 if burst.held_until.is_some() {
                     slot.held_until = burst.held_until;
                 }
