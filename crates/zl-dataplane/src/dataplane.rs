@@ -43,7 +43,7 @@ pub struct PortSlot {
     /// a `sqrt-n-live` buffer rule). It observes every packet offered to the port's egress,
     /// once, before admission. decided: it is also the list of every SRED / ZL-RED policy of
     /// the port (the paper keeps one list per output link), which decide on that one
-    /// observation instead of observing a list of their own (see [`port_qos`]).
+    /// observation instead of observing a list of their own (built by `port_qos`).
     pub zombie: Option<Arc<ZombieList>>,
 }
 
