@@ -5,7 +5,8 @@
 //! `zl_qos::QosEngine` per egress port. [`Dataplane::poll`] does one round at a given `now`:
 //! it receives bursts from each port until `work_budget` packets (checked between bursts, so
 //! at most `work_budget + 31`), pushes each through forwarding and its egress port's QoS
-//! engine, then lets every egress port send what its scheduler and shaper release. The driver chooses the clock: [`Dataplane::run_virtual`] jumps virtual time from
+//! engine, and after each burst lets every egress port send what its scheduler and shaper
+//! release (so a queue whose link keeps up holds about one burst, not the whole budget). The driver chooses the clock: [`Dataplane::run_virtual`] jumps virtual time from
 //! event to event (the next packet of a pcap or generator port, or the time a shaper releases
 //! a held packet), so a run is deterministic with its seed; a live driver passes the
 //! monotonic clock.
@@ -288,14 +289,16 @@ impl Dataplane {
         self.pool.free(buf);
     }
 
-    /// One poll at `now`: receive up to the work budget per port, forward and enqueue, then
-    /// transmit what the schedulers and shapers release. Returns the packets received.
+    /// One poll at `now`: receive up to the work budget per port, forward and enqueue, and
+    /// after each burst transmit what the schedulers and shapers release. Returns the packets
+    /// received.
     pub fn poll(&mut self, now: Nanos) -> Result<usize, PortError> {
         self.now = now;
         self.polls = self.polls.wrapping_add(1);
         let mut rx = self.rx.take().unwrap_or_default();
         let result = self.receive(now, &mut rx);
         self.rx = Some(rx);
+        self.offer_and_sample(now);
         match result {
             Ok(received) => {
                 self.transmit(now)?;
@@ -305,6 +308,22 @@ impl Dataplane {
                 // The error of the failed port is the one reported.
                 let _ = self.transmit(now);
                 Err(e)
+            }
+        }
+    }
+
+    /// Once per poll, before its last transmit: offers each port's flow estimate to its QoS
+    /// engine and samples the queue lengths every [`QLEN_SAMPLE_EVERY`] polls.
+    fn offer_and_sample(&mut self, now: Nanos) {
+        let sample = self.polls % QLEN_SAMPLE_EVERY == 0;
+        for slot in &mut self.slots {
+            if let Some(z) = &slot.zombie {
+                slot.qos.offer_zombie_estimate(now, z);
+            }
+            if sample {
+                for (c, h) in slot.qlen_hist.iter_mut().enumerate() {
+                    h.record(slot.qos.queue_len(c).map_or(0, |(packets, _)| packets));
+                }
             }
         }
     }
@@ -333,6 +352,12 @@ impl Dataplane {
                 result?;
                 if n == 0 {
                     break;
+                }
+                if left > 0 {
+                    // Another burst may follow: send what this one released first, so that a
+                    // queue whose link keeps up holds about a burst, not the whole work budget
+                    // (which an AQM would read as congestion).
+                    self.transmit(now)?;
                 }
             }
         }
@@ -404,14 +429,6 @@ impl Dataplane {
         for p in 0..self.slots.len() {
             let slot = &mut self.slots[p];
             slot.held_until = None;
-            if let Some(z) = &slot.zombie {
-                slot.qos.offer_zombie_estimate(now, z);
-            }
-            if self.polls % QLEN_SAMPLE_EVERY == 0 {
-                for (c, h) in slot.qlen_hist.iter_mut().enumerate() {
-                    h.record(slot.qos.queue_len(c).map_or(0, |(packets, _)| packets));
-                }
-            }
             loop {
                 let (totals, groups, tx, pool) = (
                     &mut self.totals,
@@ -715,6 +732,31 @@ aqm = { kind = "zl-red", a = 10, zombie = { m = 500, p_swap = 0.25 } }
         assert!(err.contains("qos.classes[1].aqm.zombie"), "{err}");
         let dp = build(&metrics(500), vec![]).unwrap();
         assert_eq!(dp.slots()[1].zombie.as_ref().unwrap().config().m(), 500);
+    }
+
+    /// With a work budget of several bursts, each burst's packets are sent before the next
+    /// burst is taken: on a link that keeps up, a queue holds one burst at most, never the
+    /// whole budget (sampled at the end of each poll, before its last transmit).
+    #[test]
+    fn queues_hold_a_burst_not_the_work_budget() {
+        let frames: Vec<Vec<u8>> = (0..64).map(|i| frame(i, 0)).collect();
+        let polls = 16u64;
+        let cfg = RouterConfig::from_toml(&format!("[run]\nwork_budget = 256\n{ROUTER}")).unwrap();
+        let mut dp = build_with_ports(&cfg, std::path::Path::new("."), &mut |i, _| {
+            Ok((i == 0).then(|| {
+                Box::new(MemoryPort::cycling("rx", 0, frames.clone(), 256 * polls)) as BoxedPort
+            }))
+        })
+        .unwrap();
+        for t in 1..=polls {
+            assert_eq!(dp.poll(Nanos::from_micros(t)).unwrap(), 256);
+        }
+        let be = &dp.slots()[1].qlen_hist[1];
+        assert_eq!(be.count(), polls / QLEN_SAMPLE_EVERY);
+        // Bucket 6 holds 32..=63: a full burst; the budget (256) would be bucket 9.
+        assert!(be.buckets[6] > 0, "{be:?}");
+        assert!(be.buckets[7..].iter().all(|&n| n == 0), "{be:?}");
+        assert_eq!(dp.totals().received, 256 * polls);
     }
 
     /// `Dataplane::new` refuses a route or bridge peer to a port index it does not have.
