@@ -8,7 +8,7 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 /// A number after `key` in the line of `table` starting with `line_start`.
 fn value(table: &str, line_start: &str, key: &str) -> u64 {
@@ -70,31 +70,10 @@ fn generator_traffic_through_two_rx_workers_balances() {
 #[test]
 fn sigint_stops_the_threads_and_counts_what_was_queued() {
     let cfg = config("mt-sigint", 1000.0, 2);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_zlrouter"))
-        .args(["run", "--metrics", "127.0.0.1:0", cfg.to_str().unwrap()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // The progress line comes at the first progress point: the threads are running.
-    let mut stderr = child.stderr.take().unwrap();
-    let mut seen = Vec::new();
-    let mut byte = [0u8; 1];
-    while !String::from_utf8_lossy(&seen).contains(" s] rx ") {
-        match stderr.read(&mut byte) {
-            Ok(1) => seen.push(byte[0]),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!(
-                    "zlrouter exited before its first progress line: {}",
-                    String::from_utf8_lossy(&seen)
-                );
-            }
-        }
-    }
+    let running =
+        common::spawn_until_progress(&["run", "--metrics", "127.0.0.1:0", cfg.to_str().unwrap()]);
     // The metrics endpoint serves the threaded router's counters.
-    let seen = String::from_utf8_lossy(&seen).into_owned();
+    let seen = &running.seen;
     let addr = seen
         .split("metrics on http://")
         .nth(1)
@@ -116,18 +95,10 @@ fn sigint_stops_the_threads_and_counts_what_was_queued() {
         "{text}"
     );
     // Only the child this test started is signalled, by its PID.
-    let killed = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status();
-    if !killed.is_ok_and(|s| s.success()) {
-        let _ = child.kill();
-        let _ = child.wait();
+    let Some((out, rest)) = common::signal_and_wait(running, "-INT") else {
         eprintln!("SKIPPED mt sigint: the `kill` command is not available");
         return;
-    }
-    let mut rest = String::new();
-    let _ = stderr.read_to_string(&mut rest);
-    let out = child.wait_with_output().unwrap();
+    };
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),

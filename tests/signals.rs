@@ -3,8 +3,7 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::process::{Command, Stdio};
+use std::io::Write;
 
 fn skip(why: &str) {
     let _ = writeln!(std::io::stderr(), "SKIPPED: signal test: {why}");
@@ -17,43 +16,10 @@ fn stop_with(signal: &str) {
     // A 1000 s run at 100k packets/s of virtual time: far longer than the test waits.
     let text = zl_dataplane::DEFAULT_CONFIG.replace("duration_s = 10.0", "duration_s = 1000.0");
     std::fs::write(&cfg, text).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_zlrouter"))
-        .args(["run", cfg.to_str().unwrap()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // The progress line comes at the first progress point: the loop is running.
-    let mut stderr = child.stderr.take().unwrap();
-    let mut seen = Vec::new();
-    let mut byte = [0u8; 1];
-    while !String::from_utf8_lossy(&seen).contains(" s] rx ") {
-        match stderr.read(&mut byte) {
-            Ok(1) => seen.push(byte[0]),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!(
-                    "zlrouter exited before its first progress line: {}",
-                    String::from_utf8_lossy(&seen)
-                );
-            }
-        }
-    }
-    let status = Command::new("kill")
-        .args([signal, &child.id().to_string()])
-        .status();
-    match status {
-        Ok(s) if s.success() => {}
-        _ => {
-            let _ = child.kill();
-            let _ = child.wait();
-            return skip("the `kill` command is not available");
-        }
-    }
-    let mut rest = String::new();
-    let _ = stderr.read_to_string(&mut rest);
-    let out = child.wait_with_output().unwrap();
+    let running = common::spawn_until_progress(&["run", cfg.to_str().unwrap()]);
+    let Some((out, rest)) = common::signal_and_wait(running, signal) else {
+        return skip("the `kill` command is not available");
+    };
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),

@@ -76,3 +76,69 @@ pub fn assert_conserved(dp: &Dataplane) {
         "pool buffers in use = queued packets"
     );
 }
+
+/// A `zlrouter` child whose run has reached its first progress line (the loop is running).
+pub struct Running {
+    pub child: std::process::Child,
+    pub stderr: std::process::ChildStderr,
+    /// Standard error up to and including the first progress line.
+    pub seen: String,
+}
+
+/// Spawns `zlrouter ARGS` and reads its standard error until the first progress line
+/// (`[  t s] rx ...`). Panics, after reaping the child, if it exits before one.
+pub fn spawn_until_progress(args: &[&str]) -> Running {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_zlrouter"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn zlrouter");
+    let mut stderr = child.stderr.take().expect("piped stderr");
+    let mut seen = Vec::new();
+    let mut byte = [0u8; 1];
+    while !String::from_utf8_lossy(&seen).contains(" s] rx ") {
+        match stderr.read(&mut byte) {
+            Ok(1) => seen.push(byte[0]),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "zlrouter exited before its first progress line: {}",
+                    String::from_utf8_lossy(&seen)
+                );
+            }
+        }
+    }
+    Running {
+        child,
+        stderr,
+        seen: String::from_utf8_lossy(&seen).into_owned(),
+    }
+}
+
+/// Sends `signal` (`-INT`, `-TERM`) to the child this test started, by its PID, and waits for
+/// it: its output and the rest of its standard error. `None` (the child killed and reaped)
+/// when the `kill` command is not available.
+pub fn signal_and_wait(r: Running, signal: &str) -> Option<(std::process::Output, String)> {
+    use std::io::Read;
+    let Running {
+        mut child,
+        mut stderr,
+        ..
+    } = r;
+    let sent = std::process::Command::new("kill")
+        .args([signal, &child.id().to_string()])
+        .status();
+    if !sent.is_ok_and(|s| s.success()) {
+        let _ = child.kill();
+        let _ = child.wait();
+        return None;
+    }
+    let mut rest = String::new();
+    let _ = stderr.read_to_string(&mut rest);
+    let out = child.wait_with_output().expect("wait for zlrouter");
+    Some((out, rest))
+}
