@@ -139,9 +139,9 @@ fn recreate_sender_link(lab: &Lab) -> std::io::Result<()> {
 }
 
 /// `on_gone = "wait"`: `r0` is deleted under the running router, 50 datagrams routed to it
-/// while it is gone are counted as transmit drops of `r0` (`tx_drop gone`), the veth is recreated, the port re-attaches by itself and echoes
-/// flow again; each event is logged once; the run ends by SIGINT with exit 0 and a balanced
-/// table.
+/// while it is gone are counted as transmit drops of `r0` (`tx_drop gone`), the veth is
+/// recreated, the port re-attaches by itself and echoes flow again; each event is logged once;
+/// the run ends by SIGINT with exit 0 and a balanced table.
 #[test]
 fn with_on_gone_wait_a_deleted_interface_is_waited_for_and_traffic_resumes() {
     const TEST: &str = "wait";

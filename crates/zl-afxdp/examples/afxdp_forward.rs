@@ -46,19 +46,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use zl_afxdp::netns::{is_root, Netns};
+use zl_afxdp::netns::{is_root, mac_text, LineTopology as Topology};
 use zl_afxdp::{AfXdpConfig, AfXdpPort, XdpMode};
 
 type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
-
-fn mac(ns: &Netns, dev: &str) -> Res<[u8; 6]> {
-    let text = ns.exec(&["cat", &format!("/sys/class/net/{dev}/address")])?;
-    let mut out = [0u8; 6];
-    for (o, part) in out.iter_mut().zip(text.trim().split(':')) {
-        *o = u8::from_str_radix(part, 16)?;
-    }
-    Ok(out)
-}
 
 /// The sender core (generator) and the router core (forwarder, RPS target).
 const SENDER_CPU: usize = 0;
@@ -168,17 +159,6 @@ fn pin_to_cpu(cpu: usize) {
     }
 }
 
-fn ipv4_checksum(header: &[u8]) -> u16 {
-    let mut sum: u32 = header
-        .chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
 /// 64-byte Ethernet + IPv4 + UDP frame (without FCS) from UDP source port `sport`.
 fn udp_frame(dst: [u8; 6], src: [u8; 6], sport: u16) -> Vec<u8> {
     let mut f = vec![0u8; 60];
@@ -192,7 +172,7 @@ fn udp_frame(dst: [u8; 6], src: [u8; 6], sport: u16) -> Vec<u8> {
     ip[9] = 17;
     ip[12..16].copy_from_slice(&[10, 0, 1, 2]);
     ip[16..20].copy_from_slice(&[10, 0, 2, 99]);
-    let c = ipv4_checksum(ip);
+    let c = zl_wire::checksum::checksum(ip);
     ip[10..12].copy_from_slice(&c.to_be_bytes());
     f[34..36].copy_from_slice(&sport.to_be_bytes());
     f[36..38].copy_from_slice(&9u16.to_be_bytes());
@@ -217,87 +197,14 @@ fn decrement_ttl(ip: &mut [u8]) -> bool {
     true
 }
 
-struct Topology {
-    gen: Netns,
-    rtr: Netns,
-    sink: Netns,
-}
-
+/// The line topology of `zl_afxdp::netns`, in `zlxf-*` namespaces; with `fair`, `r0`'s RPS
+/// sends every frame to the router core.
 fn topology(fair: bool) -> Res<Topology> {
     zl_afxdp::netns::set_prefix("zlxf");
-    let t = Topology {
-        gen: Netns::create("bgen")?,
-        rtr: Netns::create("brtr")?,
-        sink: Netns::create("bsnk")?,
-    };
-    t.rtr.ip(&[
-        "link",
-        "add",
-        "r0",
-        "type",
-        "veth",
-        "peer",
-        "name",
-        "g0",
-        "netns",
-        t.gen.name(),
-    ])?;
-    t.rtr.ip(&[
-        "link",
-        "add",
-        "r1",
-        "type",
-        "veth",
-        "peer",
-        "name",
-        "s0",
-        "netns",
-        t.sink.name(),
-    ])?;
-    for (ns, dev, addr) in [
-        (&t.gen, "g0", "10.0.1.2/24"),
-        (&t.rtr, "r0", "10.0.1.1/24"),
-        (&t.rtr, "r1", "10.0.2.1/24"),
-        (&t.sink, "s0", "10.0.2.2/24"),
-    ] {
-        ns.exec(&[
-            "sysctl",
-            "-qw",
-            &format!("net.ipv6.conf.{dev}.disable_ipv6=1"),
-        ])?;
-        ns.ip(&["addr", "add", addr, "dev", dev])?;
-        ns.ip(&["link", "set", dev, "up"])?;
-    }
-    let s0 = mac(&t.sink, "s0")?;
-    let s0 = s0
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":");
-    t.rtr.ip(&[
-        "neigh",
-        "add",
-        "10.0.2.99",
-        "lladdr",
-        &s0,
-        "dev",
-        "r1",
-        "nud",
-        "permanent",
-    ])?;
-    if fair {
-        // Every frame r0 receives goes to the router core's backlog: the kernel forwards
-        // there, and generic XDP (with the XSK copy) runs there, not in the sender's softirq.
-        t.rtr.exec(&[
-            "sh",
-            "-c",
-            &format!(
-                "echo {:x} > /sys/class/net/r0/queues/rx-0/rps_cpus",
-                1u32 << ROUTER_CPU
-            ),
-        ])?;
-    }
-    Ok(t)
+    Ok(Topology::create(
+        ["bgen", "brtr", "bsnk"],
+        fair.then_some(ROUTER_CPU),
+    )?)
 }
 
 /// Sends frames from g0 for `secs` at `pps` (0: flat out); returns frames sent.
@@ -373,8 +280,8 @@ fn run_kernel(t: &Topology, secs: f64, pps: u64, frames: &[Vec<u8>], rt: bool) -
 fn run_afxdp(t: &Topology, a: &Args, frames: &[Vec<u8>]) -> Res<(RunResult, u64)> {
     let (secs, pps, mode, rt, rx_ring, busy_poll) =
         (a.secs, a.pps, a.mode, a.rt, a.rx_ring, a.busy_poll);
-    let r1_mac = mac(&t.rtr, "r1")?;
-    let s0_mac = mac(&t.sink, "s0")?;
+    let r1_mac = t.rtr.mac("r1")?;
+    let s0_mac = t.sink.mac("s0")?;
     let stop = Arc::new(AtomicBool::new(false));
     let fwd = Arc::new(AtomicU64::new(0));
     let start = Arc::new(Barrier::new(2));
@@ -476,12 +383,7 @@ fn zlrouter_config(
     r1: [u8; 6],
     s0: [u8; 6],
 ) -> String {
-    let m = |a: [u8; 6]| {
-        a.iter()
-            .map(|b| format!("{b:02x}"))
-            .collect::<Vec<_>>()
-            .join(":")
-    };
+    let m = mac_text;
     let mode = match mode {
         XdpMode::Generic => "generic",
         XdpMode::Native => "native",
@@ -567,9 +469,9 @@ fn run_zlrouter(
             mode,
             rx_ring,
             a.tail_drop,
-            mac(&t.rtr, "r0")?,
-            mac(&t.rtr, "r1")?,
-            mac(&t.sink, "s0")?,
+            t.rtr.mac("r0")?,
+            t.rtr.mac("r1")?,
+            t.sink.mac("s0")?,
         ),
     )?;
     let mut child = Command::new("ip")
@@ -757,7 +659,7 @@ fn main() -> Res<()> {
         ])?;
     }
     let _softirq = SoftirqRt::raise(a.rt)?;
-    let (r0, g0) = (mac(&t.rtr, "r0")?, mac(&t.gen, "g0")?);
+    let (r0, g0) = (t.rtr.mac("r0")?, t.gen.mac("g0")?);
     let frames: Vec<Vec<u8>> = (0..a.flows)
         .map(|i| udp_frame(r0, g0, 4000 + i as u16))
         .collect();

@@ -157,3 +157,104 @@ impl Drop for Netns {
         let _ = run(Command::new("ip").args(["netns", "del", &self.name]));
     }
 }
+
+/// The forwarding benchmarks' line topology: `gen` (`g0` 10.0.1.2/24) -- `r0` (10.0.1.1/24)
+/// `rtr` `r1` (10.0.2.1/24) -- `s0` (10.0.2.2/24) `sink`, IPv6 off everywhere, and a
+/// permanent neighbour 10.0.2.99 -> `s0`'s MAC on `r1`, so frames to 10.0.2.99 are forwarded
+/// by `rtr` and counted at `s0` without an answer travelling back.
+pub struct LineTopology {
+    pub gen: Netns,
+    pub rtr: Netns,
+    pub sink: Netns,
+}
+
+impl LineTopology {
+    /// Creates the three namespaces (tags `tags`, under the current [`set_prefix`]) and
+    /// links. With `rps_cpu`, `r0`'s receive packet steering sends every frame to that CPU's
+    /// backlog (so the kernel forwards there rather than in the sender's softirq).
+    pub fn create(tags: [&str; 3], rps_cpu: Option<usize>) -> io::Result<Self> {
+        let t = LineTopology {
+            gen: Netns::create(tags[0])?,
+            rtr: Netns::create(tags[1])?,
+            sink: Netns::create(tags[2])?,
+        };
+        for (dev, peer, ns) in [("r0", "g0", &t.gen), ("r1", "s0", &t.sink)] {
+            t.rtr.ip(&[
+                "link",
+                "add",
+                dev,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                peer,
+                "netns",
+                ns.name(),
+            ])?;
+        }
+        for (ns, dev, addr) in [
+            (&t.gen, "g0", "10.0.1.2/24"),
+            (&t.rtr, "r0", "10.0.1.1/24"),
+            (&t.rtr, "r1", "10.0.2.1/24"),
+            (&t.sink, "s0", "10.0.2.2/24"),
+        ] {
+            ns.exec(&[
+                "sysctl",
+                "-qw",
+                &format!("net.ipv6.conf.{dev}.disable_ipv6=1"),
+            ])?;
+            ns.ip(&["addr", "add", addr, "dev", dev])?;
+            ns.ip(&["link", "set", dev, "up"])?;
+        }
+        let s0 = mac_text(t.sink.mac("s0")?);
+        t.rtr.ip(&[
+            "neigh",
+            "add",
+            "10.0.2.99",
+            "lladdr",
+            &s0,
+            "dev",
+            "r1",
+            "nud",
+            "permanent",
+        ])?;
+        if let Some(cpu) = rps_cpu {
+            t.rtr.exec(&[
+                "sh",
+                "-c",
+                &format!(
+                    "echo {:x} > /sys/class/net/r0/queues/rx-0/rps_cpus",
+                    1u64 << cpu
+                ),
+            ])?;
+        }
+        Ok(t)
+    }
+}
+
+/// `aa:bb:cc:dd:ee:ff`.
+pub fn mac_text(m: [u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+impl Netns {
+    /// The MAC address of `dev` inside the namespace.
+    pub fn mac(&self, dev: &str) -> io::Result<[u8; 6]> {
+        let text = self.exec(&["cat", &format!("/sys/class/net/{dev}/address")])?;
+        let mut out = [0u8; 6];
+        let mut parts = text.trim().split(':');
+        for o in out.iter_mut() {
+            let part = parts.next().unwrap_or("");
+            *o = u8::from_str_radix(part, 16).map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{dev}: not a MAC address: {}", text.trim()),
+                )
+            })?;
+        }
+        Ok(out)
+    }
+}

@@ -31,29 +31,13 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use zl_afxdp::netns::{set_prefix, Netns};
+use zl_afxdp::netns::{mac_text, set_prefix, LineTopology as Topology};
 use zl_afxdp::{AfXdpConfig, AfXdpPort};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
 const SENDER_CPU: usize = 0;
 const ROUTER_CPU: usize = 1;
-
-fn mac(ns: &Netns, dev: &str) -> Res<[u8; 6]> {
-    let text = ns.exec(&["cat", &format!("/sys/class/net/{dev}/address")])?;
-    let mut out = [0u8; 6];
-    for (o, part) in out.iter_mut().zip(text.trim().split(':')) {
-        *o = u8::from_str_radix(part, 16)?;
-    }
-    Ok(out)
-}
-
-fn mac_text(m: [u8; 6]) -> String {
-    m.iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
-}
 
 fn pin_to_cpu(cpu: usize) {
     // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes inside it;
@@ -78,82 +62,22 @@ fn udp_frame(dst: [u8; 6], src: [u8; 6], sport: u16) -> Vec<u8> {
     ip[9] = 17;
     ip[12..16].copy_from_slice(&[10, 0, 1, 2]);
     ip[16..20].copy_from_slice(&[10, 0, 2, 99]);
-    let mut sum: u32 = ip
-        .chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    let c = zl_wire::checksum::checksum(ip);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
     f[34..36].copy_from_slice(&sport.to_be_bytes());
     f[36..38].copy_from_slice(&9u16.to_be_bytes());
     f[38..40].copy_from_slice(&26u16.to_be_bytes());
     f
 }
 
-struct Topology {
-    gen: Netns,
-    rtr: Netns,
-    sink: Netns,
-}
-
+/// The line topology of `zl_afxdp::netns` in `zldp-*` namespaces, `r0`'s RPS on the router
+/// core.
 fn topology() -> Res<Topology> {
     set_prefix("zldp");
-    let t = Topology {
-        gen: Netns::create("vgen")?,
-        rtr: Netns::create("vrtr")?,
-        sink: Netns::create("vsnk")?,
-    };
-    for (dev, peer, ns) in [("r0", "g0", &t.gen), ("r1", "s0", &t.sink)] {
-        t.rtr.ip(&[
-            "link",
-            "add",
-            dev,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            peer,
-            "netns",
-            ns.name(),
-        ])?;
-    }
-    for (ns, dev, addr) in [
-        (&t.gen, "g0", "10.0.1.2/24"),
-        (&t.rtr, "r0", "10.0.1.1/24"),
-        (&t.rtr, "r1", "10.0.2.1/24"),
-        (&t.sink, "s0", "10.0.2.2/24"),
-    ] {
-        ns.exec(&[
-            "sysctl",
-            "-qw",
-            &format!("net.ipv6.conf.{dev}.disable_ipv6=1"),
-        ])?;
-        ns.ip(&["addr", "add", addr, "dev", dev])?;
-        ns.ip(&["link", "set", dev, "up"])?;
-    }
-    let s0 = mac_text(mac(&t.sink, "s0")?);
-    t.rtr.ip(&[
-        "neigh",
-        "add",
-        "10.0.2.99",
-        "lladdr",
-        &s0,
-        "dev",
-        "r1",
-        "nud",
-        "permanent",
-    ])?;
-    t.rtr.exec(&[
-        "sh",
-        "-c",
-        &format!(
-            "echo {:x} > /sys/class/net/r0/queues/rx-0/rps_cpus",
-            1u32 << ROUTER_CPU
-        ),
-    ])?;
-    Ok(t)
+    Ok(Topology::create(
+        ["vgen", "vrtr", "vsnk"],
+        Some(ROUTER_CPU),
+    )?)
 }
 
 /// Sends `frames` from g0 for `secs`, flat out; returns (frames sent, forwarded at s0).
@@ -352,7 +276,7 @@ fn run_zlrouter(
     let dir = std::env::temp_dir().join(format!("zldp-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let cfg = dir.join("router.toml");
-    let (r0, r1, s0) = (mac(&t.rtr, "r0")?, mac(&t.rtr, "r1")?, mac(&t.sink, "s0")?);
+    let (r0, r1, s0) = (t.rtr.mac("r0")?, t.rtr.mac("r1")?, t.sink.mac("s0")?);
     std::fs::write(&cfg, zlrouter_config(driver, r0, r1, s0))?;
     let mut child = Command::new("ip")
         .args(["netns", "exec", t.rtr.name()])
@@ -420,7 +344,7 @@ fn main() -> Res<()> {
         .filter(|a| !a.starts_with("--"))
         .map_or(Ok(3.0), |s| s.parse())?;
     let t = topology()?;
-    let (r0, g0, s0) = (mac(&t.rtr, "r0")?, mac(&t.gen, "g0")?, mac(&t.sink, "s0")?);
+    let (r0, g0, s0) = (t.rtr.mac("r0")?, t.gen.mac("g0")?, t.sink.mac("s0")?);
     let frames: Vec<Vec<u8>> = (0..1024).map(|i| udp_frame(r0, g0, 1024 + i)).collect();
 
     println!("veth gen -> rtr -> sink, 64-byte UDP, 1024 flows, sender CPU {SENDER_CPU}, router CPU {ROUTER_CPU}, {secs} s");
