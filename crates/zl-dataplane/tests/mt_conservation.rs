@@ -336,24 +336,34 @@ impl Port for StopAfter {
     }
 }
 
-#[test]
-fn a_stop_mid_run_counts_what_was_queued() {
-    let stop = Arc::new(AtomicBool::new(false));
-    // Endless sources; port 0 raises the stop after 50 000 frames.
-    let rx: Vec<Box<dyn Port + Send>> = (0..2u8)
+/// Two sources of `frames` frames each (4 flows to 192.0.2.1); the first raises `stop` after
+/// `stop_after` of its frames.
+fn stopping_sources(
+    stop: &Arc<AtomicBool>,
+    frames: u64,
+    stop_after: u64,
+) -> Vec<Box<dyn Port + Send>> {
+    (0..2u8)
         .map(|w| {
             Box::new(StopAfter {
                 inner: MemoryPort::cycling(
                     "src",
                     w as u16,
                     (1..=4).map(|h| frame(w, h, [192, 0, 2, 1], 64)).collect(),
-                    u64::MAX,
+                    frames,
                 ),
-                after: if w == 0 { 50_000 } else { u64::MAX },
+                after: if w == 0 { stop_after } else { u64::MAX },
                 stop: stop.clone(),
             }) as Box<dyn Port + Send>
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn a_stop_mid_run_counts_what_was_queued() {
+    let stop = Arc::new(AtomicBool::new(false));
+    // Endless sources; port 0 raises the stop after 50 000 frames.
+    let rx = stopping_sources(&stop, u64::MAX, 50_000);
     // A slow shaper (10 Mbit/s): the queue and the ring are full when the stop comes.
     let mut r = router(rx, &qos(RED, 64, 10_000_000), 1000, 2, 256);
     let reason = r
@@ -550,20 +560,7 @@ fn bridged_ports_forward_unchanged_with_two_rx_workers() {
 fn a_run_after_a_stop_goes_on_counting() {
     const PER_PORT: u64 = 60_000;
     let stop = Arc::new(AtomicBool::new(false));
-    let rx: Vec<Box<dyn Port + Send>> = (0..2u8)
-        .map(|w| {
-            Box::new(StopAfter {
-                inner: MemoryPort::cycling(
-                    "src",
-                    w as u16,
-                    (1..=4).map(|h| frame(w, h, [192, 0, 2, 1], 64)).collect(),
-                    PER_PORT,
-                ),
-                after: if w == 0 { 20_000 } else { u64::MAX },
-                stop: stop.clone(),
-            }) as Box<dyn Port + Send>
-        })
-        .collect();
+    let rx = stopping_sources(&stop, PER_PORT, 20_000);
     let mut r = router(rx, &qos(RED, 64, 10_000_000), 1000, 2, 256);
     let first = r
         .run(
