@@ -138,6 +138,19 @@ fn ticking() -> impl Fn() -> Nanos + Sync {
     move || Nanos(t.fetch_add(1_000, Ordering::Relaxed))
 }
 
+/// Runs `r` on the ticking clock until its sources end (draining up to `drain_s` seconds of
+/// virtual time) or `stop` is raised.
+fn run_virtual(r: &mut MtRouter, stop: &AtomicBool, drain_s: u64) -> StopReason {
+    r.run(
+        &ticking(),
+        stop,
+        Nanos::from_secs(drain_s),
+        Nanos::from_millis(1),
+        &mut NoViewObserver,
+    )
+    .unwrap()
+}
+
 fn assert_balanced(r: &dyn RouterView) {
     let t = r.totals();
     assert_eq!(
@@ -187,15 +200,7 @@ fn conserve_with(workers: usize) {
         256,
     );
     let stop = AtomicBool::new(false);
-    let reason = r
-        .run(
-            &ticking(),
-            &stop,
-            Nanos::from_secs(1000),
-            Nanos::from_millis(1),
-            &mut NoViewObserver,
-        )
-        .unwrap();
+    let reason = run_virtual(&mut r, &stop, 1000);
     assert_eq!(reason, StopReason::Finished);
     let t = r.totals();
     for p in 0..2 {
@@ -238,14 +243,7 @@ fn routed_frames_leave_by_their_egress_port() {
     // Rings and queues larger than everything offered: nothing can be dropped but by forwarding.
     let mut r = router(sources(50), &qos("", 2000, 10_000_000_000), 1000, 2, 2000);
     let stop = AtomicBool::new(false);
-    r.run(
-        &ticking(),
-        &stop,
-        Nanos::from_secs(1000),
-        Nanos::from_millis(1),
-        &mut NoViewObserver,
-    )
-    .unwrap();
+    run_virtual(&mut r, &stop, 1000);
     let t = r.totals();
     // No congestion: every routable frame with TTL > 1 is forwarded.
     assert_eq!(t.forwarded, 16 * 50, "{t:?}");
@@ -266,14 +264,7 @@ fn the_shared_list_is_observed_once_per_forwarded_packet() {
         256,
     );
     let stop = AtomicBool::new(false);
-    r.run(
-        &ticking(),
-        &stop,
-        Nanos::from_secs(1000),
-        Nanos::from_millis(1),
-        &mut NoViewObserver,
-    )
-    .unwrap();
+    run_virtual(&mut r, &stop, 1000);
     let t = r.totals();
     let routed = t.received
         - t.drops_of(DropCause::ParseError)
@@ -366,15 +357,7 @@ fn a_stop_mid_run_counts_what_was_queued() {
     let rx = stopping_sources(&stop, u64::MAX, 50_000);
     // A slow shaper (10 Mbit/s): the queue and the ring are full when the stop comes.
     let mut r = router(rx, &qos(RED, 64, 10_000_000), 1000, 2, 256);
-    let reason = r
-        .run(
-            &ticking(),
-            &stop,
-            Nanos::from_secs(1000),
-            Nanos::from_millis(1),
-            &mut NoViewObserver,
-        )
-        .unwrap();
+    let reason = run_virtual(&mut r, &stop, 1000);
     assert_eq!(reason, StopReason::Interrupted);
     let t = r.totals();
     assert!(t.received >= 50_000, "{t:?}");
@@ -450,15 +433,7 @@ flow_estimate = true
     let dp = zl_dataplane::build(&cfg, Path::new(".")).unwrap();
     let mut r = MtRouter::from_dataplane(dp, &cfg, workers).unwrap();
     let stop = AtomicBool::new(false);
-    let reason = r
-        .run(
-            &ticking(),
-            &stop,
-            Nanos::from_secs(1),
-            Nanos::from_millis(1),
-            &mut NoViewObserver,
-        )
-        .unwrap();
+    let reason = run_virtual(&mut r, &stop, 1);
     assert_ne!(reason, StopReason::Interrupted);
     let t = r.totals();
     assert!(t.received > 5_000, "{t:?}");
@@ -535,14 +510,7 @@ fn bridged_ports_forward_unchanged_with_two_rx_workers() {
         },
     );
     let stop = AtomicBool::new(false);
-    r.run(
-        &ticking(),
-        &stop,
-        Nanos::from_secs(1000),
-        Nanos::from_millis(1),
-        &mut NoViewObserver,
-    )
-    .unwrap();
+    run_virtual(&mut r, &stop, 1000);
     let t = r.totals();
     assert_eq!(t.received, 15_000, "{t:?}");
     // TTL 1 and a malformed frame are no concern of a bridge.
@@ -562,15 +530,7 @@ fn a_run_after_a_stop_goes_on_counting() {
     let stop = Arc::new(AtomicBool::new(false));
     let rx = stopping_sources(&stop, PER_PORT, 20_000);
     let mut r = router(rx, &qos(RED, 64, 10_000_000), 1000, 2, 256);
-    let first = r
-        .run(
-            &ticking(),
-            &stop,
-            Nanos::from_secs(1000),
-            Nanos::from_millis(1),
-            &mut NoViewObserver,
-        )
-        .unwrap();
+    let first = run_virtual(&mut r, &stop, 1000);
     assert_eq!(first, StopReason::Interrupted);
     assert_balanced(&r);
     let after_first = r.totals().received;
