@@ -163,24 +163,41 @@ pub fn next_p_avg(p_avg: f64, alpha: f64, p4: f64) -> f64 {
 /// underflow, only with `p_max` below about 1e-160) is no drop and no draw, as `p5 = 0` is.
 /// The other cases (the first arrivals, before `P(t)`, `T` and `P_avg` are all positive) go
 /// through `zlred_probability`.
-#[inline]
-fn fires<R: rand::RngCore + ?Sized>(rng: &mut R, i: &ZlRedInputs) -> bool {
+///
+/// It also returns, from the same terms, the arrival's `p4` (eq. 5, as `eq_4_5` computes it,
+/// bit for bit: `p4 = (p1 h) F a' / (d T P)`) for a decision that settles `P_avg` at once; a
+/// caller that does not use it pays nothing for it (inlined, the division is dropped).
+#[inline(always)]
+fn fires_and_p4<R: rand::RngCore + ?Sized>(rng: &mut R, i: &ZlRedInputs) -> (bool, f64) {
     let p1 = staged_p1(i.q, i.th_min, i.b_third, i.p_max);
     // p1 = 0 makes p3 = 0, F = 0 makes p4 = 0: either way p5 = 0, and no draw.
     if p1 == 0.0 || i.occurrence == 0 {
-        return false;
+        return (false, 0.0);
     }
     let mean_occurrence = i.total as f64 * i.p_hit;
     if !(i.p_hit > 0.0 && mean_occurrence > 0.0 && i.p_avg > 0.0) {
-        return happens(rng, zlred_probability(i).p5);
+        return fires_and_p4_early(rng, i, p1);
     }
     let (h, d) = p3_fraction(i.hit, i.p_hit);
     let f = i.occurrence as f64;
     let weight = if f > mean_occurrence { f * i.a } else { f };
     let top = p1 * h;
+    let p4 = top * weight / (d * mean_occurrence);
     let num = top * top * weight;
     let den = d * d * (mean_occurrence * i.p_avg);
-    num > 0.0 && (num >= den || uniform(rng) * den < num)
+    (num > 0.0 && (num >= den || uniform(rng) * den < num), p4)
+}
+
+/// [`fires_and_p4`] before `P(t)`, `T P(t)` and `P_avg` are all positive (the first arrivals):
+/// through the equations, out of line.
+#[cold]
+#[inline(never)]
+fn fires_and_p4_early<R: rand::RngCore + ?Sized>(
+    rng: &mut R,
+    i: &ZlRedInputs,
+    p1: f64,
+) -> (bool, f64) {
+    (happens(rng, zlred_probability(i).p5), eq_4_5(i, p1).0)
 }
 
 /// ZL-RED parameters in config units.
@@ -281,15 +298,23 @@ struct LastArrival {
     obs: Observation,
     /// `P_avg` before this arrival.
     p_avg: f64,
+    /// `P_avg` after this arrival, when the decision settled it (`on_arrival_observed`);
+    /// `None` when it is left to the next decision (`on_arrival`).
+    settled: Option<f64>,
 }
 
 /// ZL-RED runtime state.
 ///
-/// The verdict needs only `u < p5` (see `fires`), not the terms themselves, so a decision
+/// The verdict needs only `u < p5` (see `fires_and_p4`), not the terms themselves, so a decision
 /// stores its inputs and `P_avg`'s update is settled at the start of the next one, where its
 /// division (`eq_4_5`) overlaps that arrival's Zombie List observation instead of delaying
 /// this verdict. [`ZlRed::p_avg`] and [`ZlRed::last_decision`] compute from the stored inputs,
 /// with exactly the values an eager update would have produced.
+///
+/// A decision on an observation made by the caller (`on_arrival_observed`, the data plane's
+/// path) has no observation of its own to overlap, so it settles `P_avg` at once from the
+/// terms its verdict computed (one division, no second pass over eq. 7, 4 and 5 at the next
+/// arrival); the value is the same either way.
 pub struct ZlRed {
     cfg: ZlRedConfig,
     list: Arc<ZombieList>,
@@ -329,6 +354,10 @@ impl ZlRed {
     #[inline]
     pub fn p_avg(&self) -> f64 {
         match &self.last {
+            Some(LastArrival {
+                settled: Some(p_avg),
+                ..
+            }) => *p_avg,
             Some(last) => {
                 let i = self.cfg.inputs(last.q, &last.obs, last.p_avg);
                 let p1 = staged_p1(i.q, i.th_min, i.b_third, i.p_max);
@@ -360,8 +389,9 @@ impl std::fmt::Debug for ZlRed {
 
 impl ZlRed {
     /// Eq. (7), (2)-(6) from the arrival's observation of the list; `p_avg` is `P_avg`
-    /// before it (settled by the caller from the previous decision).
-    #[inline]
+    /// before it (settled by the caller from the previous decision). With `settle`, `P_avg`
+    /// after this arrival is computed now and stored, else left to [`ZlRed::p_avg`].
+    #[inline(always)]
     fn decide<R: rand::RngCore + ?Sized>(
         &mut self,
         rng: &mut R,
@@ -369,13 +399,16 @@ impl ZlRed {
         pkt: &PacketMeta,
         obs: &Observation,
         p_avg: f64,
+        settle: bool,
     ) -> Verdict {
+        let (fire, p4) = fires_and_p4(rng, &self.cfg.inputs(queue.len_packets, obs, p_avg));
         self.last = Some(LastArrival {
             q: queue.len_packets,
             obs: *obs,
             p_avg,
+            settled: settle.then(|| next_p_avg(p_avg, self.cfg.alpha, p4)),
         });
-        if fires(rng, &self.cfg.inputs(queue.len_packets, obs, p_avg)) {
+        if fire {
             early_verdict(self.cfg.ecn, pkt)
         } else {
             Verdict::Enqueue
@@ -397,7 +430,7 @@ impl Aqm for ZlRed {
             // Settled before the observation, so that its divisions run alongside it.
             let p_avg = self.p_avg();
             let obs = self.list.observe(pkt.flow, now, rng);
-            self.decide(rng, queue, pkt, &obs, p_avg)
+            self.decide(rng, queue, pkt, &obs, p_avg, false)
         };
         self.stats.record(v);
         v
@@ -405,7 +438,8 @@ impl Aqm for ZlRed {
 
     /// Decides on `obs`, an observation of the shared list made by the caller (a receive
     /// worker; the list is not observed again). A tail drop is decided first, as in
-    /// `on_arrival`.
+    /// `on_arrival`. Inlined into the QoS engine's enqueue (the data plane's per-packet path).
+    #[inline]
     fn on_arrival_observed<R: rand::RngCore + ?Sized>(
         &mut self,
         _now: Nanos,
@@ -418,7 +452,7 @@ impl Aqm for ZlRed {
             Verdict::TailDrop
         } else {
             let p_avg = self.p_avg();
-            self.decide(rng, queue, pkt, obs, p_avg)
+            self.decide(rng, queue, pkt, obs, p_avg, true)
         };
         self.stats.record(v);
         v
@@ -436,7 +470,8 @@ mod tests {
 
     use super::*;
 
-    /// `fires` decides as `happens(rng, p5)` and consumes the same draws, over inputs spread
+    /// `fires_and_p4` decides as `happens(rng, p5)` and consumes the same draws, and its `p4`
+    /// is `zlred_probability`'s bit for bit, over inputs spread
     /// across every branch: queue below and above `th_min` and `B/3`, hits and misses, `P`
     /// from 0 to 1 (1/(256 P) above and below 1), F = 0 and F above and below `T P`, `P_avg`
     /// zero and positive, `a` from 1 to 1000.
@@ -468,7 +503,9 @@ mod tests {
                 Xoshiro256PlusPlus::seed_from_u64(seed),
             );
             let want = happens(&mut a, zlred_probability(&i).p5);
-            assert_eq!(fires(&mut b, &i), want, "{i:?}");
+            let (fired, p4) = fires_and_p4(&mut b, &i);
+            assert_eq!(fired, want, "{i:?}");
+            assert_eq!(p4.to_bits(), zlred_probability(&i).p4.to_bits(), "{i:?}");
             assert_eq!(a.next_u64(), b.next_u64(), "same draws: {i:?}");
             let p5 = zlred_probability(&i).p5;
             drops += u32::from(want);
@@ -482,13 +519,14 @@ mod tests {
     }
 
     /// `p_avg()` and `last_decision()`, computed from the stored inputs, equal the eager
-    /// computation step by step.
+    /// computation step by step; so does `P_avg` as `on_arrival_observed` settles it at once
+    /// (the two kinds of decision alternate in runs of 1 to 3, so each follows the other).
     #[test]
     fn settled_p_avg_equals_the_eager_update() {
         let cfg = ZlRedParams::default().validate(1000).unwrap();
         let mut zl = ZlRed::new(cfg);
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(32);
-        let mut eager = 0.0;
+        let (mut eager, mut settled) = (0.0, 0);
         for n in 0..50_000u64 {
             let q = QueueView {
                 len_packets: (n % 500) as u32,
@@ -502,11 +540,18 @@ mod tests {
                 flow: zl_zombie::FlowId(rng.random_range(0..40)),
                 ..PacketMeta::default()
             };
-            zl.on_arrival(Nanos(n), &mut rng, &q, &pkt);
+            if n % 7 < 3 {
+                zl.on_arrival(Nanos(n), &mut rng, &q, &pkt);
+            } else {
+                let obs = Arc::clone(zl.zombie_list()).observe(pkt.flow, Nanos(n), &mut rng);
+                zl.on_arrival_observed(Nanos(n), &mut rng, &q, &pkt, &obs);
+                settled += 1;
+            }
             let t = zl.last_decision();
             eager = next_p_avg(eager, cfg.alpha, t.p4);
             assert_eq!(zl.p_avg().to_bits(), eager.to_bits(), "arrival {n}");
         }
         assert!(eager > 0.0);
+        assert!(settled > 20_000, "{settled}");
     }
 }
