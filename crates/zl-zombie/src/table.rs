@@ -2,7 +2,13 @@
 //!
 //! Each entry maps a flow id to F, the summed `(count + 1)` of the zombies that refer to it.
 //! Size: at least 2 x M entries (the paper's figure; at most M flows are ever in the list),
-//! grouped three to a 64-byte bucket, so one cache line holds a flow's first three choices.
+//! grouped three to a bucket. A bucket is two half cache lines in two arrays: its three keys
+//! and its spill counter (what every lookup reads; written only when an entry is claimed for
+//! another flow), and its three state words (written whenever a zombie takes or drops a
+//! reference). So a lookup for a flow with no entry (about half of all lookups) reads only the
+//! key half, which another core rarely writes; with keys and state words in one line, the F
+//! lookup was where two threads sharing the list lost their time (measured:
+//! docs/performance/zl-zombie.md, session 3).
 //! Closed hashing with rehash: a flow probes buckets `b_j = h1 + j * h2 (mod buckets)`, two
 //! hash functions of its id (the low and high halves of one 64-bit mix; `h2` odd, the bucket
 //! count a power of two, so the sequence visits every bucket once). No chaining, no pointers.
@@ -83,17 +89,24 @@ pub(crate) fn mix(x: u64) -> u64 {
 }
 
 #[derive(Debug)]
-struct Entry {
-    key: AtomicU64,
-    meta: AtomicU64,
+struct Entry<'a> {
+    key: &'a AtomicU64,
+    meta: &'a AtomicU64,
 }
 
-#[repr(align(64))]
+/// A bucket's keys and spill counter: what every lookup reads, written only when an entry is
+/// claimed for another flow (half a cache line).
+#[repr(align(32))]
 #[derive(Debug)]
 struct Bucket {
-    entries: [Entry; ENTRIES_PER_BUCKET],
+    keys: [AtomicU64; ENTRIES_PER_BUCKET],
     spill: AtomicU64,
 }
+
+/// A bucket's state words, written on every reference taken or dropped (half a cache line).
+#[repr(align(32))]
+#[derive(Debug)]
+struct Metas([AtomicU64; ENTRIES_PER_BUCKET]);
 
 /// A flow's probe sequence over the buckets.
 #[derive(Clone, Copy)]
@@ -106,6 +119,7 @@ struct Probe {
 #[derive(Debug)]
 pub(crate) struct OccurrenceTable {
     buckets: Box<[Bucket]>,
+    metas: Box<[Metas]>,
     mask: usize,
 }
 
@@ -123,15 +137,19 @@ impl OccurrenceTable {
         let buckets = (2 * m).div_ceil(ENTRIES_PER_BUCKET).next_power_of_two();
         let buckets: Box<[Bucket]> = (0..buckets)
             .map(|_| Bucket {
-                entries: std::array::from_fn(|_| Entry {
-                    key: AtomicU64::new(0),
-                    meta: AtomicU64::new(pack(EMPTY, 0, 0)),
-                }),
+                keys: std::array::from_fn(|_| AtomicU64::new(0)),
                 spill: AtomicU64::new(0),
             })
             .collect();
+        let metas: Box<[Metas]> = (0..buckets.len())
+            .map(|_| Metas(std::array::from_fn(|_| AtomicU64::new(pack(EMPTY, 0, 0)))))
+            .collect();
         let mask = buckets.len() - 1;
-        OccurrenceTable { buckets, mask }
+        OccurrenceTable {
+            buckets,
+            metas,
+            mask,
+        }
     }
 
     /// Number of entries (indices are `0..capacity()`).
@@ -158,8 +176,22 @@ impl OccurrenceTable {
     }
 
     #[inline]
-    fn entry(&self, e: usize) -> &Entry {
-        &self.buckets[e / ENTRIES_PER_BUCKET].entries[e % ENTRIES_PER_BUCKET]
+    fn entry(&self, e: usize) -> Entry<'_> {
+        let (b, s) = (e / ENTRIES_PER_BUCKET, e % ENTRIES_PER_BUCKET);
+        Entry {
+            key: &self.buckets[b].keys[s],
+            meta: &self.metas[b].0[s],
+        }
+    }
+
+    /// The entries of bucket `b`, in order.
+    #[inline]
+    fn bucket_entries(&self, b: usize) -> impl Iterator<Item = Entry<'_>> {
+        self.buckets[b]
+            .keys
+            .iter()
+            .zip(self.metas[b].0.iter())
+            .map(|(key, meta)| Entry { key, meta })
     }
 
     /// The flow entry `e` belongs to. Meaningful while the caller knows `e` is referenced:
@@ -178,7 +210,7 @@ impl OccurrenceTable {
     /// has changed since; the caller then rereads the slot.
     #[inline]
     pub(crate) fn reserve_referenced<S: OpSink>(&self, e: usize, ops: &mut S) -> bool {
-        let meta = &self.entry(e).meta;
+        let meta = self.entry(e).meta;
         ops.table_probe();
         let mut m = meta.load(Ordering::Acquire);
         loop {
@@ -206,7 +238,7 @@ impl OccurrenceTable {
             for j in 0..buckets {
                 let b = self.bucket_at(p, j);
                 let bucket = &self.buckets[b];
-                for (s, entry) in bucket.entries.iter().enumerate() {
+                for (s, entry) in self.bucket_entries(b).enumerate() {
                     let e = b * ENTRIES_PER_BUCKET + s;
                     ops.table_probe();
                     let m = entry.meta.load(Ordering::Acquire);
@@ -334,8 +366,9 @@ impl OccurrenceTable {
         let p = self.probe_hashed(h);
         let mut f = 0;
         for j in 0..self.buckets.len() {
-            let bucket = &self.buckets[self.bucket_at(p, j)];
-            for entry in &bucket.entries {
+            let b = self.bucket_at(p, j);
+            let bucket = &self.buckets[b];
+            for entry in self.bucket_entries(b) {
                 loop {
                     ops.table_probe();
                     // Most entries belong to other flows: the key alone rules them out.
@@ -370,8 +403,8 @@ impl OccurrenceTable {
     /// Every non-empty entry, for invariant checks at quiescence.
     pub(crate) fn entries_snapshot(&self) -> Vec<EntryView> {
         let mut out = Vec::new();
-        for bucket in self.buckets.iter() {
-            for entry in &bucket.entries {
+        for b in 0..self.buckets.len() {
+            for entry in self.bucket_entries(b) {
                 let m = entry.meta.load(Ordering::Acquire);
                 if state(m) != EMPTY {
                     out.push(EntryView {
@@ -389,8 +422,8 @@ impl OccurrenceTable {
     /// (at quiescence).
     pub(crate) fn spill_consistent(&self) -> bool {
         let mut expected = vec![0u64; self.buckets.len()];
-        for (b, bucket) in self.buckets.iter().enumerate() {
-            for entry in &bucket.entries {
+        for b in 0..self.buckets.len() {
+            for entry in self.bucket_entries(b) {
                 let m = entry.meta.load(Ordering::Acquire);
                 if state(m) == LIVE {
                     let p = self.probe(FlowId(entry.key.load(Ordering::Relaxed)));
