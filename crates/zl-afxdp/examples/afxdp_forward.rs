@@ -46,7 +46,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use zl_afxdp::netns::{is_root, mac_text, LineTopology as Topology};
+use zl_afxdp::netns::{is_root, mac_text, pin_thread_to_cpu, LineTopology as Topology};
 use zl_afxdp::{AfXdpConfig, AfXdpPort, XdpMode};
 
 type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
@@ -147,39 +147,6 @@ fn prefer_busy_poll(fd: std::os::fd::RawFd) -> Res<()> {
     Ok(())
 }
 
-/// Pins the calling thread to one CPU (the generator to the sender core, the forwarder to the
-/// router core), so the two busy loops do not share a core with each other.
-fn pin_to_cpu(cpu: usize) {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes inside it;
-    // sched_setaffinity(0, ..) applies to the calling thread only.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
-}
-
-/// 64-byte Ethernet + IPv4 + UDP frame (without FCS) from UDP source port `sport`.
-fn udp_frame(dst: [u8; 6], src: [u8; 6], sport: u16) -> Vec<u8> {
-    let mut f = vec![0u8; 60];
-    f[0..6].copy_from_slice(&dst);
-    f[6..12].copy_from_slice(&src);
-    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-    let ip = &mut f[14..34];
-    ip[0] = 0x45;
-    ip[2..4].copy_from_slice(&46u16.to_be_bytes());
-    ip[8] = 64;
-    ip[9] = 17;
-    ip[12..16].copy_from_slice(&[10, 0, 1, 2]);
-    ip[16..20].copy_from_slice(&[10, 0, 2, 99]);
-    let c = zl_wire::checksum::checksum(ip);
-    ip[10..12].copy_from_slice(&c.to_be_bytes());
-    f[34..36].copy_from_slice(&sport.to_be_bytes());
-    f[36..38].copy_from_slice(&9u16.to_be_bytes());
-    f[38..40].copy_from_slice(&26u16.to_be_bytes());
-    f
-}
-
 /// TTL - 1 with the RFC 1624 incremental checksum update (HC' = ~(~HC + ~m + m')).
 fn decrement_ttl(ip: &mut [u8]) -> bool {
     if ip[8] <= 1 {
@@ -224,7 +191,7 @@ fn generate(
             ..AfXdpConfig::new("g0")
         };
         let mut port = AfXdpPort::open("gen", 0, &cfg)?;
-        pin_to_cpu(SENDER_CPU);
+        pin_thread_to_cpu(SENDER_CPU);
         if rt {
             realtime(RT_PRIORITY);
         }
@@ -306,7 +273,7 @@ fn run_afxdp(t: &Topology, a: &Args, frames: &[Vec<u8>]) -> Res<(RunResult, u64)
                 if busy_poll {
                     prefer_busy_poll(rx_fd)?;
                 }
-                pin_to_cpu(ROUTER_CPU);
+                pin_thread_to_cpu(ROUTER_CPU);
                 if rt {
                     realtime(RT_PRIORITY);
                 }
@@ -646,7 +613,7 @@ fn main() -> Res<()> {
     let a = args()?;
     // The coordinating thread (and every helper it spawns, until they pin themselves) stays
     // off the router core: with --rt the router's busy loop would starve it there.
-    pin_to_cpu(SENDER_CPU);
+    pin_thread_to_cpu(SENDER_CPU);
     let (secs, pps, mode) = (a.secs, a.pps, a.mode);
     let t = topology(a.fair)?;
     if a.busy_poll {
@@ -661,7 +628,7 @@ fn main() -> Res<()> {
     let _softirq = SoftirqRt::raise(a.rt)?;
     let (r0, g0) = (t.rtr.mac("r0")?, t.gen.mac("g0")?);
     let frames: Vec<Vec<u8>> = (0..a.flows)
-        .map(|i| udp_frame(r0, g0, 4000 + i as u16))
+        .map(|i| Topology::udp_frame(r0, g0, 4000 + i as u16))
         .collect();
     eprintln!("kernel ip_forward run ({secs} s)");
     let k = run_kernel(&t, secs, pps, &frames, a.rt)?;

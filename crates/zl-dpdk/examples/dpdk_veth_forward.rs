@@ -31,44 +31,13 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use zl_afxdp::netns::{mac_text, set_prefix, LineTopology as Topology};
+use zl_afxdp::netns::{mac_text, pin_thread_to_cpu, set_prefix, LineTopology as Topology};
 use zl_afxdp::{AfXdpConfig, AfXdpPort};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
 const SENDER_CPU: usize = 0;
 const ROUTER_CPU: usize = 1;
-
-fn pin_to_cpu(cpu: usize) {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes inside it;
-    // sched_setaffinity(0, ..) applies to the calling thread only.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
-}
-
-/// 60-byte Ethernet + IPv4 + UDP frame (64 with the FCS) from UDP source port `sport`.
-fn udp_frame(dst: [u8; 6], src: [u8; 6], sport: u16) -> Vec<u8> {
-    let mut f = vec![0u8; 60];
-    f[0..6].copy_from_slice(&dst);
-    f[6..12].copy_from_slice(&src);
-    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-    let ip = &mut f[14..34];
-    ip[0] = 0x45;
-    ip[2..4].copy_from_slice(&46u16.to_be_bytes());
-    ip[8] = 64;
-    ip[9] = 17;
-    ip[12..16].copy_from_slice(&[10, 0, 1, 2]);
-    ip[16..20].copy_from_slice(&[10, 0, 2, 99]);
-    let c = zl_wire::checksum::checksum(ip);
-    ip[10..12].copy_from_slice(&c.to_be_bytes());
-    f[34..36].copy_from_slice(&sport.to_be_bytes());
-    f[36..38].copy_from_slice(&9u16.to_be_bytes());
-    f[38..40].copy_from_slice(&26u16.to_be_bytes());
-    f
-}
 
 /// The line topology of `zl_afxdp::netns` in `zldp-*` namespaces, `r0`'s RPS on the router
 /// core.
@@ -93,7 +62,7 @@ fn offer(t: &Topology, secs: f64, frames: Vec<Vec<u8>>) -> Res<(u64, u64)> {
                 ..AfXdpConfig::new("g0")
             };
             let mut port = AfXdpPort::open("gen", 0, &cfg).map_err(|e| e.to_string())?;
-            pin_to_cpu(SENDER_CPU);
+            pin_thread_to_cpu(SENDER_CPU);
             let t0 = Instant::now();
             let end = Duration::from_secs_f64(secs);
             let (mut sent, mut next) = (0u64, 0usize);
@@ -345,7 +314,9 @@ fn main() -> Res<()> {
         .map_or(Ok(3.0), |s| s.parse())?;
     let t = topology()?;
     let (r0, g0, s0) = (t.rtr.mac("r0")?, t.gen.mac("g0")?, t.sink.mac("s0")?);
-    let frames: Vec<Vec<u8>> = (0..1024).map(|i| udp_frame(r0, g0, 1024 + i)).collect();
+    let frames: Vec<Vec<u8>> = (0..1024)
+        .map(|i| Topology::udp_frame(r0, g0, 1024 + i))
+        .collect();
 
     println!("veth gen -> rtr -> sink, 64-byte UDP, 1024 flows, sender CPU {SENDER_CPU}, router CPU {ROUTER_CPU}, {secs} s");
     println!(
