@@ -6,6 +6,8 @@
 
 mod netns;
 
+use std::time::{Duration, Instant};
+
 use netns::*;
 
 #[test]
@@ -156,7 +158,10 @@ fn with_on_gone_wait_a_deleted_interface_is_waited_for_and_traffic_resumes() {
     lab.sender_port_af_xdp = ", on_gone = \"wait\"".into();
     let qos = "[qos]\nlink_rate_bps = 1_000_000_000\n\
                [[qos.classes]]\nname = \"be\"\nweight = 1\nmax_packets = 1000\n";
-    let cfg = lab.router_config(qos, "");
+    // The metrics endpoint (inside the router namespace) says when the router has counted
+    // what was sent while r0 was gone.
+    const METRICS: &str = "127.0.0.1:9464";
+    let cfg = lab.router_config(qos, &format!("\n[metrics]\nlisten = \"{METRICS}\"\n"));
     if let Err(e) = lab.start_router(&cfg) {
         return skip(TEST, &format!("the AF_XDP router did not start: {e}"));
     }
@@ -164,6 +169,15 @@ fn with_on_gone_wait_a_deleted_interface_is_waited_for_and_traffic_resumes() {
     assert!(before >= 18, "{before} of 20 echoes before the fault");
 
     lab.rtr.ip(&["link", "del", "r0"]).expect("delete r0");
+    // Readiness: the router notices on its next health check of r0's socket (every 256 idle
+    // polls) and logs it. Datagrams routed to r0 before that (a router descheduled right
+    // then, on a loaded machine) would meet a socket whose interface went but which is not
+    // yet retired, and count as transmit errors, not `gone`.
+    lab.router
+        .as_mut()
+        .expect("router")
+        .wait_for_log("interface `r0` is gone", Duration::from_secs(20))
+        .unwrap_or_else(|e| panic!("{e}"));
     // While r0 is gone: the receiver sends 50 datagrams to the sender's address; the router
     // takes them on `rx` and routes them to r0, which counts each as a transmit drop.
     const WHILE_GONE: u64 = 50;
@@ -177,6 +191,18 @@ fn with_on_gone_wait_a_deleted_interface_is_waited_for_and_traffic_resumes() {
         })
         .expect("send while gone");
     assert_eq!(sent, WHILE_GONE);
+    // r0 comes back only once the router counted all 50 (bounded; the table below says what
+    // it counted if not): a router descheduled until after the link is back would find r0
+    // again and transmit what it had not yet taken from `rx`.
+    let gone_metric = "zlrouter_port_tx_link_gone_total{port=\"r0\"}";
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        let text = scrape_metrics(&lab, METRICS).unwrap_or_default();
+        if metric(&text, gone_metric) == Some(WHILE_GONE as f64) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 
     recreate_sender_link(&lab).expect("recreate r0 / g0");
     // The port looks for r0 every 100 ms of its clock: echoes come back once it re-attached.

@@ -20,8 +20,9 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -69,7 +70,14 @@ pub fn sender_ip(i: usize) -> String {
 pub struct Router {
     child: Option<Child>,
     lines: Receiver<String>,
+    /// Standard-error lines [`Router::wait_for_log`] read, kept for the final output.
+    seen: Vec<String>,
 }
+
+/// How long a router is given to exit after SIGINT (or by itself) before it is killed: a
+/// bound for a router that hangs, far above the ~0.1 s a stop takes, so that a slow machine
+/// does not reach it.
+const EXIT_WITHIN: Duration = Duration::from_secs(60);
 
 impl Router {
     /// The process id (only this one is ever signalled).
@@ -87,34 +95,76 @@ impl Router {
         signal(self.pid(), libc::SIGCONT);
     }
 
-    /// SIGINT, then the exit status and the stdout (final table) once it exits.
+    /// SIGINT, then the exit status and the stdout (final table) once it exits (bounded:
+    /// [`EXIT_WITHIN`], then SIGKILL, and the status says so).
     pub fn stop(mut self) -> (std::process::ExitStatus, String) {
         let child = self.child.take().expect("router running");
         signal(child.id(), libc::SIGINT);
         self.collect(child)
     }
 
-    /// Waits (bounded: 20 s, then SIGKILL) for the router to exit by itself.
+    /// Waits (bounded: [`EXIT_WITHIN`], then SIGKILL) for the router to exit by itself.
     pub fn wait_exit(mut self) -> (std::process::ExitStatus, String) {
-        let mut child = self.child.take().expect("router running");
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let child = self.child.take().expect("router running");
+        self.collect(child)
+    }
+
+    /// Reads the router's standard error until a line containing `needle` (bounded by
+    /// `within`): a readiness wait for something the router logs, e.g. that it noticed an
+    /// interface go. The lines read stay part of the output [`Router::stop`] returns. `Err`
+    /// carries the lines seen.
+    pub fn wait_for_log(&mut self, needle: &str, within: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) => {
+                    let found = l.contains(needle);
+                    self.seen.push(l);
+                    if found {
+                        return Ok(());
+                    }
+                }
+                Err(_) => {
+                    return Err(format!(
+                        "no `{needle}` from the router within {within:?}: {}",
+                        self.seen.join(" | ")
+                    ))
+                }
+            }
+        }
+    }
+
+    fn collect(&mut self, mut child: Child) -> (std::process::ExitStatus, String) {
+        // Stdout is read while the router exits, so a long table never blocks it on the pipe.
+        let stdout = child.stdout.take().map(|mut s| {
+            std::thread::spawn(move || {
+                let mut out = String::new();
+                let _ = s.read_to_string(&mut out);
+                out
+            })
+        });
+        let deadline = Instant::now() + EXIT_WITHIN;
         while Instant::now() < deadline {
             if let Ok(Some(_)) = child.try_wait() {
                 break;
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        self.collect(child)
-    }
-
-    fn collect(&mut self, mut child: Child) -> (std::process::ExitStatus, String) {
-        let mut out = String::new();
-        if let Some(mut s) = child.stdout.take() {
-            let _ = s.read_to_string(&mut out);
+        if let Ok(None) = child.try_wait() {
+            let _ = child.kill();
+            self.seen.push(format!(
+                "(the test killed the router: it had not exited within {EXIT_WITHIN:?})"
+            ));
         }
         let status = child.wait().expect("wait for zlrouter");
+        let out = stdout.and_then(|h| h.join().ok()).unwrap_or_default();
         // Whatever the router wrote on stderr after its progress lines (the error, if any).
         let mut err = String::new();
+        for l in self.seen.drain(..) {
+            err.push_str(&l);
+            err.push('\n');
+        }
         while let Ok(l) = self.lines.recv_timeout(Duration::from_millis(200)) {
             err.push_str(&l);
             err.push('\n');
@@ -335,6 +385,7 @@ impl Lab {
         let router = Router {
             child: Some(child),
             lines,
+            seen: Vec::new(),
         };
         let mut seen = Vec::new();
         loop {
@@ -362,6 +413,33 @@ impl Lab {
             self.rcv.link_stat("s0", "rx_bytes").unwrap_or(0),
             self.rcv.link_stat("s0", "rx_packets").unwrap_or(0),
         )
+    }
+
+    /// The receiver interface's frame bytes (`rx_bytes` of `s0`) and the instant they were
+    /// read: read by a thread inside the receiver namespace (`/proc/thread-self/net/dev`), so
+    /// the instant is that of the read itself, not of a spawned command's start or end (tens
+    /// of ms apart on a loaded machine). Where that file cannot be read, `ip netns exec cat`
+    /// and the midpoint of the call.
+    pub fn receiver_rx_bytes_at(&self) -> (u64, Instant) {
+        let read = self.rcv.run_in(|| {
+            let text = std::fs::read_to_string("/proc/thread-self/net/dev").ok()?;
+            let at = Instant::now();
+            let line = text.lines().find(|l| l.trim_start().starts_with("s0:"))?;
+            let bytes = line
+                .split_once(':')?
+                .1
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()?;
+            Some((bytes, at))
+        });
+        if let Ok(Some(r)) = read {
+            return r;
+        }
+        let before = Instant::now();
+        let bytes = self.rcv.link_stat("s0", "rx_bytes").unwrap_or(0);
+        (bytes, before + before.elapsed() / 2)
     }
 }
 
@@ -513,7 +591,9 @@ pub fn tcp_sink(lab: &Lab, port: u16, flows: usize) -> JoinHandle<io::Result<Vec
         }
         handles.into_iter().map(|h| h.join().unwrap_or(0)).collect()
     });
-    let _ = ready_rx.recv_timeout(Duration::from_secs(5));
+    // Returns once the sink listens, or at once if its thread ended (the join says why): no
+    // timeout for a loaded machine to outrun.
+    let _ = ready_rx.recv();
     h
 }
 
@@ -570,39 +650,69 @@ pub fn congestion_available(cc: &str) -> bool {
         .is_ok_and(|s| s.split_whitespace().any(|c| c == cc))
 }
 
-/// UDP echo between sender 0 and the receiver: `n` datagrams out, each echoed back; the
-/// count that made the round trip.
+/// UDP echo between sender 0 and the receiver: `n` numbered datagrams out, one at a time
+/// (the next once the echo is back or after 500 ms), each echoed back; how many distinct
+/// datagrams made the round trip. An echo that comes back late (a router descheduled for a
+/// while on a loaded machine) still counts, whenever it arrives up to 1 s after the last
+/// datagram, and does not throw later echoes out of step; a datagram the router lost, or
+/// corrupted, never counts.
 pub fn udp_echo(lab: &Lab, port: u16, n: usize) -> io::Result<usize> {
     let (ready_tx, ready_rx) = channel();
+    let done = Arc::new(AtomicBool::new(false));
+    let server_done = done.clone();
     let server = lab.rcv.spawn_in(move || {
         let s = UdpSocket::bind((RECEIVER_IP, port)).expect("bind");
-        s.set_read_timeout(Some(Duration::from_secs(2))).ok();
+        s.set_read_timeout(Some(Duration::from_millis(100))).ok();
         let _ = ready_tx.send(());
         let mut buf = [0u8; 2048];
-        while let Ok((k, from)) = s.recv_from(&mut buf) {
-            let _ = s.send_to(&buf[..k], from);
-        }
-    });
-    let _ = ready_rx.recv_timeout(Duration::from_secs(5));
-    let client = lab.senders[0].spawn_in(move || -> usize {
-        let s = UdpSocket::bind(("0.0.0.0", 0)).expect("bind");
-        s.set_read_timeout(Some(Duration::from_millis(500))).ok();
-        let mut back = 0;
-        let mut buf = [0u8; 2048];
-        for k in 0..n {
-            let msg = (k as u32).to_be_bytes();
-            let _ = s.send_to(&msg, (RECEIVER_IP, port));
-            if let Ok((len, _)) = s.recv_from(&mut buf) {
-                if len == 4 && buf[..4] == msg {
-                    back += 1;
-                }
+        // Echoes until the client is done (not until an idle timeout, which a slow machine
+        // could reach in the middle of the exchange).
+        while !server_done.load(Ordering::Relaxed) {
+            if let Ok((k, from)) = s.recv_from(&mut buf) {
+                let _ = s.send_to(&buf[..k], from);
             }
         }
-        back
     });
-    let back = client.join().expect("client thread")?;
+    // Once the server is bound, or at once if its thread ended.
+    let _ = ready_rx.recv();
+    let client = lab.senders[0].spawn_in(move || -> usize {
+        let s = UdpSocket::bind(("0.0.0.0", 0)).expect("bind");
+        s.set_read_timeout(Some(Duration::from_millis(50))).ok();
+        let mut back = vec![false; n];
+        let mut buf = [0u8; 2048];
+        // Reads echoes until `until`, or until datagram `want` is back; marks each one.
+        let mut read_until = |until: Instant, want: Option<usize>, back: &mut Vec<bool>| {
+            while Instant::now() < until {
+                if let Ok((len, _)) = s.recv_from(&mut buf) {
+                    if len == 4 {
+                        let k = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+                        if k < back.len() {
+                            back[k] = true;
+                            if want == Some(k) {
+                                return;
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        for k in 0..n {
+            let _ = s.send_to(&(k as u32).to_be_bytes(), (RECEIVER_IP, port));
+            read_until(
+                Instant::now() + Duration::from_millis(500),
+                Some(k),
+                &mut back,
+            );
+        }
+        if back.iter().any(|b| !b) {
+            read_until(Instant::now() + Duration::from_secs(1), None, &mut back);
+        }
+        back.iter().filter(|b| **b).count()
+    });
+    let back = client.join();
+    done.store(true, Ordering::Relaxed);
     let _ = server.join();
-    Ok(back)
+    back.expect("client thread")
 }
 
 /// Jain's fairness index of `x`: (sum x)^2 / (n sum x^2), 1 when all equal, 1/n at worst.
