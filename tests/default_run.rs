@@ -23,18 +23,33 @@ fn the_default_run_drops_misbehaving_flows_more_under_zlred() {
     let bad = group("misbehaving");
     assert!(bad.misbehaving && !good.misbehaving);
     // Both groups see the same congested best-effort queue; ZL-RED singles out the flows
-    // whose Zombie List occurrence exceeds the mean. Observed with seed 1: 13.5 % vs 19.7 %;
-    // the test asks for at least 1.25x.
+    // whose Zombie List occurrence exceeds the mean. One seed's ratio of the two groups' drop
+    // rates is noisy (seeds 1..40: 1.17..1.56, mean 1.32, standard deviation 0.09; seed 1
+    // gave 1.43), and any change to what draws from the random stream is another seed in
+    // effect, so the ratio is judged over the drops of seeds 1..8 pooled: 1.27..1.34 over
+    // five disjoint sets of eight seeds. The same runs under tail drop: 0.7..1.0 per seed.
+    let (mut good_rx, mut good_drop, mut bad_rx, mut bad_drop) = (0, 0, 0, 0);
+    for seed in 1..=8 {
+        let mut c = cfg.clone();
+        c.run.seed = seed;
+        let (d, _) = common::run(&c, &common::root());
+        for g in d.groups() {
+            if g.name == good.name {
+                (good_rx, good_drop) = (good_rx + g.fate.received, good_drop + g.fate.dropped());
+            } else if g.name == bad.name {
+                (bad_rx, bad_drop) = (bad_rx + g.fate.received, bad_drop + g.fate.dropped());
+            }
+        }
+    }
+    let good_ratio = good_drop as f64 / good_rx as f64;
+    let bad_ratio = bad_drop as f64 / bad_rx as f64;
     assert!(
-        good.fate.drop_ratio() > 0.02,
-        "best effort is congested: {:?}",
-        good.fate
+        good_ratio > 0.02,
+        "best effort is congested: {good_drop} of {good_rx} dropped"
     );
     assert!(
-        bad.fate.drop_ratio() > 1.25 * good.fate.drop_ratio(),
-        "misbehaving {:.4} vs well-behaved {:.4}",
-        bad.fate.drop_ratio(),
-        good.fate.drop_ratio()
+        bad_ratio > 1.15 * good_ratio,
+        "misbehaving {bad_ratio:.4} vs well-behaved {good_ratio:.4} (seeds 1..8 pooled)"
     );
     // EF is served first and never dropped; the metered AF classes stay within their rates.
     assert_eq!(group("ef-voice").fate.dropped(), 0);
