@@ -176,7 +176,8 @@ fn fires_and_p4<R: rand::RngCore + ?Sized>(rng: &mut R, i: &ZlRedInputs) -> (boo
     }
     let mean_occurrence = i.total as f64 * i.p_hit;
     if !(i.p_hit > 0.0 && mean_occurrence > 0.0 && i.p_avg > 0.0) {
-        return fires_and_p4_early(rng, i, p1);
+        // By value: the hot path then never stores the inputs to memory for this call.
+        return fires_and_p4_early(rng, *i, p1);
     }
     let (h, d) = p3_fraction(i.hit, i.p_hit);
     let f = i.occurrence as f64;
@@ -194,10 +195,10 @@ fn fires_and_p4<R: rand::RngCore + ?Sized>(rng: &mut R, i: &ZlRedInputs) -> (boo
 #[inline(never)]
 fn fires_and_p4_early<R: rand::RngCore + ?Sized>(
     rng: &mut R,
-    i: &ZlRedInputs,
+    i: ZlRedInputs,
     p1: f64,
 ) -> (bool, f64) {
-    (happens(rng, zlred_probability(i).p5), eq_4_5(i, p1).0)
+    (happens(rng, zlred_probability(&i).p5), eq_4_5(&i, p1).0)
 }
 
 /// ZL-RED parameters in config units.
