@@ -26,7 +26,7 @@ use zl_wire::{MacAddr, ParseConfig};
 use zl_zombie::{ZombieList, ZombieParams};
 
 use crate::config::{invalid, ConfigError, Forwarding};
-use crate::forward::{Forwarder, Ingress};
+use crate::forward::Forwarder;
 use crate::priority::PriorityMap;
 use crate::stats::{DropCause, FateCounters, GroupStats};
 
@@ -373,11 +373,13 @@ impl Dataplane {
             c.received += 1;
             c.received_bytes += len as u64;
         });
-        let Ingress { mut info, meta } = match self.forwarder.forward(&mut buf) {
-            Ok(ingress) => ingress,
+        // The parsed headers stay in this one place from the parse to the last rewrite.
+        let mut parsed = None;
+        let meta = match self.forwarder.forward_in_place(&mut buf, &mut parsed) {
+            Ok(meta) => meta,
             Err(cause) => return self.count_drop(buf, cause),
         };
-        let mut info = info.as_mut();
+        let mut info = parsed.as_mut();
         let slot = &mut self.slots[buf.out_port as usize];
         // The port's list, observed once; its SRED / ZL-RED policies decide on this.
         let observed = slot

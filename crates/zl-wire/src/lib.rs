@@ -63,5 +63,7 @@ pub use error::{Header, MutateError, ParseError};
 pub use ethernet::{set_macs, EthernetInfo, MacAddr, VlanTag, MAX_VLAN_TAGS};
 pub use flow::{FlowKey, FlowKeyKind, Ports};
 pub use mutate::{decrement_ttl, mark, set_cc_ext_ecn, set_ce, set_dscp, MarkOutcome, TtlOutcome};
-pub use parse::{parse, Fragment, IpVersion, PacketInfo, ParseConfig, ParseConfigError};
+pub use parse::{
+    parse, parse_into, Fragment, IpVersion, PacketInfo, ParseConfig, ParseConfigError,
+};
 pub use zl_core::{Ecn, FlowId};

@@ -271,30 +271,65 @@ fn parse_l3_ipv6(frame: &[u8], l3: usize, cfg: &ParseConfig) -> Result<L3Fields,
 /// Parses one frame. Allocation-free; never panics. See the crate docs for the contract.
 #[inline]
 pub fn parse(frame: &[u8], cfg: &ParseConfig) -> Result<PacketInfo, ParseError> {
-    match parse_plain_ipv4(frame, cfg) {
-        Some(info) => Ok(info),
-        None => parse_any(frame, cfg),
+    let mut plain = None;
+    match (parse_plain_ipv4(frame, cfg, &mut plain), plain) {
+        (true, Some(info)) => Ok(info),
+        _ => parse_any(frame, cfg),
+    }
+}
+
+/// [`parse`] into a place the caller keeps: `*out` becomes `Some` of what `parse` returns,
+/// or `None` when it returns an error (returned here too).
+///
+/// The result is the same; only where it is written differs. A [`PacketInfo`] is about 140
+/// bytes: `parse` returns it by value, and a caller that keeps it in an `Option` of its own
+/// copies it at every step, while here the common frame's fields are written straight into
+/// `out` (the data plane's per-packet path; measured in docs/performance/dataplane.md).
+#[inline]
+pub fn parse_into(
+    frame: &[u8],
+    cfg: &ParseConfig,
+    out: &mut Option<PacketInfo>,
+) -> Result<(), ParseError> {
+    if parse_plain_ipv4(frame, cfg, out) {
+        return Ok(());
+    }
+    match parse_any(frame, cfg) {
+        Ok(info) => {
+            *out = Some(info);
+            Ok(())
+        }
+        Err(e) => {
+            *out = None;
+            Err(e)
+        }
     }
 }
 
 /// The common case in one straight pass: an untagged Ethernet frame carrying IPv4 without
-/// options, valid as far as [`parse_any`] checks it. `None` sends every other frame (tagged,
-/// IPv6, options, and any frame `parse_any` would reject) the general way, so that both give
-/// the same result for every frame (tested against each other on mutated frames).
+/// options, valid as far as [`parse_any`] checks it, written to `*out` (true). False, with
+/// `out` untouched, sends every other frame (tagged, IPv6, options, and any frame `parse_any`
+/// would reject) the general way, so that both give the same result for every frame (tested
+/// against each other on mutated frames).
 #[inline]
-fn parse_plain_ipv4(frame: &[u8], cfg: &ParseConfig) -> Option<PacketInfo> {
+fn parse_plain_ipv4(frame: &[u8], cfg: &ParseConfig, out: &mut Option<PacketInfo>) -> bool {
     const L3: usize = ethernet::HEADER_LEN;
     const L4: usize = L3 + ipv4::MIN_HEADER_LEN;
-    let head: &[u8; L4] = frame.get(..L4)?.try_into().ok()?;
+    let Some(head) = frame.get(..L4) else {
+        return false;
+    };
+    let Ok(head): Result<&[u8; L4], _> = head.try_into() else {
+        return false;
+    };
     if be16(head, 12) != ethertype::IPV4 || head[L3] != 0x45 {
-        return None;
+        return false;
     }
     let ip_len = usize::from(be16(head, L3 + ipv4::TOTAL_LEN));
     if ip_len < ipv4::MIN_HEADER_LEN || ip_len > frame.len() - L3 {
-        return None;
+        return false;
     }
     if cfg.verify_ipv4_checksum && !crate::checksum::verifies(&head[L3..]) {
-        return None;
+        return false;
     }
     let flags_frag = be16(head, L3 + ipv4::FLAGS_FRAG);
     let fragment = match (
@@ -311,12 +346,12 @@ fn parse_plain_ipv4(frame: &[u8], cfg: &ParseConfig) -> Option<PacketInfo> {
             let min_len = if protocol == protocol::TCP { 20 } else { 8 };
             let available = ip_len - ipv4::MIN_HEADER_LEN;
             if available < min_len {
-                return None;
+                return false;
             }
             if protocol == protocol::TCP {
                 let data_offset = frame[L4 + 12] >> 4;
                 if data_offset < 5 || usize::from(data_offset) * 4 > available {
-                    return None;
+                    return false;
                 }
             }
             Some(Ports {
@@ -345,7 +380,7 @@ fn parse_plain_ipv4(frame: &[u8], cfg: &ParseConfig) -> Option<PacketInfo> {
             head[o + 5],
         ])
     };
-    Some(PacketInfo {
+    *out = Some(PacketInfo {
         eth: EthernetInfo {
             dst: mac(0),
             src: mac(6),
@@ -367,7 +402,8 @@ fn parse_plain_ipv4(frame: &[u8], cfg: &ParseConfig) -> Option<PacketInfo> {
         fragment,
         cc_ext: None,
         flow: key.hash(cfg.flow_key, cfg.hash_seed),
-    })
+    });
+    true
 }
 
 /// [`parse`] for any frame: the walk of the crate docs.
@@ -471,27 +507,49 @@ mod tests {
         ]
     }
 
+    /// The plain path's result for `f`, `None` when it declines the frame.
+    fn plain(f: &[u8], cfg: &ParseConfig) -> Option<PacketInfo> {
+        let mut out = None;
+        let taken = parse_plain_ipv4(f, cfg, &mut out);
+        assert_eq!(taken, out.is_some(), "true exactly when it wrote a result");
+        out
+    }
+
+    /// What `parse_into` leaves, starting from a place that holds another frame's result.
+    fn parsed_into(f: &[u8], cfg: &ParseConfig) -> Result<PacketInfo, ParseError> {
+        let mut out = parse(&vectors::IPV4_TCP, cfg).ok();
+        let r = parse_into(f, cfg, &mut out);
+        match (r, out) {
+            (Ok(()), Some(info)) => Ok(info),
+            (Err(e), None) => Err(e),
+            (r, out) => panic!("parse_into returned {r:?} but left {out:?}"),
+        }
+    }
+
     #[test]
     fn plain_path_takes_the_common_frames() {
         let udp = frame(0x0800, 0x45, None, 0x4000, 17, 0x50, &[], 60, true);
         for cfg in configs() {
-            assert!(parse_plain_ipv4(&vectors::IPV4_TCP, &cfg).is_some());
-            assert!(parse_plain_ipv4(&udp, &cfg).is_some());
+            assert!(plain(&vectors::IPV4_TCP, &cfg).is_some());
+            assert!(plain(&udp, &cfg).is_some());
+            assert_eq!(parsed_into(&udp, &cfg), parse_any(&udp, &cfg));
             assert_eq!(parse(&udp, &cfg), parse_any(&udp, &cfg));
             for other in [
                 &vectors::VLAN_IPV4_OPTIONS_UDP[..],
                 &vectors::QINQ_IPV4_LATER_FRAGMENT,
                 &vectors::IPV6_CC_EXT_UDP,
             ] {
-                assert!(parse_plain_ipv4(other, &cfg).is_none());
+                assert!(plain(other, &cfg).is_none());
                 assert_eq!(parse(other, &cfg), parse_any(other, &cfg));
+                assert_eq!(parsed_into(other, &cfg), parse_any(other, &cfg));
             }
         }
     }
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(4000))]
-        /// The plain IPv4 path and the general walk agree on every frame, valid or not.
+        /// The plain IPv4 path and the general walk agree on every frame, valid or not, and
+        /// `parse_into` leaves what `parse` returns.
         #[test]
         fn plain_path_equals_the_general_walk(
             ethertype in prop_oneof![Just(0x0800u16), Just(0x8100), Just(0x86dd), any::<u16>()],
@@ -507,6 +565,7 @@ mod tests {
             let f = frame(ethertype, ver_ihl, total_len, flags_frag, proto, tcp_offset, &flips, cut, fix);
             for cfg in configs() {
                 prop_assert_eq!(parse(&f, &cfg), parse_any(&f, &cfg));
+                prop_assert_eq!(parsed_into(&f, &cfg), parse_any(&f, &cfg));
             }
         }
     }
