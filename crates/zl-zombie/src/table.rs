@@ -368,24 +368,26 @@ impl OccurrenceTable {
         for j in 0..self.buckets.len() {
             let b = self.bucket_at(p, j);
             let bucket = &self.buckets[b];
-            for entry in self.bucket_entries(b) {
+            for (s, key) in bucket.keys.iter().enumerate() {
                 loop {
                     ops.table_probe();
                     // Most entries belong to other flows: the key alone rules them out.
                     // Relaxed: a stale key only means reading before a claim, as a stale state
                     // word would; this thread's own claims and reservations are always seen.
-                    if entry.key.load(Ordering::Relaxed) != flow.0 {
+                    if key.load(Ordering::Relaxed) != flow.0 {
                         break;
                     }
-                    let m = entry.meta.load(Ordering::Acquire);
+                    // The state word's half line is read only for the flow's own entries.
+                    let meta = &self.metas[b].0[s];
+                    let m = meta.load(Ordering::Acquire);
                     // Acquire: pairs with the claimer's release store of the key, and keeps
                     // the reload below after this load.
-                    if state(m) != LIVE || entry.key.load(Ordering::Acquire) != flow.0 {
+                    if state(m) != LIVE || key.load(Ordering::Acquire) != flow.0 {
                         break;
                     }
                     // Relaxed: ordered after the acquire load of the key. Same state and
                     // generation (the bits above the count) as `m`, which is live.
-                    let again = entry.meta.load(Ordering::Relaxed);
+                    let again = meta.load(Ordering::Relaxed);
                     if (again ^ m) >> GEN_SHIFT == 0 {
                         f += count(m);
                         break;
