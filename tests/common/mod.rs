@@ -85,8 +85,28 @@ pub struct Running {
     pub seen: String,
 }
 
+/// How long a `zlrouter` child may take to print its first progress line, or to exit after a
+/// signal, before the test kills it (a bound for a hang, far above the ~0.1 s either takes):
+/// the test then fails with what the child printed instead of hanging.
+const CHILD_WITHIN: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Kills the child `pid` (SIGKILL, by its PID: a child of this test not yet reaped, so the
+/// PID cannot have been reused) unless the returned sender is used or dropped within `within`.
+fn watchdog(pid: u32, within: std::time::Duration) -> std::sync::mpsc::Sender<()> {
+    let (done, wait) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = wait.recv_timeout(within) {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+    });
+    done
+}
+
 /// Spawns `zlrouter ARGS` and reads its standard error until the first progress line
-/// (`[  t s] rx ...`). Panics, after reaping the child, if it exits before one.
+/// (`[  t s] rx ...`). Panics, after reaping the child, if it exits before one (or is killed
+/// for printing none within a minute).
 pub fn spawn_until_progress(args: &[&str]) -> Running {
     use std::io::Read;
     use std::process::{Command, Stdio};
@@ -96,6 +116,7 @@ pub fn spawn_until_progress(args: &[&str]) -> Running {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn zlrouter");
+    let progress_seen = watchdog(child.id(), CHILD_WITHIN);
     let mut stderr = child.stderr.take().expect("piped stderr");
     let mut seen = Vec::new();
     let mut byte = [0u8; 1];
@@ -112,6 +133,7 @@ pub fn spawn_until_progress(args: &[&str]) -> Running {
             }
         }
     }
+    let _ = progress_seen.send(());
     Running {
         child,
         stderr,
@@ -120,8 +142,9 @@ pub fn spawn_until_progress(args: &[&str]) -> Running {
 }
 
 /// Sends `signal` (`-INT`, `-TERM`) to the child this test started, by its PID, and waits for
-/// it: its output and the rest of its standard error. `None` (the child killed and reaped)
-/// when the `kill` command is not available.
+/// it (bounded: a child still running a minute later is killed, and its status says so): its
+/// output and the rest of its standard error. `None` (the child killed and reaped) when the
+/// `kill` command is not available.
 pub fn signal_and_wait(r: Running, signal: &str) -> Option<(std::process::Output, String)> {
     use std::io::Read;
     let Running {
@@ -137,8 +160,10 @@ pub fn signal_and_wait(r: Running, signal: &str) -> Option<(std::process::Output
         let _ = child.wait();
         return None;
     }
+    let exited = watchdog(child.id(), CHILD_WITHIN);
     let mut rest = String::new();
     let _ = stderr.read_to_string(&mut rest);
     let out = child.wait_with_output().expect("wait for zlrouter");
+    let _ = exited.send(());
     Some((out, rest))
 }
