@@ -210,7 +210,10 @@ fn two_routers_over_af_xdp_on_a_veth_pair() {
     let sender = reaper.0.pop().unwrap();
     let receiver = reaper.0.pop().unwrap();
     for (child, who) in [(sender, "sender"), (receiver, "receiver")] {
+        // Bounded: a router still running a minute after SIGINT is killed (the status says so).
+        let exited = common::watchdog(child.id(), common::CHILD_WITHIN);
         let out = child.wait_with_output().unwrap();
+        let _ = exited.send(());
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "{who}: {:?}\n{stdout}", out.status);
         assert!(stdout.contains("stopped: interrupted"), "{who}:\n{stdout}");

@@ -88,11 +88,11 @@ pub struct Running {
 /// How long a `zlrouter` child may take to print its first progress line, or to exit after a
 /// signal, before the test kills it (a bound for a hang, far above the ~0.1 s either takes):
 /// the test then fails with what the child printed instead of hanging.
-const CHILD_WITHIN: std::time::Duration = std::time::Duration::from_secs(60);
+pub const CHILD_WITHIN: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Kills the child `pid` (SIGKILL, by its PID: a child of this test not yet reaped, so the
 /// PID cannot have been reused) unless the returned sender is used or dropped within `within`.
-fn watchdog(pid: u32, within: std::time::Duration) -> std::sync::mpsc::Sender<()> {
+pub fn watchdog(pid: u32, within: std::time::Duration) -> std::sync::mpsc::Sender<()> {
     let (done, wait) = std::sync::mpsc::channel::<()>();
     std::thread::spawn(move || {
         if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = wait.recv_timeout(within) {
