@@ -69,8 +69,8 @@ fn udp_and_tcp_flow_both_ways() {
 fn ecn_flows_are_marked_others_dropped_and_goodput_is_the_shaper_rate() {
     const RATE: u64 = 4_000_000;
     // 12 s rather than 7: the ECN flow's share of the bytes had a standard deviation of 0.055
-    // over 34 runs of 7 s (smallest 0.398, against the 1/3 asserted below), 0.031 over 11 runs
-    // of 12 s (0.474..0.580).
+    // over 34 runs of 7 s (smallest 0.398, against the 1/3 asserted below), 0.031 over 14 runs
+    // of 12 s (0.473..0.580).
     const SECS: f64 = 12.0;
     let qos = bottleneck(
         RATE,
