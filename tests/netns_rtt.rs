@@ -285,7 +285,8 @@ fn counting_sink(lab: &Lab, port: u16, flows: usize) -> CountingSink {
             });
         }
     });
-    let _ = ready_rx.recv_timeout(Duration::from_secs(5));
+    // Err only if the sink thread died (bind failed): the flows then fail to connect.
+    let _ = ready_rx.recv();
     CountingSink { conns }
 }
 
@@ -397,7 +398,7 @@ const ZL_RED: &str = "{ kind = \"zl-red\", th_min = 5, p_max = 0.15, a = 10, \
 
 /// Reno flows behind 20 ms and 80 ms delay lines, `PAIRS` runs under each AQM pooled: ZL-RED's
 /// per-flow unfairness (`1 - J`) is below `UNFAIRNESS_SHARE` of tail drop's, and it gets there
-/// by dropping early and hitting the short-delay (faster) flows harder.
+/// by dropping early, which narrows the short-delay (faster) group's lead.
 #[test]
 fn reno_with_unequal_delays_is_fairer_under_zl_red_than_tail_drop() {
     const TEST: &str = "rtt";
@@ -440,24 +441,15 @@ fn reno_with_unequal_delays_is_fairer_under_zl_red_than_tail_drop() {
         td.bias()
     );
     // How: a good part of ZL-RED's drops are its own early drops (at least 46 % in every
-    // measured run; the rest are tail drops when the router is descheduled) ...
+    // measured run; the rest are tail drops when the router is descheduled). Per-group loss
+    // rates (retransmits) are printed, not asserted: under load those tail drops fall on
+    // either group, and the long-delay group's rate came out lower under ZL-RED in all of the
+    // quiet and session-2 pairs but higher in 2 of 3 pooled runs at a load of 4..6.
     let early_share = zl.early as f64 / (zl.early + zl.tail).max(1) as f64;
     assert!(
         early_share > 0.25,
         "ZL-RED dropped early {} tail {}",
         zl.early,
         zl.tail
-    );
-    // ... and they spare the long-delay flows: that group's loss rate is lower than under tail
-    // drop, which drops whoever sends into a full queue and so the long-delay flows' bursts
-    // (measured per pair: 1.35..2.6x lower quiet, 1.8..3.6x under load; the short group's rate
-    // stays within 0.7..1.1x of tail drop's).
-    assert!(
-        zl.loss_pct(1) < td.loss_pct(1),
-        "long-delay group's loss %: ZL-RED {:.2}, tail drop {:.2} (short: {:.2}, {:.2})",
-        zl.loss_pct(1),
-        td.loss_pct(1),
-        zl.loss_pct(0),
-        td.loss_pct(0)
     );
 }
