@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver};
 use std::time::Duration;
@@ -14,7 +14,7 @@ use std::time::Duration;
 use zl_afxdp::netns::{is_root, Netns};
 
 fn skip(why: &str) {
-    let _ = writeln!(std::io::stderr(), "SKIPPED: AF_XDP end-to-end test: {why}");
+    zl_afxdp::netns::skip("AF_XDP end-to-end test", why);
 }
 
 const RECEIVER: &str = r#"

@@ -236,7 +236,10 @@ fn zlrouter_runs_between_two_net_pcap_ports_through_zl_red() {
     }
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED zlrouter_runs_between_two_net_pcap_ports_through_zl_red: not root");
+        zl_afxdp::netns::skip(
+            "zlrouter_runs_between_two_net_pcap_ports_through_zl_red",
+            "not root",
+        );
         return;
     }
     let dir = common::scratch("dpdk-config-run");

@@ -222,13 +222,8 @@ fn golden_pcap_through_the_router() {
 /// hold and pin the new values from the failure message.
 const EXPECTED: (u64, u64, u64, u64) = (202, 95, 98, 13_206_223_229_044_763_295);
 
-/// Says so on the real stderr (not the test harness's captured one), so a skip is visible.
 fn skip(why: &str) {
-    use std::io::Write;
-    let _ = writeln!(
-        std::io::stderr(),
-        "SKIPPED: golden pcap tshark checks: {why}"
-    );
+    zl_afxdp::netns::skip("golden pcap tshark checks", why);
 }
 
 fn tshark_checks(path: &Path, frames: usize) {

@@ -3,10 +3,8 @@
 
 mod common;
 
-use std::io::Write;
-
 fn skip(why: &str) {
-    let _ = writeln!(std::io::stderr(), "SKIPPED: signal test: {why}");
+    zl_afxdp::netns::skip("signal test", why);
 }
 
 /// Starts a long run, waits for its first progress output, sends `signal`, checks the exit.

@@ -26,12 +26,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-pub use zl_afxdp::netns::{is_root, Netns};
-
-/// Prints the visible skip message.
-pub fn skip(test: &str, why: &str) {
-    let _ = writeln!(io::stderr(), "SKIPPED {test}: {why}");
-}
+pub use zl_afxdp::netns::{is_root, skip, Netns};
 
 /// The receiver's address.
 pub const RECEIVER_IP: &str = "10.9.100.2";

@@ -12,6 +12,23 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::thread::JoinHandle;
 
+/// The environment variable that turns every test's environment skip (not root, no network
+/// namespaces, a router that does not start, a missing tool) into a failure. `.ci/run` sets
+/// it: CI runs as root with every tool installed, so a skip there would hide a broken setup
+/// or a regression behind a passing test.
+pub const REQUIRE_ENV: &str = "ZLR_REQUIRE_ENV";
+
+/// Says on stderr that `test` cannot run here and why (the test then returns and passes), or,
+/// with [`REQUIRE_ENV`] set to anything but `0`, fails the test with the same words.
+pub fn skip(test: &str, why: &str) {
+    use std::io::Write;
+    if std::env::var_os(REQUIRE_ENV).is_some_and(|v| v != "0") {
+        panic!("{test} cannot run here: {why} ({REQUIRE_ENV} is set, so this fails instead of skipping)");
+    }
+    // The real stderr, not the test harness's captured one, so that a skip is visible.
+    let _ = writeln!(io::stderr(), "SKIPPED {test}: {why}");
+}
+
 /// Whether the process runs as root (the tests that need it skip otherwise).
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.

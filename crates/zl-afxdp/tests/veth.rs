@@ -9,7 +9,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-use zl_afxdp::netns::{is_root, Netns};
+use zl_afxdp::netns::{is_root, skip, Netns};
 use zl_afxdp::{AfXdpConfig, AfXdpError, AfXdpPort, BindMode, OnGone, XdpMode};
 use zl_core::Nanos;
 use zl_port::{Batch, BufPool, Port, PortError};
@@ -22,14 +22,17 @@ const GIVE_UP_AFTER: Duration = Duration::from_secs(5);
 /// this machine cannot make one: not root, or no `ip` / netns support.
 fn veth_ns(test: &str, tag: &str) -> Option<Netns> {
     if !is_root() {
-        eprintln!("SKIPPED {test}: needs root (network namespaces, veth, XDP)");
+        skip(test, "needs root (network namespaces, veth, XDP)");
         return None;
     }
     zl_afxdp::netns::set_prefix("zlxf");
     match Netns::create(tag).and_then(|ns| ns.add_veth_pair("zx0", "zx1").map(|()| ns)) {
         Ok(ns) => Some(ns),
         Err(e) => {
-            eprintln!("SKIPPED {test}: cannot create a namespace with a veth pair: {e}");
+            skip(
+                test,
+                &format!("cannot create a namespace with a veth pair: {e}"),
+            );
             None
         }
     }
@@ -255,7 +258,7 @@ fn receives_injected_frames_in_native_mode() {
 fn one_socket_per_queue_on_a_multi_queue_interface() {
     let test = "one_socket_per_queue_on_a_multi_queue_interface";
     if !is_root() {
-        eprintln!("SKIPPED {test}: needs root");
+        skip(test, "needs root");
         return;
     }
     zl_afxdp::netns::set_prefix("zlxf");
@@ -264,7 +267,7 @@ fn one_socket_per_queue_on_a_multi_queue_interface() {
     {
         Ok(ns) => ns,
         Err(e) => {
-            eprintln!("SKIPPED {test}: cannot create a 4-queue veth pair: {e}");
+            skip(test, &format!("cannot create a 4-queue veth pair: {e}"));
             return;
         }
     };

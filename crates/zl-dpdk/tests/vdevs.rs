@@ -163,10 +163,10 @@ mod with_dpdk {
     }
 
     fn net_af_packet_over_a_veth_pair(eal: &'static Eal) {
-        use zl_afxdp::netns::{is_root, set_prefix, Netns};
+        use zl_afxdp::netns::{is_root, set_prefix, skip, Netns};
         set_prefix("zldp");
         if !is_root() {
-            eprintln!("SKIPPED net_af_packet sub-case: needs root (namespace, veth)");
+            skip("net_af_packet sub-case", "needs root (namespace, veth)");
             return;
         }
         let ns = match Netns::create("dpkt").and_then(|ns| {
@@ -175,7 +175,10 @@ mod with_dpdk {
         }) {
             Ok(ns) => ns,
             Err(e) => {
-                eprintln!("SKIPPED net_af_packet sub-case: cannot create a veth pair: {e}");
+                skip(
+                    "net_af_packet sub-case",
+                    &format!("cannot create a veth pair: {e}"),
+                );
                 return;
             }
         };
