@@ -88,6 +88,7 @@ pub(crate) fn mix(x: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// One entry: its key and its state word, which live in the two arrays.
 #[derive(Debug)]
 struct Entry<'a> {
     key: &'a AtomicU64,
@@ -322,9 +323,10 @@ impl OccurrenceTable {
         }
     }
 
-    /// Starts loading `h`'s first bucket, so that its cache miss overlaps the zombie slot's
-    /// instead of following it (the F lookup that ends every observation reads that line).
-    /// A plain load whose value is discarded: a prefetch without `unsafe`.
+    /// Starts loading the key half of `h`'s first bucket, so that its cache miss overlaps the
+    /// zombie slot's instead of following it (the F lookup that ends every observation reads
+    /// it). A plain load whose value is discarded: a prefetch without `unsafe`. Also loading
+    /// the state-word half here was measured slower (docs/performance/zl-zombie.md).
     #[inline]
     pub(crate) fn prefetch(&self, h: u64) {
         let first = self.probe_hashed(h).first;
