@@ -54,6 +54,17 @@ pub struct Scheduler {
     credit: u64,
 }
 
+/// The weighted class after `cur` in round-robin order (`cur < n`): a compare, not the
+/// division `(cur + 1) % n` compiles to, on the per-packet path.
+#[inline]
+fn next_index(cur: usize, n: usize) -> usize {
+    if cur + 1 >= n {
+        0
+    } else {
+        cur + 1
+    }
+}
+
 impl Scheduler {
     /// `classes[i]` places class `i`. Quanta must be non-zero (checked by the engine's config).
     pub fn new(mode: SchedMode, classes: &[SchedClass]) -> Self {
@@ -114,7 +125,7 @@ impl Scheduler {
                     if self.credit > 0 && head(c).is_some() {
                         return Some(c);
                     }
-                    self.cur = (self.cur + 1) % n;
+                    self.cur = next_index(self.cur, n);
                     self.credit = self.quantum[self.cur];
                 }
                 None
@@ -149,7 +160,7 @@ impl Scheduler {
                 self.skip_idle_rounds(head);
                 visits = 0;
             }
-            self.cur = (self.cur + 1) % n;
+            self.cur = next_index(self.cur, n);
             self.deficit[self.cur] += self.quantum[self.cur];
         }
     }
