@@ -21,17 +21,25 @@ const fn fold(sum: u32) -> u16 {
 /// accumulator cannot overflow below 2^32 words.
 #[inline]
 pub fn ones_complement_sum(bytes: &[u8]) -> u16 {
+    sum_words(bytes, u32::from_be_bytes)
+}
+
+/// [`ones_complement_sum`] with the 4-octet words read by `word`: big-endian for the sum
+/// itself; in the machine's byte order, the same sum with its two octets swapped on a
+/// little-endian machine (RFC 1071 §2(B), byte order independence).
+#[inline(always)]
+fn sum_words(bytes: &[u8], word: impl Fn([u8; 4]) -> u32) -> u16 {
     let mut sum: u64 = 0;
     let mut words = bytes.chunks_exact(4);
     for w in &mut words {
-        sum += u64::from(u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
+        sum += u64::from(word([w[0], w[1], w[2], w[3]]));
     }
     // Up to 3 trailing octets, zero-padded (written out: a variable-length copy into a
     // buffer compiled to a `memmove` call, which dominated the cost on a 20-octet header).
     sum += u64::from(match *words.remainder() {
-        [a] => u32::from_be_bytes([a, 0, 0, 0]),
-        [a, b] => u32::from_be_bytes([a, b, 0, 0]),
-        [a, b, c] => u32::from_be_bytes([a, b, c, 0]),
+        [a] => word([a, 0, 0, 0]),
+        [a, b] => word([a, b, 0, 0]),
+        [a, b, c] => word([a, b, c, 0]),
         _ => 0,
     });
     // 64 -> 32 bits, then the 16-bit fold.
@@ -47,9 +55,13 @@ pub fn checksum(bytes: &[u8]) -> u16 {
 
 /// True when `header` (checksum field included) sums to `0xffff`, i.e. the stored checksum
 /// verifies. Accepts both one's complement zeros (`0x0000` and `0xffff`) in the field.
+///
+/// Summed in the machine's byte order (no byte swaps, on every received IPv4 header): the
+/// result is the network-order sum with its octets swapped or not, and `0xffff` reads the same
+/// either way.
 #[inline]
 pub fn verifies(header: &[u8]) -> bool {
-    ones_complement_sum(header) == 0xffff
+    sum_words(header, u32::from_ne_bytes) == 0xffff
 }
 
 /// RFC 1624 eqn. 3: the new checksum after one 16-bit word of the covered data changes from
@@ -93,6 +105,32 @@ mod tests {
     #[test]
     fn odd_length_is_zero_padded() {
         assert_eq!(ones_complement_sum(&[0x12, 0x34, 0x56]), 0x1234 + 0x5600);
+    }
+
+    /// `verifies` (machine byte order) agrees with the network-order sum on every length, on
+    /// arbitrary bytes and on bytes whose checksum is filled in (so the sum is `0xffff`).
+    #[test]
+    fn verifies_agrees_with_the_network_order_sum() {
+        let bytes: Vec<u8> = (0..200u32).map(|i| (i * 97 + 31) as u8).collect();
+        let mut valid = 0;
+        for len in 0..bytes.len() {
+            let b = &bytes[..len];
+            assert_eq!(verifies(b), ones_complement_sum(b) == 0xffff, "len {len}");
+            if len >= 2 {
+                // A checksum field at an even offset, as in a header.
+                let at = (len / 2 - 1) & !1;
+                let mut h = b.to_vec();
+                h[at..at + 2].fill(0);
+                let c = checksum(&h);
+                h[at..at + 2].copy_from_slice(&c.to_be_bytes());
+                assert_eq!(ones_complement_sum(&h), 0xffff, "len {len}");
+                assert!(verifies(&h), "len {len}");
+                h[len - 1] ^= 0x40;
+                assert!(!verifies(&h), "len {len}, one bit changed");
+                valid += 1;
+            }
+        }
+        assert!(valid > 190);
     }
 
     #[test]
