@@ -165,8 +165,7 @@ pub fn next_p_avg(p_avg: f64, alpha: f64, p4: f64) -> f64 {
 /// through `zlred_probability`.
 ///
 /// It also returns, from the same terms, the arrival's `p4` (eq. 5, as `eq_4_5` computes it,
-/// bit for bit: `p4 = (p1 h) F a' / (d T P)`) for a decision that settles `P_avg` at once; a
-/// caller that does not use it pays nothing for it (inlined, the division is dropped).
+/// bit for bit: `p4 = (p1 h) F a' / (d T P)`), for `P_avg`'s update.
 #[inline(always)]
 fn fires_and_p4<R: rand::RngCore + ?Sized>(rng: &mut R, i: &ZlRedInputs) -> (bool, f64) {
     let p1 = staged_p1(i.q, i.th_min, i.b_third, i.p_max);
@@ -291,31 +290,26 @@ impl ZlRedConfig {
     }
 }
 
-/// What the latest decision saw: enough to recompute its [`ZlRedTerms`] and the `P_avg` it
-/// leaves behind.
+/// What the latest decision saw (enough to recompute its [`ZlRedTerms`]) and the `P_avg` it
+/// left behind.
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct LastArrival {
     q: u32,
     obs: Observation,
     /// `P_avg` before this arrival.
     p_avg: f64,
-    /// `P_avg` after this arrival, when the decision settled it (`on_arrival_observed`);
-    /// `None` when it is left to the next decision (`on_arrival`).
-    settled: Option<f64>,
+    /// `P_avg` after this arrival.
+    p_avg_after: f64,
 }
 
 /// ZL-RED runtime state.
 ///
-/// The verdict needs only `u < p5` (see `fires_and_p4`), not the terms themselves, so a decision
-/// stores its inputs and `P_avg`'s update is settled at the start of the next one, where its
-/// division (`eq_4_5`) overlaps that arrival's Zombie List observation instead of delaying
-/// this verdict. [`ZlRed::p_avg`] and [`ZlRed::last_decision`] compute from the stored inputs,
-/// with exactly the values an eager update would have produced.
-///
-/// A decision on an observation made by the caller (`on_arrival_observed`, the data plane's
-/// path) has no observation of its own to overlap, so it settles `P_avg` at once from the
-/// terms its verdict computed (one division, no second pass over eq. 7, 4 and 5 at the next
-/// arrival); the value is the same either way.
+/// The verdict needs only `u < p5` (see `fires_and_p4`), not the terms themselves. A decision
+/// updates `P_avg` from the same terms (one division, which the verdict does not wait for) and
+/// stores its inputs, from which [`ZlRed::last_decision`] recomputes the terms. (Session 2
+/// left the update to the start of the next decision, to overlap its division with that
+/// arrival's observation; computing it at once from the verdict's terms instead of again from
+/// the stored inputs measured faster on both paths: docs/performance/dataplane.md.)
 pub struct ZlRed {
     cfg: ZlRedConfig,
     list: Arc<ZombieList>,
@@ -354,18 +348,7 @@ impl ZlRed {
     /// `P_avg(t)`, after the latest decision.
     #[inline]
     pub fn p_avg(&self) -> f64 {
-        match &self.last {
-            Some(LastArrival {
-                settled: Some(p_avg),
-                ..
-            }) => *p_avg,
-            Some(last) => {
-                let i = self.cfg.inputs(last.q, &last.obs, last.p_avg);
-                let p1 = staged_p1(i.q, i.th_min, i.b_third, i.p_max);
-                next_p_avg(last.p_avg, self.cfg.alpha, eq_4_5(&i, p1).0)
-            }
-            None => 0.0,
-        }
+        self.last.map_or(0.0, |last| last.p_avg_after)
     }
 
     /// The terms of the latest decision (tail drops leave it unchanged; all zero before the
@@ -389,9 +372,7 @@ impl std::fmt::Debug for ZlRed {
 }
 
 impl ZlRed {
-    /// Eq. (7), (2)-(6) from the arrival's observation of the list; `p_avg` is `P_avg`
-    /// before it (settled by the caller from the previous decision). With `settle`, `P_avg`
-    /// after this arrival is computed now and stored, else left to [`ZlRed::p_avg`].
+    /// Eq. (7), (2)-(6) from the arrival's observation of the list, and `P_avg`'s update.
     #[inline(always)]
     fn decide<R: rand::RngCore + ?Sized>(
         &mut self,
@@ -399,15 +380,14 @@ impl ZlRed {
         queue: &QueueView,
         pkt: &PacketMeta,
         obs: &Observation,
-        p_avg: f64,
-        settle: bool,
     ) -> Verdict {
+        let p_avg = self.p_avg();
         let (fire, p4) = fires_and_p4(rng, &self.cfg.inputs(queue.len_packets, obs, p_avg));
         self.last = Some(LastArrival {
             q: queue.len_packets,
             obs: *obs,
             p_avg,
-            settled: settle.then(|| next_p_avg(p_avg, self.cfg.alpha, p4)),
+            p_avg_after: next_p_avg(p_avg, self.cfg.alpha, p4),
         });
         if fire {
             early_verdict(self.cfg.ecn, pkt)
@@ -428,10 +408,8 @@ impl Aqm for ZlRed {
         let v = if queue.is_full_for(pkt.len) {
             Verdict::TailDrop
         } else {
-            // Settled before the observation, so that its divisions run alongside it.
-            let p_avg = self.p_avg();
             let obs = self.list.observe(pkt.flow, now, rng);
-            self.decide(rng, queue, pkt, &obs, p_avg, false)
+            self.decide(rng, queue, pkt, &obs)
         };
         self.stats.record(v);
         v
@@ -452,8 +430,7 @@ impl Aqm for ZlRed {
         let v = if queue.is_full_for(pkt.len) {
             Verdict::TailDrop
         } else {
-            let p_avg = self.p_avg();
-            self.decide(rng, queue, pkt, obs, p_avg, true)
+            self.decide(rng, queue, pkt, obs)
         };
         self.stats.record(v);
         v
@@ -519,15 +496,15 @@ mod tests {
         );
     }
 
-    /// `p_avg()` and `last_decision()`, computed from the stored inputs, equal the eager
-    /// computation step by step; so does `P_avg` as `on_arrival_observed` settles it at once
-    /// (the two kinds of decision alternate in runs of 1 to 3, so each follows the other).
+    /// `p_avg()` equals the EWMA stepped with each `last_decision()`'s `p4` (recomputed from
+    /// the stored inputs by the equations), bit for bit, through both kinds of decision (they
+    /// alternate in runs of 3 and 4, so each follows the other).
     #[test]
-    fn settled_p_avg_equals_the_eager_update() {
+    fn p_avg_equals_the_step_by_step_update() {
         let cfg = ZlRedParams::default().validate(1000).unwrap();
         let mut zl = ZlRed::new(cfg);
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(32);
-        let (mut eager, mut settled) = (0.0, 0);
+        let (mut eager, mut observed) = (0.0, 0);
         for n in 0..50_000u64 {
             let q = QueueView {
                 len_packets: (n % 500) as u32,
@@ -546,13 +523,13 @@ mod tests {
             } else {
                 let obs = Arc::clone(zl.zombie_list()).observe(pkt.flow, Nanos(n), &mut rng);
                 zl.on_arrival_observed(Nanos(n), &mut rng, &q, &pkt, &obs);
-                settled += 1;
+                observed += 1;
             }
             let t = zl.last_decision();
             eager = next_p_avg(eager, cfg.alpha, t.p4);
             assert_eq!(zl.p_avg().to_bits(), eager.to_bits(), "arrival {n}");
         }
         assert!(eager > 0.0);
-        assert!(settled > 20_000, "{settled}");
+        assert!(observed > 20_000, "{observed}");
     }
 }
