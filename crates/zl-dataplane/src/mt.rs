@@ -50,7 +50,9 @@ use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use zl_aqm::PacketMeta;
 use zl_core::Nanos;
-use zl_port::{Batch, BufPool, PacketBuf, PortCounters, PortError, Readiness, DEFAULT_BUF_SIZE};
+use zl_port::{
+    Batch, BufPool, PacketBuf, PortCounters, PortError, Readiness, BATCH_CAPACITY, DEFAULT_BUF_SIZE,
+};
 use zl_qos::{Dequeue, QosEngine};
 use zl_wire::ParseConfig;
 use zl_zombie::{Observation, ZombieList};
@@ -189,6 +191,25 @@ struct Shared<'a> {
 fn lock_port(m: &Mutex<BoxedPort>) -> std::sync::MutexGuard<'_, BoxedPort> {
     // A worker that panicked while holding a port leaves it usable: its state is the port's.
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A packet leaving its queue: counted as forwarded and put in the transmit batch `out`
+/// (whose room the caller checked; a full batch hands the buffer back through `returns`).
+fn departs(
+    totals: &mut FateCounters,
+    groups: &mut [GroupStats],
+    b: PacketBuf,
+    out: &mut Batch,
+    returns: &ArrayQueue<PacketBuf>,
+) {
+    let len = b.len() as u64;
+    count_fate(totals, groups, b.tag, |c| {
+        c.forwarded += 1;
+        c.forwarded_bytes += len;
+    });
+    if let Err(b) = out.push(b) {
+        let _ = returns.push(b);
+    }
 }
 
 fn zeroed(groups: &[GroupStats]) -> Vec<GroupStats> {
@@ -494,7 +515,31 @@ impl MtRouter {
             rounds = rounds.wrapping_add(1);
             let mut moved = 0usize;
             for p in 0..self.qos.len() {
-                moved += self.admit(p, now, &sh.rings[p], sh.returns, &parse, &mut rng, budget);
+                // Admission in bursts, each followed by its transmit, so that a queue whose
+                // link keeps up never holds more than the cut-through leaves (see `admit`).
+                let mut left = budget;
+                loop {
+                    let chunk = left.min(BATCH_CAPACITY);
+                    let n = self.admit(
+                        p,
+                        now,
+                        &sh.rings[p],
+                        sh.returns,
+                        &parse,
+                        &mut rng,
+                        chunk,
+                        &mut out,
+                    );
+                    moved += n;
+                    left -= n;
+                    if let Err(e) = self.transmit(p, now, sh, &mut out, &mut sent) {
+                        sh.failed.store(true, Ordering::Relaxed);
+                        return (StopReason::Finished, Some(e));
+                    }
+                    if n < chunk || left == 0 {
+                        break;
+                    }
+                }
                 if rounds % ESTIMATE_EVERY == 0 {
                     if let Some(z) = &self.zombies[p] {
                         self.qos[p].offer_zombie_estimate(now, z);
@@ -505,10 +550,6 @@ impl MtRouter {
                     for (c, h) in self.qlen_hist[p].iter_mut().enumerate() {
                         h.record(qos.queue_len(c).map_or(0, |(packets, _)| packets));
                     }
-                }
-                if let Err(e) = self.transmit(p, now, sh, &mut out, &mut sent) {
-                    sh.failed.store(true, Ordering::Relaxed);
-                    return (StopReason::Finished, Some(e));
                 }
             }
             if now >= next_report {
@@ -539,7 +580,11 @@ impl MtRouter {
         }
     }
 
-    /// Classifies and admits up to `budget` packets from `ring` into port `p`'s engine.
+    /// Classifies and admits up to `budget` packets from `ring` into port `p`'s engine. A
+    /// packet admitted to the port with nothing else queued leaves at once into `out` (the
+    /// transmit batch, empty on entry and sent by `transmit` before anything it dequeues)
+    /// when the shaper lets it, as `Dataplane`'s cut-through does: so that a queue whose link
+    /// keeps up does not hold a whole admission round, which an AQM would read as congestion.
     #[allow(clippy::too_many_arguments)]
     fn admit(
         &mut self,
@@ -550,6 +595,7 @@ impl MtRouter {
         parse: &ParseConfig,
         rng: &mut Xoshiro256PlusPlus,
         budget: usize,
+        out: &mut Batch,
     ) -> usize {
         let qos = &mut self.qos[p];
         let mut n = 0;
@@ -597,6 +643,13 @@ impl MtRouter {
                             c.marked += 1
                         });
                     }
+                    if qos.queue_len(class.class).map(|(n, _)| n) == Some(1)
+                        && qos.len() == 1
+                        && !out.is_full()
+                    {
+                        let (totals, groups) = (&mut self.tx_totals, &mut self.tx_groups);
+                        qos.dequeue_burst(now, 1, |b| departs(totals, groups, b, out, returns));
+                    }
                 }
                 Err(dropped) => {
                     let cause = DropCause::of_verdict(dropped.verdict).unwrap_or(DropCause::Tail);
@@ -622,15 +675,7 @@ impl MtRouter {
         loop {
             let (totals, groups) = (&mut self.tx_totals, &mut self.tx_groups);
             self.qos[p].dequeue_burst(now, out.room(), |b| {
-                let len = b.len() as u64;
-                count_fate(totals, groups, b.tag, |c| {
-                    c.forwarded += 1;
-                    c.forwarded_bytes += len;
-                });
-                // Cannot fail: the burst is at most the batch's room.
-                if let Err(b) = out.push(b) {
-                    let _ = sh.returns.push(b);
-                }
+                departs(totals, groups, b, out, sh.returns)
             });
             if out.is_empty() {
                 return Ok(());

@@ -557,3 +557,38 @@ fn a_run_after_a_stop_goes_on_counting() {
         t.received
     );
 }
+
+/// On links that keep up (no shaper) the transmit worker's queues stay empty: each packet
+/// admitted to an empty port leaves at once into the transmit batch, and admission goes in
+/// bursts of 32, each followed by its transmit. So ZL-RED (`th_min` 5) sees no queue and
+/// drops nothing, although a round admits up to 256 packets per port (without the
+/// cut-through: 443 early drops in one run, from the round's own backlog).
+#[test]
+fn links_that_keep_up_queue_and_drop_nothing() {
+    const CYCLES: u64 = 5_000;
+    let params: QosParams = toml::from_str(&format!(
+        "link_rate_bps = 1_000_000_000\n[[classes]]\nname = \"be\"\nweight = 1\n\
+         max_packets = 1000\naqm = {ZL_RED}\n"
+    ))
+    .unwrap();
+    let mut r = router(sources(CYCLES), &params, 1000, 1, 1024);
+    let stop = AtomicBool::new(false);
+    assert_eq!(run_virtual(&mut r, &stop, 1000), StopReason::Finished);
+    let t = r.totals();
+    assert_eq!(t.received, 20 * CYCLES, "{t:?}");
+    for p in 0..2 {
+        assert_eq!(
+            r.port_counters(p).rx_no_buffer,
+            0,
+            "a worker's pool ran dry"
+        );
+    }
+    // 16 of each cycle's 20 frames are routable; the ring to the transmit worker may fill
+    // (a counted drop of its own), the queues never.
+    let routable = 16 * CYCLES - t.drops_of(DropCause::RingFull);
+    assert_eq!(t.forwarded, routable, "{t:?}");
+    for cause in [DropCause::Early, DropCause::Forced, DropCause::Tail] {
+        assert_eq!(t.drops_of(cause), 0, "{cause:?}: {t:?}");
+    }
+    assert_balanced(&r);
+}
