@@ -447,27 +447,22 @@ impl Dataplane {
     }
 
     /// A packet just admitted to an otherwise empty port leaves its queue at once when the
-    /// shaper lets it, into the port's pending batch, as it would on a link that keeps up: the
-    /// poll loop takes a whole receive burst before it transmits, and without this a queue
-    /// whose link keeps up would hold up to a burst (32) that an AQM reads as congestion
-    /// (ZL-RED's `th_min` is 5). With a backlog, or a shaper holding, nothing changes: the
-    /// packet waits and the next transmit takes it in scheduler order. The scheduler order is
-    /// kept: only the sole queued packet of the port leaves, and the pending batch is sent
+    /// shaper lets it (`QosEngine::release_if_alone`), into the port's pending batch, as it
+    /// would on a link that keeps up: the poll loop takes a whole receive burst before it
+    /// transmits, and without this a queue whose link keeps up would hold up to a burst (32)
+    /// that an AQM reads as congestion (ZL-RED's `th_min` is 5). The pending batch is sent
     /// before anything dequeued later. The packet is counted as forwarded here, as the
     /// transmit step counts what it dequeues.
     #[inline]
     fn cut_through(&mut self, now: Nanos, port: usize, class: usize) {
         let slot = &mut self.slots[port];
         let pending = &mut self.pending[port];
-        if slot.qos.queue_len(class).map(|(n, _)| n) != Some(1)
-            || slot.qos.len() != 1
-            || pending.is_full()
-        {
+        if pending.is_full() {
             return;
         }
         let groups = &mut self.groups;
         let mut bytes = 0;
-        let burst = slot.qos.dequeue_burst(now, 1, |b| {
+        let burst = slot.qos.release_if_alone(now, class, |b| {
             bytes += departs(groups, &b);
             // Cannot fail: the batch has room (checked above).
             let _ = pending.push(b);

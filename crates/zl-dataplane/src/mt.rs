@@ -643,12 +643,11 @@ impl MtRouter {
                             c.marked += 1
                         });
                     }
-                    if qos.queue_len(class.class).map(|(n, _)| n) == Some(1)
-                        && qos.len() == 1
-                        && !out.is_full()
-                    {
+                    if !out.is_full() {
                         let (totals, groups) = (&mut self.tx_totals, &mut self.tx_groups);
-                        qos.dequeue_burst(now, 1, |b| departs(totals, groups, b, out, returns));
+                        qos.release_if_alone(now, class.class, |b| {
+                            departs(totals, groups, b, out, returns)
+                        });
                     }
                 }
                 Err(dropped) => {

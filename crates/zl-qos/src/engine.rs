@@ -458,6 +458,25 @@ impl<T> QosEngine<T> {
         }
     }
 
+    /// The cut-through of a data plane that admits a whole receive burst before it transmits:
+    /// when the packet just admitted to `class` is the only one in the engine, it is handed to
+    /// `send` at once if the shaper lets it go (as [`QosEngine::dequeue_burst`] with room for
+    /// one); with anything else queued, or a `class` this engine does not have, nothing
+    /// leaves. Without it a queue whose link keeps up would hold the burst, which an AQM reads
+    /// as congestion; with a backlog the packet waits its turn as before, so the scheduler's
+    /// order is kept.
+    #[inline]
+    pub fn release_if_alone(&mut self, now: Nanos, class: usize, send: impl FnMut(T)) -> Burst {
+        let alone = self.classes.get(class).is_some_and(|c| c.queue.len() == 1) && self.len() == 1;
+        if !alone {
+            return Burst {
+                sent: 0,
+                held_until: None,
+            };
+        }
+        self.dequeue_burst(now, 1, send)
+    }
+
     #[inline(always)]
     fn dequeue_one(&mut self, now: Nanos) -> Dequeue<T> {
         let classes = &self.classes;

@@ -403,3 +403,44 @@ fn dequeue_burst_matches_repeated_dequeue() {
     );
     assert_eq!(one.len(), burst.len());
 }
+
+/// `release_if_alone` hands out the packet just admitted only when it is the engine's only
+/// one and the shaper lets it go; with anything else queued, or the shaper holding, it waits.
+#[test]
+fn release_if_alone_only_releases_a_lone_packet_the_shaper_lets_go() {
+    let p = load(
+        r#"
+        shaper = { rate_bps = 8_000_000, overhead_bytes = 0, burst_bytes = 1514 }
+        [[classes]]
+        name = "ef"
+        strict_rank = 0
+        max_packets = 10
+        [[classes]]
+        name = "be"
+        weight = 1
+        max_packets = 10
+        "#,
+    );
+    let mut e: QosEngine<u32> = QosEngine::new(&p).unwrap();
+    let mut r = rng();
+    let now = Nanos::from_millis(1);
+    let mut out = Vec::new();
+    // Alone, and the bucket holds 1514 bytes: it leaves at once.
+    let (c, v) = e.enqueue(now, &mut r, Some(0), meta(1000), 1, |_| {});
+    assert!(v.is_ok());
+    let b = e.release_if_alone(now, c.class, |x| out.push(x));
+    assert_eq!((b.sent, b.held_until, out.as_slice()), (1, None, &[1][..]));
+    assert!(e.is_empty());
+    // Alone again, but 514 bytes of tokens are left: the shaper holds it.
+    let (c, _) = e.enqueue(now, &mut r, Some(0), meta(1000), 2, |_| {});
+    let b = e.release_if_alone(now, c.class, |x| out.push(x));
+    assert_eq!(b.sent, 0);
+    assert!(b.held_until.is_some_and(|t| t > now), "{b:?}");
+    // Not alone: packet 3 joins packet 2 (another class) and waits, even with tokens back.
+    let later = now + Nanos::from_millis(10);
+    let (c, _) = e.enqueue(later, &mut r, Some(46), meta(100), 3, |_| {});
+    let b = e.release_if_alone(later, c.class, |x| out.push(x));
+    assert_eq!((b.sent, out.len(), e.len()), (0, 1, 2));
+    // A class the engine does not have releases nothing.
+    assert_eq!(e.release_if_alone(later, 9, |x| out.push(x)).sent, 0);
+}
