@@ -46,7 +46,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use zl_afxdp::netns::{is_root, mac_text, pin_thread_to_cpu, LineTopology as Topology};
+use zl_afxdp::netns::{
+    is_root, mac_text, pin_thread_to_cpu, LineTopology as Topology, BENCH_ZL_RED,
+};
 use zl_afxdp::{AfXdpConfig, AfXdpPort, XdpMode};
 
 type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
@@ -355,17 +357,8 @@ fn zlrouter_config(
         XdpMode::Generic => "generic",
         XdpMode::Native => "native",
     };
-    format!(
-        r#"[run]
-pool_buffers = 16384
-
-[parse]
-flow_key = "5-tuple"
-
-[metrics]
-flow_estimate = {estimate}
-
-[[ports]]
+    let ports = format!(
+        r#"[[ports]]
 name = "r0"
 kind = "af-xdp"
 mac = "{r0}"
@@ -376,39 +369,12 @@ name = "r1"
 kind = "af-xdp"
 mac = "{r1}"
 af_xdp = {{ ifname = "r1", attach_program = false }}
-
-[[routes]]
-prefix = "10.0.2.0/24"
-port = "r1"
-next_hop_mac = "{s0}"
-
-[qos]
-link_rate_bps = 100_000_000_000
-shaper = {{ rate_bps = 100_000_000_000, burst_bytes = 1_000_000 }}
-scheduler = {{ mode = "wrr" }}
-classifier = {{ default_class = "be" }}
-
-[[qos.classes]]
-name = "ef"
-strict_rank = 0
-max_packets = 100
-
-[[qos.classes]]
-name = "be"
-weight = 1
-max_packets = 1000
-{aqm}
 "#,
         r0 = m(r0),
         r1 = m(r1),
-        s0 = m(s0),
-        estimate = !tail_drop,
-        aqm = if tail_drop {
-            ""
-        } else {
-            r#"aqm = { kind = "zl-red", th_min = 5, p_max = 0.15, a = 10 }"#
-        },
-    )
+    );
+    let aqm = if tail_drop { "" } else { BENCH_ZL_RED };
+    Topology::router_config(&ports, s0, !tail_drop, aqm)
 }
 
 /// A number after `key` in the first line of `text` starting with `start`.

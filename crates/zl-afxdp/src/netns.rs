@@ -274,6 +274,56 @@ impl LineTopology {
     }
 }
 
+/// The best-effort class's ZL-RED line (the paper's constants) for
+/// [`LineTopology::router_config`].
+pub const BENCH_ZL_RED: &str = r#"aqm = { kind = "zl-red", th_min = 5, p_max = 0.15, a = 10 }"#;
+
+impl LineTopology {
+    /// A `zlrouter` config for the forwarding benchmarks on this topology: `ports` (the TOML of
+    /// the router's two ports, `r0` then `r1`), the route to the sink's network out of `r1`
+    /// (next hop `s0`'s MAC), the 5-tuple flow key, the flow estimate when `flow_estimate`,
+    /// and the QoS: the Diffserv classifier, EF strict plus best effort with `be_aqm` (a TOML
+    /// `aqm = ...` line such as [`BENCH_ZL_RED`], empty for tail drop), WRR and a 100 Gbit/s
+    /// shaper (so the forwarding, not the shaper, is the limit).
+    pub fn router_config(ports: &str, s0: [u8; 6], flow_estimate: bool, be_aqm: &str) -> String {
+        format!(
+            r#"[run]
+pool_buffers = 16384
+
+[parse]
+flow_key = "5-tuple"
+
+[metrics]
+flow_estimate = {flow_estimate}
+
+{ports}
+[[routes]]
+prefix = "10.0.2.0/24"
+port = "r1"
+next_hop_mac = "{s0}"
+
+[qos]
+link_rate_bps = 100_000_000_000
+shaper = {{ rate_bps = 100_000_000_000, burst_bytes = 1_000_000 }}
+scheduler = {{ mode = "wrr" }}
+classifier = {{ default_class = "be" }}
+
+[[qos.classes]]
+name = "ef"
+strict_rank = 0
+max_packets = 100
+
+[[qos.classes]]
+name = "be"
+weight = 1
+max_packets = 1000
+{be_aqm}
+"#,
+            s0 = mac_text(s0),
+        )
+    }
+}
+
 /// Pins the calling thread to `cpu` (the benchmarks keep the generator and the router on
 /// separate cores); a CPU the process may not use leaves the affinity unchanged.
 pub fn pin_thread_to_cpu(cpu: usize) {

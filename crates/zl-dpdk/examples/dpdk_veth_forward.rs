@@ -31,7 +31,9 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use zl_afxdp::netns::{mac_text, pin_thread_to_cpu, set_prefix, LineTopology as Topology};
+use zl_afxdp::netns::{
+    mac_text, pin_thread_to_cpu, set_prefix, LineTopology as Topology, BENCH_ZL_RED,
+};
 use zl_afxdp::{AfXdpConfig, AfXdpPort};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
@@ -180,18 +182,9 @@ impl Testpmd {
 /// Diffserv classifier, EF strict + best effort with ZL-RED, WRR, a 100 Gbit/s shaper.
 fn zlrouter_config(driver: &str, r0: [u8; 6], r1: [u8; 6], s0: [u8; 6]) -> String {
     let pid = std::process::id();
-    format!(
+    let ports = format!(
         r#"[dpdk]
 args = ["--no-huge", "--no-pci", "-m", "512", "--file-prefix", "zldp-zlr-{pid}", "-l", "{ROUTER_CPU}", "--log-level=*:warning"]
-
-[run]
-pool_buffers = 16384
-
-[parse]
-flow_key = "5-tuple"
-
-[metrics]
-flow_estimate = true
 
 [[ports]]
 name = "r0"
@@ -204,33 +197,11 @@ name = "r1"
 kind = "dpdk"
 mac = "{r1}"
 dpdk = {{ device = "{driver}1,iface=r1" }}
-
-[[routes]]
-prefix = "10.0.2.0/24"
-port = "r1"
-next_hop_mac = "{s0}"
-
-[qos]
-link_rate_bps = 100_000_000_000
-shaper = {{ rate_bps = 100_000_000_000, burst_bytes = 1_000_000 }}
-scheduler = {{ mode = "wrr" }}
-classifier = {{ default_class = "be" }}
-
-[[qos.classes]]
-name = "ef"
-strict_rank = 0
-max_packets = 100
-
-[[qos.classes]]
-name = "be"
-weight = 1
-max_packets = 1000
-aqm = {{ kind = "zl-red", th_min = 5, p_max = 0.15, a = 10 }}
 "#,
         r0 = mac_text(r0),
         r1 = mac_text(r1),
-        s0 = mac_text(s0),
-    )
+    );
+    Topology::router_config(&ports, s0, true, BENCH_ZL_RED)
 }
 
 /// Runs `zlrouter run` in `rtr` (its poll loop on the router core: the EAL pins it there)
