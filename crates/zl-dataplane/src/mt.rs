@@ -53,9 +53,9 @@ use zl_core::Nanos;
 use zl_port::{
     Batch, BufPool, PacketBuf, PortCounters, PortError, Readiness, BATCH_CAPACITY, DEFAULT_BUF_SIZE,
 };
-use zl_qos::{Dequeue, QosEngine};
+use zl_qos::{Dequeue, QosConfigError, QosEngine, QosParams};
 use zl_wire::ParseConfig;
-use zl_zombie::{Observation, ZombieList};
+use zl_zombie::{Observation, ZombieConfig, ZombieList};
 
 use crate::build::{stream_seed, BoxedPort, BuildError};
 use crate::config::{invalid, ConfigError, RouterConfig, MAX_POOL_BUFFERS};
@@ -99,6 +99,23 @@ pub struct MtPort {
     /// observe; SRED / ZL-RED policies, if any, then observe their own lists on the transmit
     /// worker).
     pub zombie: Option<Arc<ZombieList>>,
+}
+
+impl MtPort {
+    /// A port whose egress QoS decides on a Zombie List of its own (built with `list`), which
+    /// the receive workers observe once per packet: the paper's one list per output link.
+    pub fn on_own_list(
+        port: BoxedPort,
+        qos: &QosParams,
+        list: ZombieConfig,
+    ) -> Result<Self, QosConfigError> {
+        let list = Arc::new(ZombieList::new(list));
+        Ok(MtPort {
+            port,
+            qos: QosEngine::with_zombie_list(qos, &list)?,
+            zombie: Some(list),
+        })
+    }
 }
 
 /// A packet on its way from a receive worker to the transmit worker.

@@ -18,7 +18,7 @@ use zl_dataplane::{DropCause, RouterConfig, StopReason};
 use zl_port::{Batch, BufPool, MemoryPort, Port, PortCounters, PortError, Readiness};
 use zl_qos::{QosEngine, QosParams};
 use zl_wire::{MacAddr, ParseConfig};
-use zl_zombie::{ZombieList, ZombieParams};
+use zl_zombie::{ZombieConfig, ZombieParams};
 
 const NEXT_HOP_1: MacAddr = MacAddr([2, 0, 0, 0, 1, 1]);
 const NEXT_HOP_2: MacAddr = MacAddr([2, 0, 0, 0, 2, 1]);
@@ -56,13 +56,13 @@ fn qos(aqm: &str, max_packets: u32, rate_bps: u64) -> QosParams {
 const RED: &str = "{ kind = \"red\", min_th = 5.0, max_th = 20.0, max_p = 0.1, w_q = 0.02 }";
 const ZL_RED: &str = "{ kind = \"zl-red\", th_min = 5, p_max = 0.15, a = 10 }";
 
-fn zombie_list(m: usize) -> Arc<ZombieList> {
+fn zombie_config(m: usize) -> ZombieConfig {
     let p = ZombieParams {
         m,
         p_swap: 0.25,
         ..ZombieParams::default()
     };
-    Arc::new(ZombieList::new(p.validate().unwrap()))
+    p.validate().unwrap()
 }
 
 /// Ports 0 and 1 receive; routes send 192.0.2.0/24 out of port 2 and 198.51.100.0/24 out of
@@ -107,14 +107,7 @@ fn router(
     );
     let ports = ports
         .into_iter()
-        .map(|port| {
-            let list = zombie_list(m);
-            MtPort {
-                port,
-                qos: QosEngine::with_zombie_list(qos_params, &list).unwrap(),
-                zombie: Some(list),
-            }
-        })
+        .map(|port| MtPort::on_own_list(port, qos_params, zombie_config(m)).unwrap())
         .collect();
     MtRouter::new(
         ports,

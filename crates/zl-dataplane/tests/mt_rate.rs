@@ -12,7 +12,6 @@
 //! second of wall time.
 
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::Instant;
 
 use zl_core::Nanos;
@@ -23,9 +22,9 @@ use zl_dataplane::priority::PriorityMap;
 use zl_dataplane::route::{NextHop, RouteTable};
 use zl_dataplane::view::{NoViewObserver, RouterView};
 use zl_port::{MemoryPort, Port};
-use zl_qos::{QosEngine, QosParams};
+use zl_qos::QosParams;
 use zl_wire::{MacAddr, ParseConfig};
-use zl_zombie::{ZombieList, ZombieParams};
+use zl_zombie::ZombieParams;
 
 fn frame(net: u8, host: u8) -> Vec<u8> {
     let mut f = vec![0u8; 100];
@@ -81,12 +80,7 @@ fn router(workers: usize, per_port: u64) -> MtRouter {
     let ports = ports
         .into_iter()
         .map(|port| {
-            let list = Arc::new(ZombieList::new(ZombieParams::default().validate().unwrap()));
-            MtPort {
-                port,
-                qos: QosEngine::with_zombie_list(&qos, &list).unwrap(),
-                zombie: Some(list),
-            }
+            MtPort::on_own_list(port, &qos, ZombieParams::default().validate().unwrap()).unwrap()
         })
         .collect();
     MtRouter::new(
