@@ -12,7 +12,7 @@
 use std::ffi::CString;
 
 use zl_core::Nanos;
-use zl_port::{Batch, BufPool, Port, PortCounters, PortError, Readiness};
+use zl_port::{Batch, BufPool, Port, PortCounters, PortError, Readiness, RxTally};
 
 use crate::bpf::XdpAttachment;
 use crate::socket::XskSocket;
@@ -391,7 +391,7 @@ impl Port for AfXdpPort {
             return Ok(0);
         };
         let index = self.index;
-        let (mut no_buffer, mut too_long, mut added) = (0, 0, 0);
+        let mut tally = RxTally::default();
         let n = live.sockets.len();
         let mut result = Ok(());
         for k in 0..n {
@@ -400,35 +400,19 @@ impl Port for AfXdpPort {
                 break;
             }
             let s = &mut live.sockets[(self.next_rx + k) % n];
-            let r = s.recv_with(room, |frame| {
-                let Some(mut buf) = pool.alloc() else {
-                    no_buffer += 1;
-                    return;
-                };
-                if buf.copy_from(frame).is_err() {
-                    too_long += 1;
-                    pool.free(buf);
-                    return;
-                }
-                buf.rx_time = now;
-                buf.in_port = index;
-                match batch.push(buf) {
-                    Ok(()) => added += 1,
-                    Err(buf) => pool.free(buf),
-                }
-            });
+            let r = s.recv_with(room, |frame| tally.copy_in(frame, pool, batch, now, index));
             if let Err(e) = r {
                 result = Err(e);
                 break;
             }
         }
         self.next_rx = (self.next_rx + 1) % n;
-        self.rx_no_buffer += no_buffer;
-        self.rx_too_long += too_long;
+        self.rx_no_buffer += tally.no_buffer;
+        self.rx_too_long += tally.too_long;
         if let Err(e) = result {
             self.on_error(now, e)?;
         }
-        Ok(added)
+        Ok(tally.added)
     }
 
     fn send(

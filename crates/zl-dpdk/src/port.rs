@@ -8,7 +8,7 @@ use std::sync::{Mutex, OnceLock};
 
 use zl_core::Nanos;
 use zl_dpdk_sys as sys;
-use zl_port::{Batch, BufPool, Port, PortCounters, PortError, Readiness, BATCH_CAPACITY};
+use zl_port::{Batch, BufPool, Port, PortCounters, PortError, Readiness, RxTally, BATCH_CAPACITY};
 
 use crate::{DpdkError, DpdkPortConfig, EalConfig};
 
@@ -517,28 +517,14 @@ impl Port for DpdkPort {
         batch: &mut Batch,
     ) -> Result<usize, PortError> {
         let index = self.index;
-        let (mut added, mut no_buffer, mut too_long) = (0, 0, 0);
+        let mut tally = RxTally::default();
         self.recv_with(batch.room(), |frame| {
-            let Some(mut buf) = pool.alloc() else {
-                no_buffer += 1;
-                return;
-            };
-            if buf.copy_from(frame).is_err() {
-                too_long += 1;
-                pool.free(buf);
-                return;
-            }
-            buf.rx_time = now;
-            buf.in_port = index;
-            match batch.push(buf) {
-                Ok(()) => added += 1,
-                Err(buf) => pool.free(buf),
-            }
+            tally.copy_in(frame, pool, batch, now, index)
         });
-        self.counters.rx_packets -= no_buffer + too_long;
-        self.counters.rx_no_buffer += no_buffer;
-        self.counters.rx_too_long += too_long;
-        Ok(added)
+        self.counters.rx_packets -= tally.no_buffer + tally.too_long;
+        self.counters.rx_no_buffer += tally.no_buffer;
+        self.counters.rx_too_long += tally.too_long;
+        Ok(tally.added)
     }
 
     fn send(

@@ -27,7 +27,7 @@ mod batch;
 mod buf;
 mod memory;
 
-pub use batch::{Batch, BATCH_CAPACITY};
+pub use batch::{Batch, RxTally, BATCH_CAPACITY};
 pub use buf::{BufPool, PacketBuf, DEFAULT_BUF_SIZE};
 pub use memory::MemoryPort;
 pub use zl_core::Nanos;
