@@ -11,12 +11,8 @@ use netns::*;
 fn two_rx_workers_forward_udp_and_tcp_both_ways() {
     const TEST: &str = "mt2";
     zl_afxdp::netns::set_prefix("zlmt");
-    if !is_root() {
-        return skip(TEST, "needs root");
-    }
-    let mut lab = match Lab::new(TEST, &[SenderSpec::PLAIN]) {
-        Ok(l) => l,
-        Err(e) => return skip(TEST, &format!("cannot build the namespaces: {e}")),
+    let Some(mut lab) = Lab::or_skip(TEST, &[SenderSpec::PLAIN]) else {
+        return;
     };
     let qos = "[qos]\nlink_rate_bps = 8_000_000\n\
                shaper = { rate_bps = 8_000_000, overhead_bytes = 0, burst_bytes = 30_000 }\n\
@@ -25,8 +21,8 @@ fn two_rx_workers_forward_udp_and_tcp_both_ways() {
                aqm = { kind = \"tail-drop\" }\n";
     // `extra` lands in the `[run]` table the lab opens.
     let cfg = lab.router_config(qos, "rx_workers = 2");
-    if let Err(e) = lab.start_router(&cfg) {
-        return skip(TEST, &format!("the AF_XDP router did not start: {e}"));
+    if !lab.start_or_skip(TEST, &cfg) {
+        return;
     }
     // UDP: every datagram crosses the router twice (sender -> receiver, echo back), through
     // different receive workers (port r0 is worker 0's, rx worker 1's).
@@ -72,15 +68,14 @@ fn udp_flood_rate_with_0_1_2_rx_workers() {
     }
     for workers in [0u32, 1, 2] {
         let tag = format!("rate{workers}");
-        let mut lab = match Lab::new(&tag, &[SenderSpec::PLAIN, SenderSpec::PLAIN]) {
-            Ok(l) => l,
-            Err(e) => return skip("mt rate", &format!("cannot build the namespaces: {e}")),
+        let Some(mut lab) = Lab::or_skip(&tag, &[SenderSpec::PLAIN, SenderSpec::PLAIN]) else {
+            return;
         };
         let qos = "[qos]\nlink_rate_bps = 100_000_000_000\n\
                    [[qos.classes]]\nname = \"be\"\nweight = 1\nmax_packets = 4096\n";
         let cfg = lab.router_config(qos, &format!("rx_workers = {workers}"));
-        if let Err(e) = lab.start_router(&cfg) {
-            return skip("mt rate", &format!("the AF_XDP router did not start: {e}"));
+        if !lab.start_or_skip("mt rate", &cfg) {
+            return;
         }
         let (_, p0) = lab.receiver_rx();
         let floods: Vec<_> = lab

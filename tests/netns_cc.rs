@@ -67,13 +67,12 @@ fn congestion_controls_under_each_aqm() {
             ecn: false,
             delay_ms: 10.0,
         }; 3];
-        let mut lab = match Lab::new(TEST, &specs) {
-            Ok(l) => l,
-            Err(e) => return skip(TEST, &format!("cannot build the namespaces: {e}")),
+        let Some(mut lab) = Lab::or_skip(TEST, &specs) else {
+            return;
         };
         let cfg = lab.router_config(&qos, "");
-        if let Err(e) = lab.start_router(&cfg) {
-            return skip(TEST, &format!("the AF_XDP router did not start: {e}"));
+        if !lab.start_or_skip(TEST, &cfg) {
+            return;
         }
         let sink = tcp_sink(&lab, 7040, CCS.len() * PER_CC);
         let flows: Vec<_> = (0..CCS.len() * PER_CC)

@@ -14,18 +14,14 @@ use netns::*;
 fn an_interface_deleted_mid_run_ends_the_run_with_a_clear_message() {
     const TEST: &str = "gone";
     zl_afxdp::netns::set_prefix("zlxf");
-    if !is_root() {
-        return skip(TEST, "needs root");
-    }
-    let mut lab = match Lab::new(TEST, &[SenderSpec::PLAIN]) {
-        Ok(l) => l,
-        Err(e) => return skip(TEST, &format!("cannot build the namespaces: {e}")),
+    let Some(mut lab) = Lab::or_skip(TEST, &[SenderSpec::PLAIN]) else {
+        return;
     };
     let qos = "[qos]\nlink_rate_bps = 8_000_000\nshaper = { rate_bps = 8_000_000 }\n\
                [[qos.classes]]\nname = \"be\"\nweight = 1\nmax_packets = 100\n";
     let cfg = lab.router_config(qos, "");
-    if let Err(e) = lab.start_router(&cfg) {
-        return skip(TEST, &format!("the AF_XDP router did not start: {e}"));
+    if !lab.start_or_skip(TEST, &cfg) {
+        return;
     }
     // Traffic first, so the port is busy when its interface goes.
     let back = udp_echo(&lab, 7030, 50).expect("udp echo");
@@ -53,19 +49,15 @@ fn an_interface_deleted_mid_run_ends_the_run_with_a_clear_message() {
 fn a_full_rx_ring_is_counted_in_the_final_table() {
     const TEST: &str = "ring";
     zl_afxdp::netns::set_prefix("zlxf");
-    if !is_root() {
-        return skip(TEST, "needs root");
-    }
-    let mut lab = match Lab::new(TEST, &[SenderSpec::PLAIN]) {
-        Ok(l) => l,
-        Err(e) => return skip(TEST, &format!("cannot build the namespaces: {e}")),
+    let Some(mut lab) = Lab::or_skip(TEST, &[SenderSpec::PLAIN]) else {
+        return;
     };
     lab.sender_port_af_xdp = ", rx_ring_size = 64, tx_ring_size = 64".into();
     let qos = "[qos]\nlink_rate_bps = 100_000_000_000\n\
                [[qos.classes]]\nname = \"be\"\nweight = 1\nmax_packets = 1000\n";
     let cfg = lab.router_config(qos, "");
-    if let Err(e) = lab.start_router(&cfg) {
-        return skip(TEST, &format!("the AF_XDP router did not start: {e}"));
+    if !lab.start_or_skip(TEST, &cfg) {
+        return;
     }
     // The router is frozen (SIGSTOP to its PID) while the flood arrives: the 64-entry ring
     // fills whatever the machine's speed, and the rest are the kernel's ring-full drops.
@@ -148,12 +140,8 @@ fn recreate_sender_link(lab: &Lab) -> std::io::Result<()> {
 fn with_on_gone_wait_a_deleted_interface_is_waited_for_and_traffic_resumes() {
     const TEST: &str = "wait";
     zl_afxdp::netns::set_prefix("zlxf");
-    if !is_root() {
-        return skip(TEST, "needs root");
-    }
-    let mut lab = match Lab::new(TEST, &[SenderSpec::PLAIN]) {
-        Ok(l) => l,
-        Err(e) => return skip(TEST, &format!("cannot build the namespaces: {e}")),
+    let Some(mut lab) = Lab::or_skip(TEST, &[SenderSpec::PLAIN]) else {
+        return;
     };
     lab.sender_port_af_xdp = ", on_gone = \"wait\"".into();
     let qos = "[qos]\nlink_rate_bps = 1_000_000_000\n\
@@ -162,8 +150,8 @@ fn with_on_gone_wait_a_deleted_interface_is_waited_for_and_traffic_resumes() {
     // what was sent while r0 was gone.
     const METRICS: &str = "127.0.0.1:9464";
     let cfg = lab.router_config(qos, &format!("\n[metrics]\nlisten = \"{METRICS}\"\n"));
-    if let Err(e) = lab.start_router(&cfg) {
-        return skip(TEST, &format!("the AF_XDP router did not start: {e}"));
+    if !lab.start_or_skip(TEST, &cfg) {
+        return;
     }
     let before = udp_echo(&lab, 7040, 20).expect("udp echo before");
     assert!(before >= 18, "{before} of 20 echoes before the fault");

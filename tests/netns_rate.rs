@@ -19,18 +19,14 @@ use netns::*;
 fn udp_flood_forwarding_rate() {
     const TEST: &str = "rate";
     const SECS: f64 = 5.0;
-    if !is_root() {
-        return skip(TEST, "needs root");
-    }
-    let mut lab = match Lab::new(TEST, &[SenderSpec::PLAIN]) {
-        Ok(l) => l,
-        Err(e) => return skip(TEST, &format!("cannot build the namespaces: {e}")),
+    let Some(mut lab) = Lab::or_skip(TEST, &[SenderSpec::PLAIN]) else {
+        return;
     };
     let qos = "[qos]\nlink_rate_bps = 100_000_000_000\n\
                [[qos.classes]]\nname = \"be\"\nweight = 1\nmax_packets = 4096\n";
     let cfg = lab.router_config(qos, "");
-    if let Err(e) = lab.start_router(&cfg) {
-        return skip(TEST, &format!("the AF_XDP router did not start: {e}"));
+    if !lab.start_or_skip(TEST, &cfg) {
+        return;
     }
     let (r0, p0) = lab.receiver_rx();
     let flood = lab.senders[0].spawn_in(move || -> u64 {

@@ -21,23 +21,9 @@ fn bottleneck(rate: u64, max_packets: u32, aqm: &str) -> String {
 }
 
 fn lab_or_skip(test: &str, specs: &[SenderSpec], qos: &str) -> Option<Lab> {
-    if !is_root() {
-        skip(test, "needs root");
-        return None;
-    }
-    let mut lab = match Lab::new(test, specs) {
-        Ok(l) => l,
-        Err(e) => {
-            skip(test, &format!("cannot build the namespaces: {e}"));
-            return None;
-        }
-    };
+    let mut lab = Lab::or_skip(test, specs)?;
     let cfg = lab.router_config(qos, "");
-    if let Err(e) = lab.start_router(&cfg) {
-        skip(test, &format!("the AF_XDP router did not start: {e}"));
-        return None;
-    }
-    Some(lab)
+    lab.start_or_skip(test, &cfg).then_some(lab)
 }
 
 #[test]

@@ -242,6 +242,25 @@ fn offloads_off(ns: &Netns, dev: &str) -> io::Result<()> {
 }
 
 impl Lab {
+    /// A lab for `test` with `specs`, or `None` after saying why it cannot run here (not
+    /// root, or the namespaces cannot be built; with `ZLR_REQUIRE_ENV` set, a failure).
+    pub fn or_skip(test: &str, specs: &[SenderSpec]) -> Option<Lab> {
+        if !is_root() {
+            skip(test, "needs root");
+            return None;
+        }
+        Lab::new(test, specs)
+            .map_err(|e| skip(test, &format!("cannot build the namespaces: {e}")))
+            .ok()
+    }
+
+    /// Starts the router on `config`; `false` after saying so when it did not start.
+    pub fn start_or_skip(&mut self, test: &str, config: &str) -> bool {
+        self.start_router(config)
+            .map_err(|e| skip(test, &format!("the AF_XDP router did not start: {e}")))
+            .is_ok()
+    }
+
     /// Builds the namespaces and links; `Err` means the machine cannot (the caller skips).
     pub fn new(tag: &str, specs: &[SenderSpec]) -> io::Result<Lab> {
         let guard = ONE_LAB
