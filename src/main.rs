@@ -20,7 +20,7 @@ use zl_dataplane::mt::MtRouter;
 use zl_dataplane::view::ViewObserver;
 use zl_dataplane::{
     build_with_ports, report, BoxedPort, BuildError, Dataplane, Observer, RouterConfig, RouterView,
-    StopReason, DEFAULT_CONFIG,
+    Snapshot, StopReason, DEFAULT_CONFIG,
 };
 
 #[derive(Parser)]
@@ -54,6 +54,10 @@ enum Command {
         /// No progress line.
         #[arg(long, short)]
         quiet: bool,
+        /// Print the final statistics as JSON (the schema of docs/operations.md) instead of
+        /// the table.
+        #[arg(long)]
+        json: bool,
     },
     /// Load and validate a config (and build it, opening its files), then exit.
     Check { config: PathBuf },
@@ -63,8 +67,11 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:9464")]
         addr: String,
         /// Print the Prometheus text as served instead of the summary.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "json")]
         raw: bool,
+        /// Print the live statistics as JSON (`GET /stats.json`, the schema of `run --json`).
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -203,6 +210,7 @@ fn run(
     seed: Option<u64>,
     metrics: Option<String>,
     quiet: bool,
+    json: bool,
 ) -> Result<()> {
     let (mut cfg, base) = load(config.as_deref())?;
     if let Some(d) = duration {
@@ -222,7 +230,7 @@ fn run(
     let mut dp = build(&cfg, &base, &mut dpdk_ports::DpdkOpener::open_all())?;
     if cfg.run.rx_workers > 0 {
         let mt = MtRouter::from_dataplane(dp, &cfg, cfg.run.rx_workers as usize)?;
-        return run_threaded(mt, &cfg, quiet);
+        return run_threaded(mt, &cfg, quiet, json);
     }
     let stop = Arc::new(AtomicBool::new(false));
     let hub = Arc::new(MetricsHub::new(&dp));
@@ -250,14 +258,13 @@ fn run(
     }
     // The run's length as the loop's clock saw it, drain included. The table is printed
     // whatever stopped the run, a failed port included.
-    let secs = dp.now().as_secs_f64();
-    println!("{}", report::render(&dp, secs));
-    finish(result, server)
+    print_final(&Snapshot::take(&dp, dp.now()), json);
+    finish(result, server, json)
 }
 
 /// Runs the threaded router (`run.rx_workers` receive workers and one transmit worker) on the
 /// monotonic clock, whatever the ports (generator and pcap ports then offer in real time).
-fn run_threaded(mut mt: MtRouter, cfg: &RouterConfig, quiet: bool) -> Result<()> {
+fn run_threaded(mut mt: MtRouter, cfg: &RouterConfig, quiet: bool, json: bool) -> Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let hub = Arc::new(MetricsHub::new(&mt));
     let server = ControlThread::start(cfg.metrics.listen.as_deref(), hub.clone(), stop.clone())
@@ -283,8 +290,10 @@ fn run_threaded(mut mt: MtRouter, cfg: &RouterConfig, quiet: bool) -> Result<()>
     if !quiet {
         eprintln!();
     }
-    let secs = mt.now().as_secs_f64();
-    println!("{}", report::render(&mt, secs));
+    print_final(&Snapshot::take(&mt, mt.now()), json);
+    if json {
+        return finish(result, server, json);
+    }
     let per_worker: Vec<String> = mt
         .worker_totals()
         .iter()
@@ -295,23 +304,42 @@ fn run_threaded(mut mt: MtRouter, cfg: &RouterConfig, quiet: bool) -> Result<()>
         per_worker.len(),
         per_worker.join(" / ")
     );
-    finish(result, server)
+    finish(result, server, json)
 }
 
-/// Prints why the run stopped and stops the control thread.
-fn finish(result: Result<StopReason, zl_port::PortError>, server: ControlThread) -> Result<()> {
-    match result {
-        Ok(StopReason::Finished) => {
-            println!("stopped: every source finished and every queue drained")
+/// Prints the final statistics: the table, or the snapshot as JSON.
+fn print_final(snap: &Snapshot, json: bool) {
+    if json {
+        println!("{}", snap.to_json());
+    } else {
+        println!("{}", report::render(snap));
+    }
+}
+
+/// Prints why the run stopped (on stderr when stdout carries JSON) and stops the control
+/// thread.
+fn finish(
+    result: Result<StopReason, zl_port::PortError>,
+    server: ControlThread,
+    json: bool,
+) -> Result<()> {
+    let say = |s: &str| {
+        if json {
+            eprintln!("{s}");
+        } else {
+            println!("{s}");
         }
+    };
+    match result {
+        Ok(StopReason::Finished) => say("stopped: every source finished and every queue drained"),
         Ok(StopReason::DrainTimeout) => {
-            println!("stopped: drain time over; what was queued is counted as shutdown drops")
+            say("stopped: drain time over; what was queued is counted as shutdown drops")
         }
         Ok(StopReason::Interrupted) => {
-            println!("stopped: interrupted; what was queued is counted as shutdown drops")
+            say("stopped: interrupted; what was queued is counted as shutdown drops")
         }
         Err(e) => {
-            println!("stopped: a port failed; what was queued is counted as shutdown drops");
+            say("stopped: a port failed; what was queued is counted as shutdown drops");
             server.stop();
             return Err(e.into());
         }
@@ -336,13 +364,14 @@ fn check(config: &Path) -> Result<()> {
     Ok(())
 }
 
-fn stats(addr: &str, raw: bool) -> Result<()> {
+fn stats(addr: &str, raw: bool, json: bool) -> Result<()> {
     let mut s = TcpStream::connect(addr)
         .with_context(|| format!("connecting to the router's metrics endpoint at {addr}"))?;
     s.set_read_timeout(Some(Duration::from_secs(5)))?;
     // One write: a request split over several segments can meet a server that has already
     // answered and closed.
-    s.write_all(format!("GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())?;
+    let path = if json { "/stats.json" } else { "/metrics" };
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())?;
     let mut body = String::new();
     s.read_to_string(&mut body)?;
     let Some((head, text)) = body.split_once("\r\n\r\n") else {
@@ -351,7 +380,7 @@ fn stats(addr: &str, raw: bool) -> Result<()> {
     if !head.starts_with("HTTP/1.0 200") && !head.starts_with("HTTP/1.1 200") {
         bail!("{addr} answered: {}", head.lines().next().unwrap_or(""));
     }
-    if raw {
+    if raw || json {
         print!("{text}");
     } else {
         print!("{}", stats_view::summarize(text));
@@ -376,9 +405,10 @@ fn main() {
             seed,
             metrics,
             quiet,
-        } => run(config, duration, seed, metrics, quiet),
+            json,
+        } => run(config, duration, seed, metrics, quiet, json),
         Command::Check { config } => check(&config),
-        Command::Stats { addr, raw } => stats(&addr, raw),
+        Command::Stats { addr, raw, json } => stats(&addr, raw, json),
     };
     if let Err(e) = result {
         eprintln!("zlrouter: {e:#}");

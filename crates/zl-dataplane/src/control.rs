@@ -1,5 +1,5 @@
 //! The control thread: a current-thread tokio runtime that serves the metrics endpoint
-//! (`GET /metrics`, Prometheus text from a [`MetricsHub`]) and turns SIGINT / SIGTERM into
+//! (`GET /metrics`, Prometheus text, and `GET /stats.json`, from a [`MetricsHub`]) and turns SIGINT / SIGTERM into
 //! the forwarding loop's stop flag. It never touches the forwarding thread beyond the hub's
 //! atomics and that flag.
 
@@ -148,6 +148,9 @@ async fn control(
                     let resp = if line.starts_with("GET /metrics") {
                         let body = hub.encode();
                         format!("HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\r\n{body}", body.len())
+                    } else if line.starts_with("GET /stats.json") {
+                        let body = hub.snapshot().to_json();
+                        format!("HTTP/1.0 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len())
                     } else {
                         "HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n".to_owned()
                     };
