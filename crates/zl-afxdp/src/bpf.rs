@@ -288,6 +288,7 @@ impl XdpAttachment {
         let (insns, local) = match redirect {
             Redirect::All => (program::redirect_all_program(map.as_raw_fd()), None),
             Redirect::Transit => {
+                crate::local_sync::ensure_started()?;
                 let local = LocalAddrs::shared()?;
                 let maps = ProgramMaps {
                     xsks: map.as_raw_fd(),

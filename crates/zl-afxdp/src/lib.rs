@@ -29,6 +29,7 @@
 
 pub mod bpf;
 mod error;
+pub mod local_sync;
 pub mod netns;
 mod port;
 pub mod program;
