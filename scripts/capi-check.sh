@@ -4,7 +4,8 @@
 #  1. include/zl_aqm.h equals what the pinned cbindgen generates from the crate;
 #  2. the C example (examples/c/zlred_trace.c, through the C ABI) prints exactly what the Rust
 #     example (crates/zl-aqm/examples/foreign_loop.rs, zl_aqm directly) prints, for two seeds;
-#  3. the DPDK example builds and runs when libdpdk is installed (examples/c/dpdk_zlred.c).
+#  3. the benchmark program (examples/c/bench_arrive.c) builds, and one replay gives the same
+#     verdicts per call as in a burst (its timings are not looked at here).
 # Usage: scripts/capi-check.sh   (from anywhere; installs cbindgen if the pinned one is absent)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,3 +41,8 @@ for run in "1 200000" "77 50000"; do
     fi
     echo "C example = Rust example for seed/packets $run ($(grep -c '' "$out/c.txt") lines): $(tail -2 "$out/c.txt" | head -1)"
 done
+
+cc -std=c11 -O2 -Wall -Wextra -Werror -Icrates/zl-aqm-capi/include examples/c/bench_arrive.c \
+    target/debug/libzl_aqm_capi.a -lpthread -ldl -lm -o "$out/bench_arrive"
+"$out/bench_arrive" 0 >/dev/null
+echo "bench_arrive: per-call and burst verdicts equal"
