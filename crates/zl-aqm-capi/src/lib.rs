@@ -27,6 +27,38 @@
 //!   threads, it may not be used by two at once).
 //!
 //! The calls into `zl_aqm` live in one module (`policy.rs`); the rest is the C surface.
+//!
+//! # Example
+//!
+//! The calls a C program makes (`examples/c/zlred_trace.c` is a complete one), here from Rust:
+//!
+//! ```
+//! use zl_aqm_capi::*;
+//!
+//! let queue = ZlQueueParams {
+//!     capacity_packets: 1000,
+//!     capacity_bytes: ZL_UNBOUNDED_BYTES,
+//!     link_rate_bps: 10_000_000_000,
+//! };
+//! let mut aqm = std::ptr::null_mut();
+//! let mut rng = 1u64; // SplitMix64 state
+//! // SAFETY: every pointer is a live local or the handle just created.
+//! unsafe {
+//!     let params = zl_zlred_params_default();
+//!     assert_eq!(zl_aqm_new_zlred(&params, &queue, std::ptr::null(), &mut aqm), ZlStatus::ZL_OK);
+//!     let mut a = zl_arrival_default();
+//!     a.flow_hash = 0xfeed;
+//!     a.packet_len = 1500;
+//!     a.queue_packets = 3; // below th_min = 5: admitted
+//!     assert_eq!(zl_aqm_arrive(aqm, &a, &mut rng), ZlVerdict::ZL_VERDICT_ENQUEUE);
+//!     a.ecn = 7; // not an ECN codepoint: an error, not undefined behaviour
+//!     assert_eq!(zl_aqm_arrive(aqm, &a, &mut rng), ZlVerdict::ZL_VERDICT_INVALID_ARGUMENT);
+//!     let mut stats = ZlAqmStats::default();
+//!     assert_eq!(zl_aqm_stats(aqm, &mut stats), ZlStatus::ZL_OK);
+//!     assert_eq!(stats.enqueued, 1);
+//!     zl_aqm_free(aqm);
+//! }
+//! ```
 
 #![warn(missing_docs)]
 
