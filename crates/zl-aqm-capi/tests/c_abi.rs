@@ -82,7 +82,10 @@ fn misuse_from_c_is_an_error_code() {
 fn one_zombie_list_shared_by_threads_from_c() {
     let exe = build_c("threads", Path::new("tests/c/threads.c"));
     let out = run(&exe, &[]);
-    assert!(out.starts_with("threads: 4 workers, 800000 decided, 800000 counted"), "{out}");
+    assert!(
+        out.starts_with("threads: 4 workers, 800000 decided, 800000 counted"),
+        "{out}"
+    );
 }
 
 #[test]
