@@ -6,13 +6,15 @@
 #     example (crates/zl-aqm/examples/foreign_loop.rs, zl_aqm directly) prints, for two seeds;
 #  3. the benchmark program (examples/c/bench_arrive.c) builds, and one replay gives the same
 #     verdicts per call as in a burst (its timings are not looked at here).
-# Usage: scripts/capi-check.sh   (from anywhere; installs cbindgen if the pinned one is absent)
+# Usage: scripts/capi-check.sh   (from anywhere). Needs the cbindgen version that .ci/run pins
+# (`cargo install cbindgen --version <it> --locked`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-CBINDGEN_VERSION=0.29.4
+CBINDGEN_VERSION=${CBINDGEN_VERSION:-$(sed -n 's/^export CBINDGEN_VERSION=//p' .ci/run)}
 if ! cbindgen --version 2>/dev/null | grep -qx "cbindgen $CBINDGEN_VERSION"; then
-    cargo install cbindgen --version "$CBINDGEN_VERSION" --locked
+    echo "cbindgen $CBINDGEN_VERSION (pinned in .ci/run) is needed: cargo install cbindgen --version $CBINDGEN_VERSION --locked" >&2
+    exit 1
 fi
 
 out=target/capi-check
