@@ -4,7 +4,8 @@
 #  1. include/zl_aqm.h equals what the pinned cbindgen generates from the crate;
 #  2. the C example (examples/c/zlred_trace.c, through the C ABI) prints exactly what the Rust
 #     example (crates/zl-aqm/examples/foreign_loop.rs, zl_aqm directly) prints, for two seeds;
-#  3. the benchmark program (examples/c/bench_arrive.c) builds, and one replay gives the same
+#  3. the header compiles and links from C++ too (cpp_compat: extern "C");
+#  4. the benchmark program (examples/c/bench_arrive.c) builds, and one replay gives the same
 #     verdicts per call as in a burst (its timings are not looked at here).
 # Usage: scripts/capi-check.sh   (from anywhere). Needs the cbindgen version that .ci/run pins
 # (`cargo install cbindgen --version <it> --locked`).
@@ -48,3 +49,12 @@ cc -std=c11 -O2 -Wall -Wextra -Werror -Icrates/zl-aqm-capi/include examples/c/be
     target/debug/libzl_aqm_capi.a -lpthread -ldl -lm -o "$out/bench_arrive"
 "$out/bench_arrive" 0 >/dev/null
 echo "bench_arrive: per-call and burst verdicts equal"
+
+if command -v c++ >/dev/null; then
+    printf '#include "zl_aqm.h"\nint main() { ZlArrival a = zl_arrival_default(); return a.ecn; }\n' \
+        >"$out/from_cpp.cpp"
+    c++ -std=c++11 -Wall -Wextra -Werror -Icrates/zl-aqm-capi/include "$out/from_cpp.cpp" \
+        target/debug/libzl_aqm_capi.a -lpthread -ldl -lm -o "$out/from_cpp"
+    "$out/from_cpp"
+    echo "header: compiles and links from C++"
+fi
