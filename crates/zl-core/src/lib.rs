@@ -4,6 +4,19 @@
 //! This crate sits at the bottom of the dependency graph and has no I/O. Algorithms never read
 //! a clock: the caller passes `now: Nanos`, so the same code runs on a live port (monotonic
 //! clock), on a pcap replay (virtual time) and inside the simulators (simulated time).
+//!
+//! # Example
+//!
+//! ```
+//! use zl_core::{Color, Ecn, Nanos};
+//!
+//! let sent = Nanos::from_micros(250);
+//! let now = Nanos::from_millis(1);
+//! assert_eq!((now - sent).as_nanos(), 750_000);
+//! assert_eq!(sent - now, Nanos::ZERO); // durations saturate at zero
+//! assert!(Ecn::from_bits(0b10).is_ecn_capable());
+//! assert_eq!(Color::Yellow.index(), 1);
+//! ```
 
 #![forbid(unsafe_code)]
 
