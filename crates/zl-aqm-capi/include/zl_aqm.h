@@ -378,6 +378,20 @@ enum ZlVerdict zl_aqm_arrive(struct ZlAqm *aqm,
                              const struct ZlArrival *arrival,
                              uint64_t *rng_state);
 
+// Tells the policy that a packet left its queue, for policies that act on departures: call
+// it once per packet dequeued, with `departure` describing that packet (`flow_hash`,
+// `packet_len`, `ecn`, `color`, ...), the time, and the queue as it is after the departure.
+// None of today's policies needs it (their decisions read the queue at arrival), so a caller
+// may skip it; calling it keeps an embedding right for policies that will.
+//
+// Errors: `ZL_ERR_NULL`, `ZL_ERR_PARAM` (an out-of-range field; nothing changed).
+//
+// Thread safety: as `zl_aqm_arrive`.
+//
+// # Safety
+// `aqm` is null or a live handle; `departure` null or readable.
+enum ZlStatus zl_aqm_depart(struct ZlAqm *aqm, const struct ZlArrival *departure);
+
 // Decides `n` arrivals in order, as `n` calls of `zl_aqm_arrive` would (same verdicts,
 // same draws), writing `verdicts[i]` for `arrivals[i]`. Each arrival is taken as given: the
 // caller sets each one's queue length (for a receive burst going to one queue, the length

@@ -453,6 +453,33 @@ pub unsafe extern "C" fn zl_aqm_arrive(
     aqm.policy.arrive(a, &mut SplitMix64(rng))
 }
 
+/// Tells the policy that a packet left its queue, for policies that act on departures: call
+/// it once per packet dequeued, with `departure` describing that packet (`flow_hash`,
+/// `packet_len`, `ecn`, `color`, ...), the time, and the queue as it is after the departure.
+/// None of today's policies needs it (their decisions read the queue at arrival), so a caller
+/// may skip it; calling it keeps an embedding right for policies that will.
+///
+/// Errors: `ZL_ERR_NULL`, `ZL_ERR_PARAM` (an out-of-range field; nothing changed).
+///
+/// Thread safety: as `zl_aqm_arrive`.
+///
+/// # Safety
+/// `aqm` is null or a live handle; `departure` null or readable.
+#[no_mangle]
+pub unsafe extern "C" fn zl_aqm_depart(aqm: *mut ZlAqm, departure: *const ZlArrival) -> ZlStatus {
+    // SAFETY: null or valid (the caller's guarantee).
+    let (aqm, d) = match unsafe { (aqm.as_mut(), departure.as_ref()) } {
+        (Some(aqm), Some(d)) => (aqm, d),
+        _ => return fail(ZlStatus::ZL_ERR_NULL, "aqm or departure is null"),
+    };
+    if !arrival_in_range(d) {
+        arrival_error(d);
+        return ZlStatus::ZL_ERR_PARAM;
+    }
+    aqm.policy.depart(d);
+    ZlStatus::ZL_OK
+}
+
 /// Decides `n` arrivals in order, as `n` calls of `zl_aqm_arrive` would (same verdicts,
 /// same draws), writing `verdicts[i]` for `arrivals[i]`. Each arrival is taken as given: the
 /// caller sets each one's queue length (for a receive burst going to one queue, the length

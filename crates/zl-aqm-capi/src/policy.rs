@@ -47,6 +47,13 @@ impl Policy {
         a: &ZlArrival,
         rng: &mut R,
     ) -> ZlVerdict {
+        let (queue, pkt) = self.views(a);
+        verdict(self.policy.on_arrival(Nanos(a.now_ns), rng, &queue, &pkt))
+    }
+
+    /// The queue and the packet as `zl_aqm` describes them.
+    #[inline(always)]
+    fn views(&self, a: &ZlArrival) -> (QueueView, PacketMeta) {
         let queue = QueueView {
             len_packets: a.queue_packets,
             len_bytes: a.queue_bytes,
@@ -64,7 +71,13 @@ impl Policy {
             weight: a.weight,
             color: Color::ALL[usize::from(a.color)],
         };
-        verdict(self.policy.on_arrival(Nanos(a.now_ns), rng, &queue, &pkt))
+        (queue, pkt)
+    }
+
+    /// A packet left the queue; `a` describes it and the queue after its departure.
+    pub(crate) fn depart(&mut self, a: &ZlArrival) {
+        let (queue, pkt) = self.views(a);
+        self.policy.on_dequeue(Nanos(a.now_ns), &queue, &pkt);
     }
 
     /// The policy's counters.

@@ -3,6 +3,8 @@
 //!
 //! - `tests/c/misuse.c`: null pointers and out-of-range parameters and fields come back as
 //!   error codes with a message naming the argument, and change no state;
+//! - `tests/c/threads.c`: one Zombie List shared by four threads, each with its own ZL-RED
+//!   policy, read concurrently by a fifth; every arrival counted once, 1/P(t) near the flows;
 //! - `examples/c/zlred_trace.c`: ZL-RED over the synthetic trace; the heavy flow's drop rate
 //!   is several times the others' (the policy acts per flow), and the run is deterministic.
 //!
@@ -74,6 +76,16 @@ fn misuse_from_c_is_an_error_code() {
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| panic!("unexpected output: {out}"));
     assert!(n > 100, "{n} checks ran");
+}
+
+#[test]
+fn one_zombie_list_shared_by_threads_from_c() {
+    let exe = build_c("threads", Path::new("tests/c/threads.c"));
+    let out = run(&exe, &[]);
+    assert!(
+        out.starts_with("threads: 4 workers, 800000 decided, 800000 counted"),
+        "{out}"
+    );
 }
 
 #[test]

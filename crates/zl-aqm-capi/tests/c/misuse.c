@@ -100,6 +100,9 @@ static void null_pointers(void)
     CHECK(zl_aqm_arrive_burst(aqm, NULL, 2, &rng, v) == ZL_ERR_NULL);
     CHECK(zl_aqm_arrive_burst(aqm, &a, 1, &rng, NULL) == ZL_ERR_NULL);
     CHECK(zl_aqm_arrive_burst(aqm, NULL, 0, &rng, NULL) == ZL_OK);
+    CHECK(zl_aqm_depart(NULL, &a) == ZL_ERR_NULL);
+    CHECK(zl_aqm_depart(aqm, NULL) == ZL_ERR_NULL);
+    CHECK(zl_aqm_depart(aqm, &a) == ZL_OK);
     CHECK(zl_aqm_stats(aqm, &st) == ZL_OK);
     CHECK(st.enqueued + st.early_drops + st.forced_drops + st.tail_drops == 0);
     CHECK(rng == 1);
@@ -224,6 +227,8 @@ static void out_of_range_arrivals(void)
     a.priority = 0;
     a.has_cc_ext = 255;
     CHECK(zl_aqm_arrive(aqm, &a, &rng) == ZL_VERDICT_INVALID_ARGUMENT);
+    CHECK(error_says("has_cc_ext"));
+    CHECK(zl_aqm_depart(aqm, &a) == ZL_ERR_PARAM);
     CHECK(error_says("has_cc_ext"));
     a.has_cc_ext = 0;
 
