@@ -12,6 +12,7 @@
 //! agree with each other (the conservation identity holds between them; see
 //! [`crate::snapshot::TotalsSnapshot`] for the threaded run's in-flight term).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -30,6 +31,9 @@ use crate::view::RouterView;
 #[derive(Debug)]
 pub struct MetricsHub {
     last: ArcSwap<Snapshot>,
+    /// Connections the metrics endpoint failed to accept (file descriptors exhausted, ...);
+    /// written by the control thread.
+    accept_errors: AtomicU64,
 }
 
 impl MetricsHub {
@@ -37,7 +41,19 @@ impl MetricsHub {
     pub fn new(dp: &dyn RouterView) -> Self {
         MetricsHub {
             last: ArcSwap::from_pointee(Snapshot::take(dp, Nanos::ZERO)),
+            accept_errors: AtomicU64::new(0),
         }
+    }
+
+    /// Counts one failed `accept()` of the metrics endpoint.
+    pub fn count_accept_error(&self) {
+        // Relaxed: a counter read on its own.
+        self.accept_errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Failed `accept()`s of the metrics endpoint so far.
+    pub fn accept_errors(&self) -> u64 {
+        self.accept_errors.load(Ordering::Relaxed)
     }
 
     /// Takes and stores the current snapshot (called by the forwarding thread at a low rate).
@@ -58,7 +74,10 @@ impl MetricsHub {
     /// The Prometheus text exposition of the last publish.
     pub fn encode(&self) -> String {
         let mut registry = Registry::default();
-        registry.register_collector(Box::new(SnapshotCollector(self.snapshot())));
+        registry.register_collector(Box::new(SnapshotCollector(
+            self.snapshot(),
+            self.accept_errors(),
+        )));
         let mut out = String::new();
         // Cannot fail: writing to a String.
         let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
@@ -67,7 +86,7 @@ impl MetricsHub {
 }
 
 #[derive(Debug)]
-struct SnapshotCollector(Arc<Snapshot>);
+struct SnapshotCollector(Arc<Snapshot>, u64);
 
 type Labels = Vec<(&'static str, String)>;
 
@@ -411,6 +430,13 @@ impl Collector for SnapshotCollector {
                     )
                 })
             }),
+        )?;
+        f.scalar(
+            "zlrouter_metrics_accept_errors_total",
+            "Connections the metrics endpoint failed to accept (e.g. out of file descriptors); \
+             each is logged, and accepting resumes after a back-off",
+            Counter,
+            [(Vec::new(), self.1)],
         )?;
         Ok(())
     }
