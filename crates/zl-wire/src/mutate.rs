@@ -37,7 +37,10 @@ pub enum MarkOutcome {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TtlOutcome {
     /// Decremented; the packet may be forwarded with this TTL.
-    Forwarded { ttl: u8 },
+    Forwarded {
+        /// The new TTL / hop limit, already written to the frame.
+        ttl: u8,
+    },
     /// The TTL was 0 or 1: the packet must not be forwarded (RFC 1812 §5.3.1; the router
     /// discards it and may send ICMP Time Exceeded). The frame is unchanged.
     Expired,
