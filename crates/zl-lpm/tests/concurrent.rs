@@ -11,7 +11,7 @@ use std::thread;
 use zl_lpm::{Lpm4, Lpm6};
 
 const PREFIXES: u32 = 16;
-const CHANGES: u32 = 20_000;
+const CHANGES: u32 = 4_000;
 const READERS: usize = 3;
 
 /// A small xorshift: readers need addresses, not statistics.
