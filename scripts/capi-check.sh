@@ -29,8 +29,9 @@ if ! diff -u crates/zl-aqm-capi/include/zl_aqm.h "$out/zl_aqm.h"; then
 fi
 echo "header: include/zl_aqm.h equals cbindgen $CBINDGEN_VERSION's output"
 
-cargo build -q -p zl-aqm-capi
-cargo build -q -p zl-aqm --example foreign_loop
+# The test profile: the artifacts `cargo test --workspace` has just built, nothing rebuilt.
+cargo build -q --profile test -p zl-aqm-capi
+cargo build -q --profile test -p zl-aqm --example foreign_loop
 cc -std=c11 -O2 -Wall -Wextra -Werror -Icrates/zl-aqm-capi/include examples/c/zlred_trace.c \
     target/debug/libzl_aqm_capi.a -lpthread -ldl -lm -o "$out/zlred_trace"
 for run in "1 200000" "77 50000"; do

@@ -11,7 +11,7 @@ use crate::config::{
     invalid, parse_mac, ConfigError, PortKind, PortParams, RouterConfig, MAX_POOL_BUFFERS,
 };
 use crate::dataplane::{port_qos, Dataplane, PortSlot, QueueLengthHistogram};
-use crate::port::{GeneratorPort, GeneratorSetup, PcapPort, SinkPort};
+use crate::port::{FileAccess, GeneratorPort, GeneratorSetup, PcapPort, SinkPort};
 use crate::stats::GroupStats;
 
 /// A build failure: the config, or a port that could not open.
@@ -58,6 +58,26 @@ pub fn build_with_ports(
     cfg: &RouterConfig,
     base: &Path,
     supply: &mut PortSupplier<'_>,
+) -> Result<Dataplane, BuildError> {
+    build_inner(cfg, base, supply, FileAccess::Open)
+}
+
+/// [`build_with_ports`] for `zlrouter check`: every check a build makes, without writing a
+/// file (output captures are checked, not created or truncated). The data plane it returns
+/// is for inspection; its pcap ports write nothing.
+pub fn check_with_ports(
+    cfg: &RouterConfig,
+    base: &Path,
+    supply: &mut PortSupplier<'_>,
+) -> Result<Dataplane, BuildError> {
+    build_inner(cfg, base, supply, FileAccess::CheckOnly)
+}
+
+fn build_inner(
+    cfg: &RouterConfig,
+    base: &Path,
+    supply: &mut PortSupplier<'_>,
+    access: FileAccess,
 ) -> Result<Dataplane, BuildError> {
     cfg.validate()?;
     let end = Nanos::from_secs_f64(cfg.run.duration_s);
@@ -156,7 +176,7 @@ pub fn build_with_ports(
                 let pc = p.pcap.as_ref().ok_or_else(|| {
                     invalid(format!("ports[{i}].pcap"), "(missing)", "a pcap table")
                 })?;
-                Box::new(PcapPort::open(&p.name, idx, pc, base)?)
+                Box::new(PcapPort::open_with(&p.name, idx, pc, base, access)?)
             }
             (None, PortKind::Sink) => Box::new(SinkPort::new(&p.name)),
         };
