@@ -13,7 +13,6 @@
 mod netns;
 
 use std::process::Command;
-use std::time::Duration;
 
 use netns::{sender_ip, table_value, tcp_flow, tcp_sink, Lab, SenderSpec, RECEIVER_IP};
 
