@@ -322,7 +322,7 @@ impl Forwarding {
     /// True when some packet can be sent out of port `port`.
     pub fn is_egress(&self, port: u16) -> bool {
         match self {
-            Forwarding::Router(table) => table.egress_ports().any(|p| p == port),
+            Forwarding::Router(table) => table.egress_ports().contains(&port),
             // Any port the kernel routes through.
             Forwarding::Kernel(_) => true,
             Forwarding::Bridge(peer) => peer.contains(&Some(port)),
@@ -516,7 +516,7 @@ impl RouterConfig {
                         "bridge pairs only with mode = \"bridge\"",
                     ));
                 }
-                let mut table = RouteTable::default();
+                let table = RouteTable::default();
                 let mut statics = Vec::new();
                 for (i, rt) in self.routes.iter().enumerate() {
                     let key = |f: &str| format!("routes[{i}].{f}");
@@ -541,7 +541,6 @@ impl RouterConfig {
                             "a MAC address like 02:00:00:00:00:01",
                         )
                     })?;
-                    table.add(prefix, NextHop { port, mac });
                     statics.push(zl_fib::StaticRoute {
                         dst: prefix.addr,
                         prefix_len: prefix.len,
@@ -549,6 +548,23 @@ impl RouterConfig {
                         gateway: None,
                         mac: Some(mac),
                     });
+                    match table.insert(prefix, NextHop::new(port, mac)) {
+                        Ok(None) => {}
+                        Ok(Some(_)) => {
+                            return Err(invalid(
+                                key("prefix"),
+                                format!("{:?}", rt.prefix),
+                                "a prefix no earlier route has (one route per prefix)",
+                            ))
+                        }
+                        Err(e) => {
+                            return Err(invalid(
+                                key("prefix"),
+                                format!("{:?}", rt.prefix),
+                                format!("a prefix the routing table can hold ({e})"),
+                            ))
+                        }
+                    }
                 }
                 Ok(match self.routing.source {
                     RouteSource::Static => Forwarding::Router(table),

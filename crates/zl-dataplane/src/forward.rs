@@ -14,7 +14,7 @@ use zl_wire::{MacAddr, PacketInfo, ParseConfig, TtlOutcome};
 
 use crate::config::Forwarding;
 use crate::priority::PriorityMap;
-use crate::route::NextHop;
+use crate::route::{NextHop, RouteTable};
 use crate::stats::DropCause;
 
 /// What forwarding decided for a packet it keeps (the egress port is in `buf.out_port`).
@@ -118,6 +118,14 @@ impl Forwarder {
     pub fn forwarding(&self) -> &Forwarding {
         &self.forwarding
     }
+    /// The routing table (router mode): a handle a control thread may keep to add and remove
+    /// routes while the receive paths forward.
+    pub fn routes(&self) -> Option<&RouteTable> {
+        match &self.forwarding {
+            Forwarding::Router(table) => Some(table),
+            Forwarding::Kernel(_) | Forwarding::Bridge(_) => None,
+        }
+    }
     pub fn parse_config(&self) -> &ParseConfig {
         &self.parse
     }
@@ -153,7 +161,7 @@ impl Forwarder {
             (Forwarding::Router(_), _, _) => return Err(DropCause::ParseError),
             (Forwarding::Kernel(_), Ok(()), Some(info)) => {
                 match self.kernel_fib().map(|f| f.decide(info.dst)) {
-                    Some(zl_fib::Decision::Forward { port, mac }) => Some(NextHop { port, mac }),
+                    Some(zl_fib::Decision::Forward { port, mac }) => Some(NextHop::new(port, mac)),
                     // The caller holds it for the next hop (`Forwarder::unresolved`) or
                     // counts it.
                     Some(zl_fib::Decision::Resolve { .. }) => return Err(DropCause::NoNeighbour),
