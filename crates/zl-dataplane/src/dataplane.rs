@@ -31,6 +31,7 @@ use zl_zombie::{ZombieList, ZombieParams};
 use crate::config::{invalid, ConfigError, Forwarding};
 use crate::forward::Forwarder;
 use crate::priority::PriorityMap;
+use crate::route::RouteTable;
 use crate::stats::{DropCause, FateCounters, GroupStats};
 
 /// A port plus what the data plane keeps beside it.
@@ -239,7 +240,9 @@ impl Dataplane {
         let ports = slots.len();
         let missing = |p: &u16| *p as usize >= ports;
         let unknown = match &forwarding {
-            Forwarding::Router(table) => table.egress_ports().find(missing).map(|p| ("a route", p)),
+            Forwarding::Router(table) => (table.egress_ports().into_iter())
+                .find(missing)
+                .map(|p| ("a route", p)),
             Forwarding::Bridge(peer) => {
                 (peer.iter().flatten().copied().find(missing)).map(|p| ("a bridge peer", p))
             }
@@ -295,6 +298,11 @@ impl Dataplane {
     }
     pub fn pool_total(&self) -> usize {
         self.pool.total()
+    }
+    /// The routing table (router mode), shared with the loop: routes inserted or removed
+    /// through it from another thread apply to the next lookup (see `crate::route`).
+    pub fn routes(&self) -> Option<RouteTable> {
+        self.forwarder.routes().cloned()
     }
     /// The time of the last poll.
     pub fn now(&self) -> Nanos {
@@ -878,12 +886,10 @@ aqm = { kind = "zl-red", a = 10, zombie = { m = 500, p_swap = 0.25 } }
         };
         let table = |port| {
             let mut t = RouteTable::default();
-            let nh = NextHop {
-                port,
-                mac: MacAddr([2, 0, 0, 0, 0, 0xfe]),
-            };
-            t.add("10.0.0.0/8".parse().unwrap(), nh);
-            t.add("0.0.0.0/0".parse().unwrap(), NextHop { port: 1, ..nh });
+            let nh = NextHop::new(port, MacAddr([2, 0, 0, 0, 0, 0xfe]));
+            t.add("10.0.0.0/8".parse().unwrap(), nh).unwrap();
+            t.add("0.0.0.0/0".parse().unwrap(), NextHop { port: 1, ..nh })
+                .unwrap();
             t
         };
         assert!(new(Forwarding::Router(table(1))).is_ok());
