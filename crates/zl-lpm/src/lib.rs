@@ -46,6 +46,7 @@
 //! and frees groups; `tests/oracle.rs` checks lookups against a naive longest-match scan.
 
 mod entry;
+pub mod synth;
 mod trie;
 
 use std::net::{Ipv4Addr, Ipv6Addr};
