@@ -14,7 +14,7 @@ use zl_wire::{MacAddr, PacketInfo, ParseConfig, TtlOutcome};
 
 use crate::config::Forwarding;
 use crate::priority::PriorityMap;
-use crate::route::RouteTable;
+use crate::route::{NextHop, RouteTable};
 use crate::stats::DropCause;
 
 /// What forwarding decided for a packet it keeps (the egress port is in `buf.out_port`).
@@ -28,10 +28,35 @@ pub struct Ingress {
     pub meta: PacketMeta,
 }
 
-/// Forwarding state shared by every receive path; read-only while forwarding.
+/// Kernel routing's table as the poll loop sees it: the snapshot reader and the queue of
+/// resolve requests to the control thread (`zl_fib`).
+#[derive(Clone, Debug)]
+pub struct KernelFib {
+    pub reader: zl_fib::FibReader,
+    pub resolve: std::sync::Arc<zl_fib::ResolveQueue>,
+    /// The control thread following the kernel, stopped when the last holder goes.
+    pub follower: Option<std::sync::Arc<zl_fib::FibFollower>>,
+}
+
+impl KernelFib {
+    /// The config's static routes alone, followed by nothing (until
+    /// `Dataplane::follow_kernel`).
+    fn statics_only(statics: &[zl_fib::StaticRoute]) -> Self {
+        let state = zl_fib::FibState::new([], statics.to_vec());
+        KernelFib {
+            reader: zl_fib::FibHandle::new(state.snapshot()).reader(),
+            resolve: zl_fib::ResolveQueue::new(1),
+            follower: None,
+        }
+    }
+}
+
+/// Forwarding state shared by every receive path; read-only while forwarding (kernel
+/// routing's snapshot is swapped between polls, [`Forwarder::refresh`]).
 #[derive(Clone, Debug)]
 pub struct Forwarder {
     forwarding: Forwarding,
+    kernel: Option<KernelFib>,
     parse: ParseConfig,
     priority: PriorityMap,
     /// Each port's own MAC, by port index: the source MAC of routed frames leaving it.
@@ -45,11 +70,48 @@ impl Forwarder {
         priority: PriorityMap,
         macs: Vec<MacAddr>,
     ) -> Self {
+        let kernel = match &forwarding {
+            Forwarding::Kernel(statics) => Some(KernelFib::statics_only(statics)),
+            _ => None,
+        };
         Forwarder {
             forwarding,
+            kernel,
             parse,
             priority,
             macs,
+        }
+    }
+
+    /// Kernel routing: routes by `fib` from now on.
+    pub fn set_kernel_fib(&mut self, fib: KernelFib) {
+        self.kernel = Some(fib);
+    }
+
+    /// Kernel routing: picks up the newest table (the poll loop calls this once per poll,
+    /// the one place it sees route and neighbour changes); true when it changed.
+    #[inline]
+    pub fn refresh(&mut self) -> bool {
+        self.kernel.as_mut().is_some_and(|k| k.reader.refresh())
+    }
+
+    /// Kernel routing: the table held now.
+    pub fn kernel_fib(&self) -> Option<&zl_fib::Fib> {
+        self.kernel.as_ref().map(|k| k.reader.fib())
+    }
+
+    /// Kernel routing: the port and next hop whose MAC `dst` waits for, if it does.
+    pub fn unresolved(&self, dst: std::net::IpAddr) -> Option<(u16, std::net::IpAddr)> {
+        match self.kernel_fib()?.decide(dst) {
+            zl_fib::Decision::Resolve { port, next_hop } => Some((port, next_hop)),
+            _ => None,
+        }
+    }
+
+    /// Kernel routing: asks the control thread to have `next_hop` resolved (wait-free).
+    pub fn request_resolve(&self, port: u16, next_hop: std::net::IpAddr) {
+        if let Some(k) = &self.kernel {
+            k.resolve.request(port, next_hop);
         }
     }
 
@@ -61,7 +123,7 @@ impl Forwarder {
     pub fn routes(&self) -> Option<&RouteTable> {
         match &self.forwarding {
             Forwarding::Router(table) => Some(table),
-            Forwarding::Bridge(_) => None,
+            Forwarding::Kernel(_) | Forwarding::Bridge(_) => None,
         }
     }
     pub fn parse_config(&self) -> &ParseConfig {
@@ -97,6 +159,16 @@ impl Forwarder {
                 None => return Err(DropCause::NoRoute),
             },
             (Forwarding::Router(_), _, _) => return Err(DropCause::ParseError),
+            (Forwarding::Kernel(_), Ok(()), Some(info)) => {
+                match self.kernel_fib().map(|f| f.decide(info.dst)) {
+                    Some(zl_fib::Decision::Forward { port, mac }) => Some(NextHop::new(port, mac)),
+                    // The caller holds it for the next hop (`Forwarder::unresolved`) or
+                    // counts it.
+                    Some(zl_fib::Decision::Resolve { .. }) => return Err(DropCause::NoNeighbour),
+                    _ => return Err(DropCause::NoRoute),
+                }
+            }
+            (Forwarding::Kernel(_), _, _) => return Err(DropCause::ParseError),
             (Forwarding::Bridge(peer), _, _) => {
                 match peer.get(buf.in_port as usize).copied().flatten() {
                     Some(p) => {

@@ -14,7 +14,7 @@
 
 pub mod build;
 pub mod config;
-mod control;
+pub mod control;
 pub mod dataplane;
 pub mod forward;
 pub mod metrics;

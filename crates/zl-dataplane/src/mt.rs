@@ -296,6 +296,14 @@ impl MtRouter {
         rx_workers: usize,
     ) -> Result<Self, BuildError> {
         let forwarding = cfg.forwarding()?;
+        if matches!(forwarding, crate::config::Forwarding::Kernel(_)) {
+            return Err(crate::config::invalid(
+                "routing.source",
+                "\"kernel\"",
+                "\"static\" with rx_workers > 0: kernel routing runs on the single-thread loop (rx_workers = 0)",
+            )
+            .into());
+        }
         let groups = dp.groups().to_vec();
         let slots = std::mem::take(&mut dp.slots);
         let macs = slots.iter().map(|s| s.mac).collect();
