@@ -21,7 +21,7 @@ use zl_dataplane::port::FileAccess;
 use zl_dataplane::view::ViewObserver;
 use zl_dataplane::{
     build_with_ports, check_with_ports, report, BoxedPort, BuildError, Dataplane, Observer,
-    RouterConfig, RouterView, StopReason, DEFAULT_CONFIG,
+    RouterConfig, RouterView, Snapshot, StopReason, DEFAULT_CONFIG,
 };
 
 #[derive(Parser)]
@@ -55,6 +55,10 @@ enum Command {
         /// No progress line.
         #[arg(long, short)]
         quiet: bool,
+        /// Print the final statistics as JSON (the schema of docs/operations.md) instead of
+        /// the table; the line saying why the run stopped goes to stderr.
+        #[arg(long)]
+        json: bool,
     },
     /// Load and validate a config (and build it, opening its files), then exit.
     Check { config: PathBuf },
@@ -66,6 +70,9 @@ enum Command {
         /// Print the Prometheus text as served instead of the summary.
         #[arg(long)]
         raw: bool,
+        /// Print the live statistics as JSON (`GET /stats.json`, the schema of `run --json`).
+        #[arg(long, conflicts_with = "raw")]
+        json: bool,
     },
 }
 
@@ -285,6 +292,7 @@ fn run(
     seed: Option<u64>,
     metrics: Option<String>,
     quiet: bool,
+    json: bool,
 ) -> Result<()> {
     let (mut cfg, base) = load(config.as_deref())?;
     if let Some(d) = duration {
@@ -305,7 +313,7 @@ fn run(
     )?;
     if cfg.run.rx_workers > 0 {
         let mt = MtRouter::from_dataplane(dp, &cfg, cfg.run.rx_workers as usize)?;
-        return run_threaded(mt, &cfg, quiet);
+        return run_threaded(mt, &cfg, quiet, json);
     }
     if cfg.routing.source == RouteSource::Kernel {
         follow_kernel(&mut dp, &cfg)?;
@@ -334,14 +342,13 @@ fn run(
     end_progress_line();
     // The run's length as the loop's clock saw it, drain included. The table is printed
     // whatever stopped the run, a failed port included.
-    let secs = dp.now().as_secs_f64();
-    outln!("{}", report::render(&dp, secs))?;
-    finish(result, server)
+    print_final(&Snapshot::take(&dp, dp.now()), json)?;
+    finish(result, server, json)
 }
 
 /// Runs the threaded router (`run.rx_workers` receive workers and one transmit worker) on the
 /// monotonic clock, whatever the ports (generator and pcap ports then offer in real time).
-fn run_threaded(mut mt: MtRouter, cfg: &RouterConfig, quiet: bool) -> Result<()> {
+fn run_threaded(mut mt: MtRouter, cfg: &RouterConfig, quiet: bool, json: bool) -> Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let hub = Arc::new(MetricsHub::new(&mt));
     let server = ControlThread::start(cfg.metrics.listen.as_deref(), hub.clone(), stop.clone())
@@ -365,8 +372,10 @@ fn run_threaded(mut mt: MtRouter, cfg: &RouterConfig, quiet: bool) -> Result<()>
     let clock = || Nanos(start.elapsed().as_nanos().min(u64::MAX as u128) as u64);
     let result = mt.run(&clock, &stop, drain, Nanos::from_millis(100), &mut progress);
     end_progress_line();
-    let secs = mt.now().as_secs_f64();
-    outln!("{}", report::render(&mt, secs))?;
+    print_final(&Snapshot::take(&mt, mt.now()), json)?;
+    if json {
+        return finish(result, server, json);
+    }
     let per_worker: Vec<String> = mt
         .worker_totals()
         .iter()
@@ -377,29 +386,49 @@ fn run_threaded(mut mt: MtRouter, cfg: &RouterConfig, quiet: bool) -> Result<()>
         per_worker.len(),
         per_worker.join(" / ")
     )?;
-    finish(result, server)
+    finish(result, server, json)
 }
 
 /// Prints why the run stopped and stops the control thread.
-fn finish(result: Result<StopReason, zl_port::PortError>, server: ControlThread) -> Result<()> {
-    match result {
-        Ok(StopReason::Finished) => {
-            outln!("stopped: every source finished and every queue drained")?
+fn finish(
+    result: Result<StopReason, zl_port::PortError>,
+    server: ControlThread,
+    json: bool,
+) -> Result<()> {
+    // With --json, stdout carries one JSON document and nothing else.
+    let say = |line: &str| -> Result<()> {
+        if json {
+            note!("{line}");
+            Ok(())
+        } else {
+            outln!("{line}")
         }
+    };
+    match result {
+        Ok(StopReason::Finished) => say("stopped: every source finished and every queue drained")?,
         Ok(StopReason::DrainTimeout) => {
-            outln!("stopped: drain time over; what was queued is counted as shutdown drops")?
+            say("stopped: drain time over; what was queued is counted as shutdown drops")?
         }
         Ok(StopReason::Interrupted) => {
-            outln!("stopped: interrupted; what was queued is counted as shutdown drops")?
+            say("stopped: interrupted; what was queued is counted as shutdown drops")?
         }
         Err(e) => {
-            outln!("stopped: a port failed; what was queued is counted as shutdown drops")?;
+            say("stopped: a port failed; what was queued is counted as shutdown drops")?;
             server.stop();
             return Err(e.into());
         }
     }
     server.stop();
     Ok(())
+}
+
+/// Prints the final statistics: the table, or the snapshot as JSON.
+fn print_final(snap: &Snapshot, json: bool) -> Result<()> {
+    if json {
+        outln!("{}", snap.to_json())
+    } else {
+        outln!("{}", report::render(snap))
+    }
 }
 
 fn check(config: &Path) -> Result<()> {
@@ -420,7 +449,7 @@ fn check(config: &Path) -> Result<()> {
 /// How long `zlrouter stats` waits to connect, and then for the whole answer.
 const STATS_TIMEOUT: Duration = Duration::from_secs(5);
 
-fn stats(addr: &str, raw: bool) -> Result<()> {
+fn stats(addr: &str, raw: bool, json: bool) -> Result<()> {
     let endpoint = || format!("the router's metrics endpoint at {addr}");
     let target = addr
         .to_socket_addrs()
@@ -447,7 +476,8 @@ fn stats(addr: &str, raw: bool) -> Result<()> {
         ),
         _ => anyhow!("reading from {}: {e}", endpoint()),
     };
-    s.write_all(format!("GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+    let path = if json { "/stats.json" } else { "/metrics" };
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
         .map_err(timed_out)?;
     let mut body = String::new();
     s.read_to_string(&mut body).map_err(timed_out)?;
@@ -457,7 +487,7 @@ fn stats(addr: &str, raw: bool) -> Result<()> {
     if !head.starts_with("HTTP/1.0 200") && !head.starts_with("HTTP/1.1 200") {
         bail!("{addr} answered: {}", head.lines().next().unwrap_or(""));
     }
-    if raw {
+    if raw || json {
         out(format_args!("{text}"))
     } else {
         out(format_args!("{}", stats_view::summarize(text)))
@@ -487,9 +517,10 @@ fn main() {
             seed,
             metrics,
             quiet,
-        } => run(config, duration, seed, metrics, quiet),
+            json,
+        } => run(config, duration, seed, metrics, quiet, json),
         Command::Check { config } => check(&config),
-        Command::Stats { addr, raw } => stats(&addr, raw),
+        Command::Stats { addr, raw, json } => stats(&addr, raw, json),
     };
     if let Err(e) = result {
         note!("zlrouter: {}", error_text(&e));

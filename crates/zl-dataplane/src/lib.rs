@@ -23,11 +23,13 @@ pub mod port;
 pub mod priority;
 pub mod report;
 pub mod route;
+pub mod snapshot;
 pub mod stats;
 pub mod view;
 
 pub use build::{build, build_with_ports, check_with_ports, BoxedPort, BuildError, PortSupplier};
 pub use config::{ConfigError, RouterConfig, DEFAULT_CONFIG};
 pub use dataplane::{Dataplane, NoObserver, Observer, StopReason};
+pub use snapshot::Snapshot;
 pub use stats::{DropCause, FateCounters, GroupStats};
 pub use view::RouterView;

@@ -5,6 +5,7 @@
 use zl_core::Nanos;
 use zl_port::{PacketBuf, PortCounters};
 use zl_qos::QosEngine;
+use zl_zombie::ZombieList;
 
 use crate::dataplane::{Dataplane, QueueLengthHistogram};
 use crate::stats::{FateCounters, GroupStats};
@@ -25,8 +26,12 @@ pub trait RouterView {
     fn qos(&self, port: usize) -> &QosEngine<PacketBuf>;
     /// Queue-length samples per class of `port`.
     fn qlen_hist(&self, port: usize) -> &[QueueLengthHistogram];
-    /// Active flows at `port`'s egress estimated by its Zombie List, when it has one.
-    fn estimated_flows(&self, port: usize) -> Option<f64>;
+    /// The Zombie List of `port`'s egress, when it has one.
+    fn zombie_list(&self, port: usize) -> Option<&ZombieList>;
+    /// Active flows at `port`'s egress estimated by its Zombie List (1/P(t)), when it has one.
+    fn estimated_flows(&self, port: usize) -> Option<f64> {
+        self.zombie_list(port).map(ZombieList::estimated_flows)
+    }
 }
 
 /// Called by a driver at a low rate with a view of the router (the threaded run's
@@ -66,7 +71,7 @@ impl RouterView for Dataplane {
     fn qlen_hist(&self, port: usize) -> &[QueueLengthHistogram] {
         &self.slots()[port].qlen_hist
     }
-    fn estimated_flows(&self, port: usize) -> Option<f64> {
-        self.slots()[port].estimated_flows()
+    fn zombie_list(&self, port: usize) -> Option<&ZombieList> {
+        self.slots()[port].zombie.as_deref()
     }
 }
