@@ -1,5 +1,5 @@
-//! Per-packet decision cost of every AQM policy (`zl-aqm`), through the `AqmPolicy` enum as the
-//! data plane calls it, with a fast RNG (xoshiro256++) and a Zipf-like mix of 200 flows.
+//! Per-packet decision cost of every AQM policy (`zl-aqm`), through `Admission<AqmPolicy>` as
+//! the data plane's QoS engine calls it (the bounds check, the policy's decision, the counters), with a fast RNG (xoshiro256++) and a Zipf-like mix of 200 flows.
 //!
 //! ZL-RED runs with the occurrence table at M = 100, 1000, 10000 (targets: <= 25 ns per
 //! decision at M = 1000, flat in M) and with the O(M) scan at M = 1000 (the paper's rejected
@@ -19,9 +19,9 @@ use criterion::{criterion_group, BenchmarkId, Criterion};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use zl_aqm::{
-    Aqm, AqmParams, AqmPolicy, BuildContext, Color, Ecn, FlowId, Nanos, NonlinearRedParams,
-    PacketMeta, PriorityEcnRedParams, QueueView, RedParams, SojournParams, SredParams,
-    TailDropParams, ZlRedParams,
+    Admission, AqmParams, AqmPolicy, Arrival, BuildContext, Color, Ecn, FlowId, Nanos,
+    NonlinearRedParams, PacketMeta, PriorityEcnRedParams, QueueView, RedParams, SojournParams,
+    SredParams, TailDropParams, ZlRedParams,
 };
 use zl_zombie::{OccurrenceMode, ZombieList, ZombieParams};
 
@@ -74,10 +74,15 @@ fn queue(len_packets: u32, now: Nanos) -> QueueView {
 }
 
 /// Builds the policy and puts it at a steady state in its probabilistic region.
-fn policy(params: &AqmParams, warm: usize, pkts: &[PacketMeta], q: &QueueView) -> AqmPolicy {
+fn policy(
+    params: &AqmParams,
+    warm: usize,
+    pkts: &[PacketMeta],
+    q: &QueueView,
+) -> Admission<AqmPolicy> {
     let ctx = BuildContext::new(10_000_000_000, CAPACITY);
-    let mut p = params.build(&ctx).expect("valid bench params");
-    match &mut p {
+    let mut p = Admission::new(params.build(&ctx).expect("valid bench params"));
+    match p.policy_mut() {
         AqmPolicy::Red(r) => r.set_avg(10.0),
         AqmPolicy::PriorityEcnRed(r) => r.red_mut().set_avg(12_000.0),
         AqmPolicy::NonlinearRed(r) => r.set_avg(60.0),
@@ -86,7 +91,7 @@ fn policy(params: &AqmParams, warm: usize, pkts: &[PacketMeta], q: &QueueView) -
     }
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
     for i in 0..warm {
-        p.on_arrival(Nanos(i as u64), &mut rng, q, &pkts[i % MIX]);
+        p.admit(&Arrival::new(Nanos(i as u64), q, &pkts[i % MIX]), &mut rng);
     }
     p
 }
@@ -106,7 +111,7 @@ fn bench_one(c: &mut Criterion, group: &str, id: BenchmarkId, params: AqmParams,
     c.benchmark_group(group).bench_function(id, |b| {
         b.iter(|| {
             i = (i + 1) & (MIX - 1);
-            black_box(p.on_arrival(now, &mut rng, black_box(&q), &pkts[i]))
+            black_box(p.admit(&Arrival::new(now, black_box(&q), &pkts[i]), &mut rng))
         })
     });
 }
@@ -226,7 +231,7 @@ fn zlred_rounds() {
         let mut i = 0usize;
         rounds(name, per, || {
             i = (i + 1) & (MIX - 1);
-            black_box(p.on_arrival(now, &mut rng, black_box(&q), &pkts[i]));
+            black_box(p.admit(&Arrival::new(now, black_box(&q), &pkts[i]), &mut rng));
         });
     }
     let list = ZombieList::new(ZombieParams::default().validate().expect("valid"));

@@ -6,7 +6,7 @@
 use std::collections::VecDeque;
 
 use rand_xoshiro::Xoshiro256PlusPlus;
-use zl_aqm::{Aqm, AqmStats, PacketMeta, QueueView, Verdict};
+use zl_aqm::{Admission, Aqm, AqmStats, Arrival, PacketMeta, QueueView, Verdict};
 use zl_core::Nanos;
 
 /// The simulator's one random source type (seeded; passed into every policy).
@@ -63,44 +63,33 @@ pub trait Bottleneck: Send {
 pub use zl_aqm::TailDrop as DropTail;
 
 /// Drops each arriving packet independently with probability `p` (a lossy link, for checking
-/// TCP models against loss-rate formulas), and tail-drops what does not fit.
+/// TCP models against loss-rate formulas); what does not fit is tail-dropped by the queue's
+/// [`Admission`].
 #[derive(Clone, Debug, Default)]
 pub struct RandomLoss {
     p: f64,
-    stats: AqmStats,
 }
 
 impl RandomLoss {
     pub fn new(p: f64) -> Self {
         RandomLoss {
             p: p.clamp(0.0, 1.0),
-            stats: AqmStats::default(),
         }
     }
 }
 
 impl Aqm for RandomLoss {
-    fn on_arrival<R: rand::RngCore + ?Sized>(
+    fn decide<R: rand::RngCore + ?Sized>(
         &mut self,
-        _now: Nanos,
+        _arrival: &Arrival<'_>,
         rng: &mut R,
-        queue: &QueueView,
-        pkt: &PacketMeta,
     ) -> Verdict {
         use rand::Rng;
-        let v = if queue.is_full_for(pkt.len) {
-            Verdict::TailDrop
-        } else if rng.random::<f64>() < self.p {
+        if rng.random::<f64>() < self.p {
             Verdict::EarlyDrop
         } else {
             Verdict::Enqueue
-        };
-        self.stats.record(v);
-        v
-    }
-
-    fn stats(&self) -> &AqmStats {
-        &self.stats
+        }
     }
 }
 
@@ -111,20 +100,18 @@ struct Slot {
     enqueued_at: Nanos,
 }
 
-/// A FIFO of bounded size (packets and/or bytes) whose admission is decided by `A`.
+/// A FIFO of bounded size (packets and/or bytes) whose admission is decided by `A`, behind the
+/// bounds check and counters common to every policy ([`Admission`]: a packet that does not fit
+/// is tail-dropped whatever the policy's average says).
 ///
-/// The AQM sees the queue as it is at the arrival (the [`QueueView`] contract). If it admits a
-/// packet that does not fit, the packet is still tail-dropped here: a full buffer drops whatever
-/// the policy's average says (spec/01 §1 step 6); such drops are counted in this queue's own
-/// `overflow_drops`, since the policy already counted the packet as admitted.
+/// The AQM sees the queue as it is at the arrival (the [`QueueView`] contract).
 pub struct FifoQueue<A> {
-    aqm: A,
+    aqm: Admission<A>,
     slots: VecDeque<Slot>,
     bytes: u64,
     capacity_packets: u32,
     capacity_bytes: u64,
     idle_since: Option<Nanos>,
-    overflow_drops: u64,
     resize: Option<Box<dyn FnMut(Nanos) -> u32 + Send>>,
 }
 
@@ -134,13 +121,12 @@ impl<A: Aqm> FifoQueue<A> {
     pub fn new(aqm: A, capacity_packets: u32, capacity_bytes: u64) -> Self {
         let prealloc = capacity_packets.min(1 << 16) as usize;
         FifoQueue {
-            aqm,
+            aqm: Admission::new(aqm),
             slots: VecDeque::with_capacity(prealloc),
             bytes: 0,
             capacity_packets,
             capacity_bytes,
             idle_since: Some(Nanos::ZERO),
-            overflow_drops: 0,
             resize: None,
         }
     }
@@ -153,7 +139,7 @@ impl<A: Aqm> FifoQueue<A> {
 
     /// The admission policy, for reading its own state.
     pub fn aqm(&self) -> &A {
-        &self.aqm
+        self.aqm.policy()
     }
 
     fn view(&self) -> QueueView {
@@ -178,11 +164,7 @@ impl<A: Aqm + Send> Bottleneck for FifoQueue<A> {
         handle: u32,
     ) -> (Verdict, u8) {
         let view = self.view();
-        let mut v = self.aqm.on_arrival(now, rng, &view, meta);
-        if v.admits() && view.is_full_for(meta.len) {
-            self.overflow_drops += 1;
-            v = Verdict::TailDrop;
-        }
+        let v = self.aqm.admit(&Arrival::new(now, &view, meta), rng);
         if v.admits() {
             self.slots.push_back(Slot {
                 handle,
@@ -222,10 +204,7 @@ impl<A: Aqm + Send> Bottleneck for FifoQueue<A> {
     }
 
     fn stats(&self) -> AqmStats {
-        let mut s = *self.aqm.stats();
-        s.enqueued -= self.overflow_drops.min(s.enqueued);
-        s.tail_drops += self.overflow_drops;
-        s
+        *self.aqm.stats()
     }
 
     fn tick(&mut self, now: Nanos) {
@@ -246,7 +225,7 @@ mod tests {
 
     #[test]
     fn drop_tail_fifo_keeps_order_and_bounds() {
-        let mut q = FifoQueue::new(DropTail::default(), 2, u64::MAX);
+        let mut q = FifoQueue::new(DropTail, 2, u64::MAX);
         let mut rng = SimRng::seed_from_u64(1);
         let mut m = PacketMeta {
             len: 100,

@@ -46,7 +46,7 @@ fn spec(flows: Vec<FlowSpec>, secs: u64) -> SimSpec {
 }
 
 fn run_droptail(s: &SimSpec, buffer: u32) -> SimReport {
-    let q = FifoQueue::new(DropTail::default(), buffer, u64::MAX);
+    let q = FifoQueue::new(DropTail, buffer, u64::MAX);
     Simulator::new(s, Box::new(q)).expect("valid spec").run()
 }
 

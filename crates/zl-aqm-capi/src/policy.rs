@@ -1,12 +1,13 @@
 //! The one place that calls into `zl_aqm`'s policies: building one from its parameters and a
 //! queue, deciding one arrival, reading its counters and its Zombie List. The C surface
-//! (`ffi.rs`) sees only [`Policy`], so a change to the `Aqm` trait is an edit here.
+//! (`ffi.rs`) sees only [`Policy`], so a change to the `Aqm` trait or to [`Admission`] is an
+//! edit here.
 
 use std::sync::Arc;
 
 use zl_aqm::{
-    Aqm, AqmConfigError, AqmParams, AqmPolicy, AqmStats, BuildContext, PacketMeta, QueueView,
-    Verdict,
+    Admission, AqmConfigError, AqmParams, AqmPolicy, AqmStats, Arrival, BuildContext, PacketMeta,
+    QueueView, Verdict,
 };
 use zl_core::{Color, Ecn, FlowId, Nanos};
 use zl_zombie::ZombieList;
@@ -16,7 +17,7 @@ use crate::types::{ZlAqmKind, ZlAqmStats, ZlArrival, ZlQueueParams, ZlVerdict, Z
 /// A policy serving one egress queue of fixed capacity.
 #[derive(Debug)]
 pub(crate) struct Policy {
-    policy: AqmPolicy,
+    policy: Admission<AqmPolicy>,
     capacity_packets: u32,
     capacity_bytes: u64,
 }
@@ -34,7 +35,7 @@ impl Policy {
             ctx = ctx.with_zombie_list(list);
         }
         Ok(Policy {
-            policy: params.build(&ctx)?,
+            policy: Admission::new(params.build(&ctx)?),
             capacity_packets: queue.capacity_packets,
             capacity_bytes: queue.capacity_bytes,
         })
@@ -48,7 +49,10 @@ impl Policy {
         rng: &mut R,
     ) -> ZlVerdict {
         let (queue, pkt) = self.views(a);
-        verdict(self.policy.on_arrival(Nanos(a.now_ns), rng, &queue, &pkt))
+        verdict(
+            self.policy
+                .admit(&Arrival::new(Nanos(a.now_ns), &queue, &pkt), rng),
+        )
     }
 
     /// The queue and the packet as `zl_aqm` describes them.
@@ -94,7 +98,7 @@ impl Policy {
 
     /// The Zombie List the policy observes (SRED and ZL-RED), shared or its own.
     pub(crate) fn zombie_list(&self) -> Option<&Arc<ZombieList>> {
-        match &self.policy {
+        match self.policy.policy() {
             AqmPolicy::Sred(p) => Some(p.zombie_list()),
             AqmPolicy::ZlRed(p) => Some(p.zombie_list()),
             _ => None,
@@ -103,7 +107,7 @@ impl Policy {
 
     /// Which policy this is.
     pub(crate) fn kind(&self) -> ZlAqmKind {
-        match &self.policy {
+        match self.policy.policy() {
             AqmPolicy::TailDrop(_) => ZlAqmKind::ZL_AQM_TAIL_DROP,
             AqmPolicy::Red(_) => ZlAqmKind::ZL_AQM_RED,
             AqmPolicy::Sred(_) => ZlAqmKind::ZL_AQM_SRED,

@@ -8,7 +8,9 @@
 use std::ffi::CString;
 
 use rand::RngCore;
-use zl_aqm::{Aqm, AqmParams, BuildContext, Color, Ecn, FlowId, Nanos, PacketMeta, QueueView};
+use zl_aqm::{
+    Admission, AqmParams, Arrival, BuildContext, Color, Ecn, FlowId, Nanos, PacketMeta, QueueView,
+};
 use zl_aqm_capi::*;
 
 const KINDS: [&str; 7] = [
@@ -30,12 +32,14 @@ fn every_kind_decides_as_in_rust() {
     };
     for kind in KINDS {
         let params: AqmParams = toml::from_str(kind).expect(kind);
-        let mut rust = params
-            .build(&BuildContext::new(
-                queue.link_rate_bps,
-                queue.capacity_packets,
-            ))
-            .expect(kind);
+        let mut rust = Admission::new(
+            params
+                .build(&BuildContext::new(
+                    queue.link_rate_bps,
+                    queue.capacity_packets,
+                ))
+                .expect(kind),
+        );
         let text = CString::new(kind).unwrap();
         let mut c = std::ptr::null_mut();
         // SAFETY: valid pointers to locals; `c` is written by the constructor.
@@ -98,7 +102,10 @@ fn every_kind_decides_as_in_rust() {
                 weight: a.weight,
                 color: Color::ALL[usize::from(a.color)],
             };
-            let v_rust = rust.on_arrival(Nanos(now), &mut SplitMix64(&mut rng_rust), &view, &pkt);
+            let v_rust = rust.admit(
+                &Arrival::new(Nanos(now), &view, &pkt),
+                &mut SplitMix64(&mut rng_rust),
+            );
             assert_eq!(v_c as u32, v_rust as u32, "{kind}: arrival {i}: {a:?}");
             seen[v_c as usize] += 1;
         }

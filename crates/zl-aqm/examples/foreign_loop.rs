@@ -9,7 +9,7 @@
 //! Run: `cargo run -p zl-aqm --example foreign_loop -- [seed] [packets]`
 
 use rand::RngCore;
-use zl_aqm::{Aqm, FlowId, Nanos, PacketMeta, QueueView, ZlRed, ZlRedParams};
+use zl_aqm::{Admission, Arrival, FlowId, Nanos, PacketMeta, QueueView, ZlRed, ZlRedParams};
 
 const GAP_NS: u64 = 1000;
 const SERVICE_NS: u64 = 1100;
@@ -52,7 +52,7 @@ fn main() {
     let cfg = ZlRedParams::default()
         .validate(CAPACITY)
         .expect("the paper's defaults are valid for B = 300");
-    let mut aqm = ZlRed::new(cfg);
+    let mut aqm = Admission::new(ZlRed::new(cfg));
 
     let mut flows = vec![(0u64, 0u64); FLOWS as usize];
     let mut trace_rng = SplitMix64(seed);
@@ -86,7 +86,7 @@ fn main() {
             flow: FlowId(flow.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
             ..PacketMeta::default()
         };
-        let verdict = aqm.on_arrival(Nanos(now), &mut aqm_rng, &queue, &pkt);
+        let verdict = aqm.admit(&Arrival::new(Nanos(now), &queue, &pkt), &mut aqm_rng);
         let counts = &mut flows[flow as usize];
         counts.0 += 1;
         if verdict.admits() {
@@ -110,7 +110,7 @@ fn main() {
         "enqueued={} marked={} early_drops={} forced_drops={} tail_drops={}",
         s.enqueued, s.marked, s.early_drops, s.forced_drops, s.tail_drops
     );
-    let estimate = aqm.zombie_list().estimated_flows();
+    let estimate = aqm.policy().zombie_list().estimated_flows();
     if estimate < 1e15 {
         println!("estimated_flows_milli={}", (estimate * 1000.0) as u64);
     } else {

@@ -1,16 +1,18 @@
 //! Active queue management: the admission decision a queue makes for each arriving packet.
 //!
-//! Contract: a policy implements [`Aqm`]. The caller (a per-class queue in `zl-qos`, the data
-//! plane, or a simulator) describes the arriving packet ([`PacketMeta`]) and the queue it would
-//! join ([`QueueView`]), passes the current time and a random source, and gets a [`Verdict`].
-//! The policy never reads a clock, never draws randomness of its own and never touches packet
+//! Contract: a policy implements [`Aqm`], its decision only. The caller (a per-class queue in
+//! `zl-qos`, the data plane, or a simulator) describes one arrival ([`Arrival`]: the time, the
+//! packet ([`PacketMeta`]), the queue it would join ([`QueueView`]) and, where the caller
+//! observed a shared Zombie List upstream, that observation), passes a random source, and gets
+//! a [`Verdict`] from [`Admission::admit`], which wraps the policy with the rules common to
+//! every policy: the bounds check and the per-cause counters. The policy never reads a clock, never draws randomness of its own and never touches packet
 //! bytes: applying `MarkCe` to the header is the caller's job (`zl_wire`). The crate has no I/O
 //! dependency, so other data planes and the simulators embed it unchanged.
 //!
 //! Each policy goes through four types, as DPDK's `rte_red_params / rte_red_config / rte_red`:
 //! `XParams` (serde, human units, from config) -> `XConfig` (validated, constants precomputed;
 //! a bad value is an [`AqmConfigError`] naming the parameter and its allowed range) ->
-//! the runtime state (the policy struct) -> [`AqmStats`] (counted per cause).
+//! the runtime state (the policy struct) -> [`AqmStats`] (counted per cause by [`Admission`]).
 //!
 //! Policies, one file each ([`AqmPolicy`] dispatches over them statically, [`AqmParams`] is the
 //! serde-tagged config form, built with a [`BuildContext`]):
@@ -27,8 +29,9 @@
 //!
 //! `nonlinear_model.rs` holds the 1-D discrete model of spec/04 (fixed point, eq. 5).
 //!
-//! Common rules: a packet that does not fit ([`QueueView::is_full_for`]) is `TailDrop` whatever
-//! the policy says; forced and tail drops always drop, only early decisions may mark.
+//! Common rules, in [`Admission`]: a packet that does not fit ([`QueueView::is_full_for`]) is
+//! `TailDrop` without the policy deciding; forced and tail drops always drop, only early
+//! decisions may mark.
 
 #![forbid(unsafe_code)]
 
@@ -132,7 +135,7 @@ impl Verdict {
     }
 }
 
-/// Per-cause counters every policy keeps.
+/// Per-cause counters of one policy's verdicts, kept by its [`Admission`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct AqmStats {
     /// Packets admitted (marked ones included).
@@ -208,37 +211,138 @@ pub(crate) fn early_verdict(ecn: bool, pkt: &PacketMeta) -> Verdict {
     }
 }
 
-/// A queue's admission policy.
-///
-/// `on_arrival` is called once per arriving packet, before it is queued; `on_dequeue` once
-/// per packet leaving the queue (policies that do not need it ignore it).
-pub trait Aqm {
-    fn on_arrival<R: rand::RngCore + ?Sized>(
-        &mut self,
-        now: Nanos,
-        rng: &mut R,
-        queue: &QueueView,
-        pkt: &PacketMeta,
-    ) -> Verdict;
+/// One arriving packet as a policy sees it: the time, the queue it would join (before it is
+/// added), the packet, and, where the caller already observed a shared Zombie List, that
+/// observation.
+#[derive(Clone, Copy, Debug)]
+pub struct Arrival<'a> {
+    /// The time of the arrival.
+    pub now: Nanos,
+    /// The queue the packet would join, before it is added.
+    pub queue: &'a QueueView,
+    /// The arriving packet.
+    pub pkt: &'a PacketMeta,
+    /// The packet's observation of the Zombie List that SRED / ZL-RED use, made upstream:
+    /// the receive / transmit split of docs/algorithms/zombie-list.md, where receive workers
+    /// observe one shared list and the transmit side decides. `Some` makes those policies
+    /// decide on it instead of observing again (so each packet enters the list once); `None`
+    /// makes them observe their list themselves. Policies without a Zombie List ignore it.
+    pub zombie: Option<&'a zl_zombie::Observation>,
+}
 
-    /// The same decision for an arrival whose Zombie List observation was already made
-    /// upstream, on the list this policy shares: the receive / transmit split of spec/06,
-    /// where receive workers observe one shared list and the transmit side decides. SRED and
-    /// ZL-RED use `obs` instead of observing again (so each packet enters the list once);
-    /// policies without a Zombie List ignore it.
-    fn on_arrival_observed<R: rand::RngCore + ?Sized>(
-        &mut self,
-        now: Nanos,
-        rng: &mut R,
-        queue: &QueueView,
-        pkt: &PacketMeta,
-        obs: &zl_zombie::Observation,
-    ) -> Verdict {
-        let _ = obs;
-        self.on_arrival(now, rng, queue, pkt)
+impl<'a> Arrival<'a> {
+    /// An arrival with no upstream Zombie List observation.
+    #[inline]
+    pub fn new(now: Nanos, queue: &'a QueueView, pkt: &'a PacketMeta) -> Self {
+        Arrival {
+            now,
+            queue,
+            pkt,
+            zombie: None,
+        }
     }
 
-    fn on_dequeue(&mut self, _now: Nanos, _queue: &QueueView, _pkt: &PacketMeta) {}
+    /// The same arrival, carrying the observation `obs` made upstream.
+    #[inline]
+    pub fn observed(self, obs: &'a zl_zombie::Observation) -> Self {
+        Arrival {
+            zombie: Some(obs),
+            ..self
+        }
+    }
 
-    fn stats(&self) -> &AqmStats;
+    /// True when the packet does not fit its queue ([`QueueView::is_full_for`]).
+    #[inline]
+    pub fn overflows(&self) -> bool {
+        self.queue.is_full_for(self.pkt.len)
+    }
+}
+
+/// A queue's admission policy: its decision only. The bounds check and the counters belong to
+/// the caller, written once in [`Admission`] (which the QoS engine and the simulators use).
+///
+/// Per arriving packet the caller calls exactly one of `decide` (the packet fits the buffer)
+/// and `on_tail_drop` (it does not); `on_dequeue` once per packet leaving the queue. Policies
+/// that do not need a hook leave its default.
+pub trait Aqm {
+    /// The verdict for an arrival that fits the buffer: `Enqueue`, `MarkCe`, `EarlyDrop` or
+    /// `ForcedDrop`, never `TailDrop`.
+    fn decide<R: rand::RngCore + ?Sized>(&mut self, arrival: &Arrival<'_>, rng: &mut R) -> Verdict;
+
+    /// An arrival the caller tail-drops because it does not fit, without asking `decide`.
+    /// Policies whose average counts every arrival (RED, priority-ECN RED, nonlinear RED, the
+    /// sojourn manager) update it here; SRED and ZL-RED leave their Zombie List unobserved.
+    #[inline]
+    fn on_tail_drop(&mut self, _arrival: &Arrival<'_>) {}
+
+    /// A packet left the queue (`queue` as it is after its departure).
+    #[inline]
+    fn on_dequeue(&mut self, _now: Nanos, _queue: &QueueView, _pkt: &PacketMeta) {}
+}
+
+/// A policy with the rules common to every policy: the bounds check and the per-cause
+/// counters. A packet that does not fit ([`Arrival::overflows`]) is `TailDrop` whatever the
+/// policy would say; every verdict is counted in [`AqmStats`].
+#[derive(Clone, Debug, Default)]
+pub struct Admission<P> {
+    policy: P,
+    stats: AqmStats,
+}
+
+impl<P: Aqm> Admission<P> {
+    /// `policy` with its counters at zero.
+    pub fn new(policy: P) -> Self {
+        Admission {
+            policy,
+            stats: AqmStats::default(),
+        }
+    }
+
+    /// The verdict for one arrival, counted.
+    #[inline(always)]
+    pub fn admit<R: rand::RngCore + ?Sized>(
+        &mut self,
+        arrival: &Arrival<'_>,
+        rng: &mut R,
+    ) -> Verdict {
+        if arrival.overflows() {
+            return self.tail_drop(arrival);
+        }
+        let v = self.policy.decide(arrival, rng);
+        debug_assert_ne!(v, Verdict::TailDrop, "a policy decided a tail drop");
+        self.stats.record(v);
+        v
+    }
+
+    /// Out of line: it dispatches to every policy's `on_tail_drop`, code that the decision
+    /// path of a caller inlining [`Admission::admit`] should not carry (measured:
+    /// docs/performance/zl-aqm.md).
+    #[cold]
+    #[inline(never)]
+    fn tail_drop(&mut self, arrival: &Arrival<'_>) -> Verdict {
+        self.policy.on_tail_drop(arrival);
+        self.stats.tail_drops += 1;
+        Verdict::TailDrop
+    }
+
+    /// A packet left the queue (`queue` as it is after its departure).
+    #[inline]
+    pub fn on_dequeue(&mut self, now: Nanos, queue: &QueueView, pkt: &PacketMeta) {
+        self.policy.on_dequeue(now, queue, pkt);
+    }
+
+    /// The counters of every verdict so far.
+    pub fn stats(&self) -> &AqmStats {
+        &self.stats
+    }
+
+    /// The policy, for reading its own state (averages, the latest terms, its Zombie List).
+    pub fn policy(&self) -> &P {
+        &self.policy
+    }
+
+    /// The policy, for tests and simulators that set its state (e.g. hold an average).
+    pub fn policy_mut(&mut self) -> &mut P {
+        &mut self.policy
+    }
 }

@@ -22,9 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::check;
 use crate::red::QueueUnit;
-use crate::{
-    early_verdict, happens, Aqm, AqmConfigError, AqmStats, Nanos, PacketMeta, QueueView, Verdict,
-};
+use crate::{early_verdict, happens, Aqm, AqmConfigError, Arrival, QueueView, Verdict};
 
 /// Parameters in config units (defaults: the paper's table 2).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -125,17 +123,12 @@ pub fn exponential_probability(avg: f64, q_min: f64, q_max: f64, p_max: f64, gam
 pub struct NonlinearRed {
     cfg: NonlinearRedConfig,
     avg: f64,
-    stats: AqmStats,
 }
 
 impl NonlinearRed {
     /// A policy with `avg = 0`.
     pub fn new(cfg: NonlinearRedConfig) -> Self {
-        NonlinearRed {
-            cfg,
-            avg: 0.0,
-            stats: AqmStats::default(),
-        }
+        NonlinearRed { cfg, avg: 0.0 }
     }
 
     /// The validated constants.
@@ -154,30 +147,29 @@ impl NonlinearRed {
     }
 }
 
-impl Aqm for NonlinearRed {
-    fn on_arrival<R: rand::RngCore + ?Sized>(
-        &mut self,
-        _now: Nanos,
-        rng: &mut R,
-        queue: &QueueView,
-        pkt: &PacketMeta,
-    ) -> Verdict {
+impl NonlinearRed {
+    /// Eq. (1) with this arrival's `q`.
+    #[inline]
+    fn update_avg(&mut self, queue: &QueueView) {
         let q = self.cfg.unit.measure(queue);
         self.avg += self.cfg.w_q * (q - self.avg);
-        let v = if queue.is_full_for(pkt.len) {
-            Verdict::TailDrop
-        } else if self.avg >= self.cfg.q_max {
+    }
+}
+
+impl Aqm for NonlinearRed {
+    fn decide<R: rand::RngCore + ?Sized>(&mut self, a: &Arrival<'_>, rng: &mut R) -> Verdict {
+        self.update_avg(a.queue);
+        if self.avg >= self.cfg.q_max {
             Verdict::ForcedDrop
         } else if happens(rng, self.cfg.probability(self.avg)) {
-            early_verdict(self.cfg.ecn, pkt)
+            early_verdict(self.cfg.ecn, a.pkt)
         } else {
             Verdict::Enqueue
-        };
-        self.stats.record(v);
-        v
+        }
     }
 
-    fn stats(&self) -> &AqmStats {
-        &self.stats
+    /// The average counts tail-dropped arrivals too (as RED's).
+    fn on_tail_drop(&mut self, a: &Arrival<'_>) {
+        self.update_avg(a.queue);
     }
 }

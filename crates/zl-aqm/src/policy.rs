@@ -20,7 +20,7 @@ use crate::sojourn::{Sojourn, SojournParams};
 use crate::sred::{Sred, SredParams};
 use crate::tail_drop::{TailDrop, TailDropParams};
 use crate::zlred::{ZlRed, ZlRedParams};
-use crate::{Aqm, AqmConfigError, AqmStats, Nanos, PacketMeta, QueueView, Verdict};
+use crate::{Aqm, AqmConfigError, Arrival, Nanos, PacketMeta, QueueView, Verdict};
 
 /// What a policy needs that its parameters cannot say: facts about the queue and port it
 /// serves, and state shared between queues.
@@ -157,34 +157,17 @@ macro_rules! dispatch {
 
 impl Aqm for AqmPolicy {
     #[inline]
-    fn on_arrival<R: rand::RngCore + ?Sized>(
-        &mut self,
-        now: Nanos,
-        rng: &mut R,
-        queue: &QueueView,
-        pkt: &PacketMeta,
-    ) -> Verdict {
-        dispatch!(self, p => p.on_arrival(now, rng, queue, pkt))
+    fn decide<R: rand::RngCore + ?Sized>(&mut self, arrival: &Arrival<'_>, rng: &mut R) -> Verdict {
+        dispatch!(self, p => p.decide(arrival, rng))
     }
 
     #[inline]
-    fn on_arrival_observed<R: rand::RngCore + ?Sized>(
-        &mut self,
-        now: Nanos,
-        rng: &mut R,
-        queue: &QueueView,
-        pkt: &PacketMeta,
-        obs: &zl_zombie::Observation,
-    ) -> Verdict {
-        dispatch!(self, p => p.on_arrival_observed(now, rng, queue, pkt, obs))
+    fn on_tail_drop(&mut self, arrival: &Arrival<'_>) {
+        dispatch!(self, p => p.on_tail_drop(arrival))
     }
 
     #[inline]
     fn on_dequeue(&mut self, now: Nanos, queue: &QueueView, pkt: &PacketMeta) {
         dispatch!(self, p => p.on_dequeue(now, queue, pkt))
-    }
-
-    fn stats(&self) -> &AqmStats {
-        dispatch!(self, p => p.stats())
     }
 }

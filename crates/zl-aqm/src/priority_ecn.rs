@@ -16,8 +16,9 @@
 //! `max_th = 3 * min_th`), `max_p = 1/50`.
 //!
 //! The router marks by design: `ecn` defaults to on, and a packet carrying the extension header
-//! is markable whatever its IP ECN field says ([`PacketMeta::is_markable`]); an early decision
-//! on a packet that is not markable drops it.
+//! is markable whatever its IP ECN field says
+//! ([`PacketMeta::is_markable`](crate::PacketMeta::is_markable)); an early decision on a packet
+//! that is not markable drops it.
 //! Decided: a priority above 15 (impossible in a 4-bit field, but `PacketMeta::priority` is a
 //! `u8`) is read as 15. The `count` term of RED acts on `p_a` before the priority factor.
 
@@ -25,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::check;
 use crate::red::{QueueUnit, Red, RedConfig, RedParams};
-use crate::{Aqm, AqmConfigError, AqmStats, Nanos, PacketMeta, QueueView, Verdict};
+use crate::{Aqm, AqmConfigError, Arrival, Verdict};
 
 /// The factor of eq. (3): `((15 - pri) / (15 - b))^w`. `b` must be below 15.
 pub fn priority_factor(pri: u8, b: u8, w: u8) -> f64 {
@@ -134,20 +135,14 @@ impl PriorityEcnRed {
 }
 
 impl Aqm for PriorityEcnRed {
-    fn on_arrival<R: rand::RngCore + ?Sized>(
-        &mut self,
-        now: Nanos,
-        rng: &mut R,
-        queue: &QueueView,
-        pkt: &PacketMeta,
-    ) -> Verdict {
-        let b = self.b;
-        self.red.arrival_scaled(now, rng, queue, pkt, || {
-            priority_factor(pkt.priority, b, pkt.weight)
-        })
+    fn decide<R: rand::RngCore + ?Sized>(&mut self, a: &Arrival<'_>, rng: &mut R) -> Verdict {
+        let (b, pkt) = (self.b, a.pkt);
+        self.red.update_avg(a.now, a.queue);
+        self.red
+            .decide_scaled(rng, pkt, || priority_factor(pkt.priority, b, pkt.weight))
     }
 
-    fn stats(&self) -> &AqmStats {
-        self.red.stats()
+    fn on_tail_drop(&mut self, a: &Arrival<'_>) {
+        self.red.on_tail_drop(a);
     }
 }

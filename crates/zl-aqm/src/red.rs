@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::check;
 use crate::{
-    early_verdict, happens, Aqm, AqmConfigError, AqmStats, Nanos, PacketMeta, QueueView, Verdict,
+    early_verdict, happens, Aqm, AqmConfigError, Arrival, Nanos, PacketMeta, QueueView, Verdict,
 };
 
 /// What the thresholds count.
@@ -206,7 +206,6 @@ pub struct Red {
     avg: f64,
     /// Unmarked packets since the last mark, in the probabilistic region.
     count: u32,
-    stats: AqmStats,
 }
 
 impl Red {
@@ -216,7 +215,6 @@ impl Red {
             cfg,
             avg: 0.0,
             count: 0,
-            stats: AqmStats::default(),
         }
     }
 
@@ -241,7 +239,8 @@ impl Red {
     }
 
     /// Steps 1-2: idle decay, then the EWMA with this arrival's `q`.
-    fn update_avg(&mut self, now: Nanos, queue: &QueueView) {
+    #[inline]
+    pub(crate) fn update_avg(&mut self, now: Nanos, queue: &QueueView) {
         if let Some(since) = queue.idle_since {
             self.avg *= self.cfg.idle_decay(now - since);
         }
@@ -249,58 +248,47 @@ impl Red {
         self.avg += self.cfg.w_q * (q - self.avg);
     }
 
-    /// One arrival, with the early probability `p_a` multiplied by `scale` (1 for plain RED;
-    /// the priority factor of spec/02 eq. 3 for [`PriorityEcnRed`](crate::PriorityEcnRed)).
-    pub(crate) fn arrival_scaled<R: rand::RngCore + ?Sized>(
+    /// Steps 3-5 for an arrival that fits (its average already updated), with the early
+    /// probability `p_a` multiplied by `scale` (1 for plain RED; the priority factor of
+    /// docs/algorithms/priority-ecn-red.md eq. 3 for [`PriorityEcnRed`](crate::PriorityEcnRed)).
+    #[inline]
+    pub(crate) fn decide_scaled<R: rand::RngCore + ?Sized>(
         &mut self,
-        now: Nanos,
         rng: &mut R,
-        queue: &QueueView,
         pkt: &PacketMeta,
         scale: impl FnOnce() -> f64,
     ) -> Verdict {
-        self.update_avg(now, queue);
-        let v = if queue.is_full_for(pkt.len) {
-            Verdict::TailDrop
-        } else {
-            match self.cfg.region(self.avg) {
-                RedRegion::Below => {
+        match self.cfg.region(self.avg) {
+            RedRegion::Below => {
+                self.count = 0;
+                Verdict::Enqueue
+            }
+            RedRegion::Forced => {
+                self.count = 0;
+                Verdict::ForcedDrop
+            }
+            RedRegion::Early(p_b) => {
+                let p = (count_adjusted(p_b, self.count) * scale()).min(1.0);
+                if happens(rng, p) {
                     self.count = 0;
+                    early_verdict(self.cfg.ecn, pkt)
+                } else {
+                    self.count = self.count.saturating_add(1);
                     Verdict::Enqueue
                 }
-                RedRegion::Forced => {
-                    self.count = 0;
-                    Verdict::ForcedDrop
-                }
-                RedRegion::Early(p_b) => {
-                    let p = (count_adjusted(p_b, self.count) * scale()).min(1.0);
-                    if happens(rng, p) {
-                        self.count = 0;
-                        early_verdict(self.cfg.ecn, pkt)
-                    } else {
-                        self.count = self.count.saturating_add(1);
-                        Verdict::Enqueue
-                    }
-                }
             }
-        };
-        self.stats.record(v);
-        v
+        }
     }
 }
 
 impl Aqm for Red {
-    fn on_arrival<R: rand::RngCore + ?Sized>(
-        &mut self,
-        now: Nanos,
-        rng: &mut R,
-        queue: &QueueView,
-        pkt: &PacketMeta,
-    ) -> Verdict {
-        self.arrival_scaled(now, rng, queue, pkt, || 1.0)
+    fn decide<R: rand::RngCore + ?Sized>(&mut self, a: &Arrival<'_>, rng: &mut R) -> Verdict {
+        self.update_avg(a.now, a.queue);
+        self.decide_scaled(rng, a.pkt, || 1.0)
     }
 
-    fn stats(&self) -> &AqmStats {
-        &self.stats
+    /// The average counts tail-dropped arrivals too (decided, as ns-2).
+    fn on_tail_drop(&mut self, a: &Arrival<'_>) {
+        self.update_avg(a.now, a.queue);
     }
 }

@@ -22,8 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::check;
 use crate::{
-    early_verdict, happens, Aqm, AqmConfigError, AqmStats, Color, Nanos, PacketMeta, QueueView,
-    Verdict,
+    early_verdict, happens, Aqm, AqmConfigError, Arrival, Color, Nanos, QueueView, Verdict,
 };
 
 /// Eq. (3.1): the sojourn threshold, in milliseconds, equivalent to `packets` packets of
@@ -176,17 +175,12 @@ pub struct Sojourn {
     cfg: SojournConfig,
     /// `avg_time`, nanoseconds.
     avg_ns: f64,
-    stats: AqmStats,
 }
 
 impl Sojourn {
     /// A policy with an average sojourn of 0.
     pub fn new(cfg: SojournConfig) -> Self {
-        Sojourn {
-            cfg,
-            avg_ns: 0.0,
-            stats: AqmStats::default(),
-        }
+        Sojourn { cfg, avg_ns: 0.0 }
     }
 
     /// The validated constants.
@@ -205,33 +199,32 @@ impl Sojourn {
     }
 }
 
-impl Aqm for Sojourn {
-    fn on_arrival<R: rand::RngCore + ?Sized>(
-        &mut self,
-        now: Nanos,
-        rng: &mut R,
-        queue: &QueueView,
-        pkt: &PacketMeta,
-    ) -> Verdict {
+impl Sojourn {
+    /// STEP 1 with this arrival's `current_time`.
+    #[inline]
+    fn update_avg(&mut self, now: Nanos, queue: &QueueView) {
         let current = queue.head_enqueued_at.map_or(0, |t| (now - t).0) as f64;
         self.avg_ns += self.cfg.w * (current - self.avg_ns);
-        let th = self.cfg.thresholds(pkt.color);
-        let v = if queue.is_full_for(pkt.len) {
-            Verdict::TailDrop
-        } else if self.avg_ns < th.min_th_ns {
+    }
+}
+
+impl Aqm for Sojourn {
+    fn decide<R: rand::RngCore + ?Sized>(&mut self, a: &Arrival<'_>, rng: &mut R) -> Verdict {
+        self.update_avg(a.now, a.queue);
+        let th = self.cfg.thresholds(a.pkt.color);
+        if self.avg_ns < th.min_th_ns {
             Verdict::Enqueue
         } else if self.avg_ns >= th.max_th_ns {
             Verdict::ForcedDrop
         } else if happens(rng, th.p) {
-            early_verdict(self.cfg.ecn, pkt)
+            early_verdict(self.cfg.ecn, a.pkt)
         } else {
             Verdict::Enqueue
-        };
-        self.stats.record(v);
-        v
+        }
     }
 
-    fn stats(&self) -> &AqmStats {
-        &self.stats
+    /// `avg_time` counts tail-dropped arrivals too (STEP 1 runs at each arrival).
+    fn on_tail_drop(&mut self, a: &Arrival<'_>) {
+        self.update_avg(a.now, a.queue);
     }
 }

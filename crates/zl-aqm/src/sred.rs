@@ -26,7 +26,7 @@ use zl_zombie::{Observation, ZombieConfig, ZombieList, ZombieParams};
 
 use crate::check;
 use crate::{
-    early_verdict, happens, Aqm, AqmConfigError, AqmStats, Nanos, PacketMeta, QueueView, Verdict,
+    early_verdict, happens, Aqm, AqmConfigError, Arrival, Nanos, PacketMeta, QueueView, Verdict,
 };
 
 /// Eq. (1) with a configurable start: `0` below `start`, `p_max/4` below `b_third`, then
@@ -170,12 +170,11 @@ pub struct SredConfig {
     pub zombie: ZombieConfig,
 }
 
-/// SRED runtime state: a handle on the (possibly shared) Zombie List and the counters.
+/// SRED runtime state: a handle on the (possibly shared) Zombie List and the latest terms.
 pub struct Sred {
     cfg: SredConfig,
     list: Arc<ZombieList>,
     last: SredTerms,
-    stats: AqmStats,
 }
 
 impl Sred {
@@ -193,7 +192,6 @@ impl Sred {
             cfg,
             list,
             last: SredTerms::default(),
-            stats: AqmStats::default(),
         }
     }
 
@@ -218,14 +216,41 @@ impl std::fmt::Debug for Sred {
         f.debug_struct("Sred")
             .field("cfg", &self.cfg)
             .field("last", &self.last)
-            .field("stats", &self.stats)
             .finish_non_exhaustive()
     }
 }
 
 impl Sred {
+    /// Observes the list, then decides. Out of line, as ZL-RED's (see `ZlRed`'s
+    /// `observe_and_decide`).
+    #[inline(never)]
+    fn observe_and_decide<R: rand::RngCore + ?Sized>(
+        &mut self,
+        now: Nanos,
+        rng: &mut R,
+        queue: &QueueView,
+        pkt: &PacketMeta,
+    ) -> Verdict {
+        let obs = self.list.observe(pkt.flow, now, rng);
+        self.decide_on(rng, queue, pkt, &obs)
+    }
+
+    /// Decides on an observation made upstream; out of line too, so that neither path of
+    /// [`Sred::decide`] grows the caller that inlines it.
+    #[inline(never)]
+    fn decide_observed<R: rand::RngCore + ?Sized>(
+        &mut self,
+        rng: &mut R,
+        queue: &QueueView,
+        pkt: &PacketMeta,
+        obs: &Observation,
+    ) -> Verdict {
+        self.decide_on(rng, queue, pkt, obs)
+    }
+
     /// Eq. (1)-(3) from the arrival's observation of the list.
-    fn decide<R: rand::RngCore + ?Sized>(
+    #[inline(always)]
+    fn decide_on<R: rand::RngCore + ?Sized>(
         &mut self,
         rng: &mut R,
         queue: &QueueView,
@@ -248,43 +273,14 @@ impl Sred {
 }
 
 impl Aqm for Sred {
-    fn on_arrival<R: rand::RngCore + ?Sized>(
-        &mut self,
-        now: Nanos,
-        rng: &mut R,
-        queue: &QueueView,
-        pkt: &PacketMeta,
-    ) -> Verdict {
-        let v = if queue.is_full_for(pkt.len) {
-            Verdict::TailDrop
-        } else {
-            let obs = self.list.observe(pkt.flow, now, rng);
-            self.decide(rng, queue, pkt, &obs)
-        };
-        self.stats.record(v);
-        v
-    }
-
-    /// Decides on `obs`, an observation of the shared list made by the caller (the list is not
-    /// observed again). A tail drop is decided before `obs` is looked at, as in `on_arrival`.
-    fn on_arrival_observed<R: rand::RngCore + ?Sized>(
-        &mut self,
-        _now: Nanos,
-        rng: &mut R,
-        queue: &QueueView,
-        pkt: &PacketMeta,
-        obs: &Observation,
-    ) -> Verdict {
-        let v = if queue.is_full_for(pkt.len) {
-            Verdict::TailDrop
-        } else {
-            self.decide(rng, queue, pkt, obs)
-        };
-        self.stats.record(v);
-        v
-    }
-
-    fn stats(&self) -> &AqmStats {
-        &self.stats
+    /// Decides on the arrival's upstream observation of the shared list when it carries one
+    /// (the list is not observed again), else observes the list first. A tail-dropped packet
+    /// never reaches the list here.
+    #[inline]
+    fn decide<R: rand::RngCore + ?Sized>(&mut self, a: &Arrival<'_>, rng: &mut R) -> Verdict {
+        match a.zombie {
+            Some(obs) => self.decide_observed(rng, a.queue, a.pkt, obs),
+            None => self.observe_and_decide(a.now, rng, a.queue, a.pkt),
+        }
     }
 }

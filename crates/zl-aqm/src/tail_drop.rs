@@ -1,12 +1,12 @@
 //! Tail drop (drop-tail FIFO): admit while the buffer has room, drop otherwise
 //! (spec/01 §1 step 6, the baseline every paper compares against).
 //!
-//! No parameters: the capacity belongs to the queue and reaches the policy through
-//! [`QueueView`].
+//! No parameters and no decision of its own: the capacity belongs to the queue, and the
+//! bounds check that drops is [`Admission`](crate::Admission)'s, common to every policy.
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Aqm, AqmStats, Nanos, PacketMeta, QueueView, Verdict};
+use crate::{Aqm, Arrival, Verdict};
 
 /// Config for tail drop. It has no fields; the type exists so a config file can name the
 /// policy (`kind = "tail-drop"`) and reject stray keys.
@@ -17,34 +17,22 @@ pub struct TailDropParams {}
 impl TailDropParams {
     /// The policy (nothing to validate).
     pub fn build(&self) -> TailDrop {
-        TailDrop::default()
+        TailDrop
     }
 }
 
-/// Drop-tail state: only the counters.
-#[derive(Clone, Debug, Default)]
-pub struct TailDrop {
-    stats: AqmStats,
-}
+/// Drop-tail: no state. Every arrival that fits is admitted; [`Admission`](crate::Admission)
+/// tail-drops the rest.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TailDrop;
 
 impl Aqm for TailDrop {
-    fn on_arrival<R: rand::RngCore + ?Sized>(
+    #[inline]
+    fn decide<R: rand::RngCore + ?Sized>(
         &mut self,
-        _now: Nanos,
+        _arrival: &Arrival<'_>,
         _rng: &mut R,
-        queue: &QueueView,
-        pkt: &PacketMeta,
     ) -> Verdict {
-        let v = if queue.is_full_for(pkt.len) {
-            Verdict::TailDrop
-        } else {
-            Verdict::Enqueue
-        };
-        self.stats.record(v);
-        v
-    }
-
-    fn stats(&self) -> &AqmStats {
-        &self.stats
+        Verdict::Enqueue
     }
 }

@@ -42,7 +42,7 @@ use zl_zombie::{Observation, ZombieConfig, ZombieList, ZombieParams};
 use crate::check;
 use crate::sred::{check_capacity, sred_terms, staged_p1, zombie_config};
 use crate::{
-    early_verdict, happens, uniform, Aqm, AqmConfigError, AqmStats, Nanos, PacketMeta, QueueView,
+    early_verdict, happens, uniform, Aqm, AqmConfigError, Arrival, Nanos, PacketMeta, QueueView,
     Verdict,
 };
 
@@ -325,7 +325,6 @@ pub struct ZlRed {
     cfg: ZlRedConfig,
     list: Arc<ZombieList>,
     last: Option<LastArrival>,
-    stats: AqmStats,
 }
 
 impl ZlRed {
@@ -344,7 +343,6 @@ impl ZlRed {
             cfg,
             list,
             last: None,
-            stats: AqmStats::default(),
         }
     }
 
@@ -379,7 +377,6 @@ impl std::fmt::Debug for ZlRed {
             .field("cfg", &self.cfg)
             .field("p_avg", &self.p_avg())
             .field("last", &self.last_decision())
-            .field("stats", &self.stats)
             .finish_non_exhaustive()
     }
 }
@@ -387,7 +384,7 @@ impl std::fmt::Debug for ZlRed {
 impl ZlRed {
     /// Eq. (7), (2)-(6) from the arrival's observation of the list, and `P_avg`'s update.
     #[inline(always)]
-    fn decide<R: rand::RngCore + ?Sized>(
+    fn decide_on<R: rand::RngCore + ?Sized>(
         &mut self,
         rng: &mut R,
         queue: &QueueView,
@@ -410,47 +407,36 @@ impl ZlRed {
     }
 }
 
-impl Aqm for ZlRed {
-    fn on_arrival<R: rand::RngCore + ?Sized>(
+impl ZlRed {
+    /// Observes the list, then decides: the path of an arrival observed by no one upstream.
+    /// Out of line, so that a caller which inlines [`ZlRed::decide`] (the QoS engine, on the
+    /// data plane's per-packet path, where the receive side observes) does not also inline a
+    /// second copy of the observation, which made the compiler split the receive side's own
+    /// observation into calls (measured: docs/performance/zl-aqm.md).
+    #[inline(never)]
+    fn observe_and_decide<R: rand::RngCore + ?Sized>(
         &mut self,
         now: Nanos,
         rng: &mut R,
         queue: &QueueView,
         pkt: &PacketMeta,
     ) -> Verdict {
-        let v = if queue.is_full_for(pkt.len) {
-            Verdict::TailDrop
-        } else {
-            let obs = self.list.observe(pkt.flow, now, rng);
-            self.decide(rng, queue, pkt, &obs)
-        };
-        self.stats.record(v);
-        v
+        let obs = self.list.observe(pkt.flow, now, rng);
+        self.decide_on(rng, queue, pkt, &obs)
     }
+}
 
-    /// Decides on `obs`, an observation of the shared list made by the caller (a receive
-    /// worker; the list is not observed again). A tail drop is decided first, as in
-    /// `on_arrival`. Inlined into the QoS engine's enqueue (the data plane's per-packet path).
+impl Aqm for ZlRed {
+    /// Decides on the arrival's upstream observation of the shared list when it carries one
+    /// (a receive worker's; the list is not observed again), else observes the list first. A
+    /// tail-dropped packet never reaches the list here. The first case is inlined into the
+    /// QoS engine's enqueue (the data plane's per-packet path).
     #[inline]
-    fn on_arrival_observed<R: rand::RngCore + ?Sized>(
-        &mut self,
-        _now: Nanos,
-        rng: &mut R,
-        queue: &QueueView,
-        pkt: &PacketMeta,
-        obs: &Observation,
-    ) -> Verdict {
-        let v = if queue.is_full_for(pkt.len) {
-            Verdict::TailDrop
-        } else {
-            self.decide(rng, queue, pkt, obs)
-        };
-        self.stats.record(v);
-        v
-    }
-
-    fn stats(&self) -> &AqmStats {
-        &self.stats
+    fn decide<R: rand::RngCore + ?Sized>(&mut self, a: &Arrival<'_>, rng: &mut R) -> Verdict {
+        match a.zombie {
+            Some(obs) => self.decide_on(rng, a.queue, a.pkt, obs),
+            None => self.observe_and_decide(a.now, rng, a.queue, a.pkt),
+        }
     }
 }
 
@@ -531,11 +517,12 @@ mod tests {
                 flow: zl_zombie::FlowId(rng.random_range(0..40)),
                 ..PacketMeta::default()
             };
+            let arrival = Arrival::new(Nanos(n), &q, &pkt);
             if n % 7 < 3 {
-                zl.on_arrival(Nanos(n), &mut rng, &q, &pkt);
+                zl.decide(&arrival, &mut rng);
             } else {
                 let obs = Arc::clone(zl.zombie_list()).observe(pkt.flow, Nanos(n), &mut rng);
-                zl.on_arrival_observed(Nanos(n), &mut rng, &q, &pkt, &obs);
+                zl.decide(&arrival.observed(&obs), &mut rng);
                 observed += 1;
             }
             let t = zl.last_decision();

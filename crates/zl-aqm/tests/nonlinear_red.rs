@@ -5,8 +5,8 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use zl_aqm::nonlinear_model::NonlinearRedModel;
 use zl_aqm::nonlinear_red::exponential_probability;
 use zl_aqm::{
-    Aqm, Nanos, NonlinearRed, NonlinearRedParams, PacketMeta, QueueView, RedParams, RedRegion,
-    Verdict,
+    Admission, Arrival, Nanos, NonlinearRed, NonlinearRedParams, PacketMeta, QueueView, RedParams,
+    RedRegion, Verdict,
 };
 
 fn queue(len: u32) -> QueueView {
@@ -47,12 +47,15 @@ fn gamma_zero_is_linear_red_without_the_count_term() {
     }
     // Observed: no count term, so at a held avg of 60 the drop rate is p = 0.01 itself
     // (RED's count term would give 1/50.5 = 0.0198).
-    let mut aqm = NonlinearRed::new(nl);
-    aqm.set_avg(60.0);
+    let mut aqm = Admission::new(NonlinearRed::new(nl));
+    aqm.policy_mut().set_avg(60.0);
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(11);
     let n = 400_000;
     for _ in 0..n {
-        let v = aqm.on_arrival(Nanos::ZERO, &mut rng, &queue(60), &PacketMeta::default());
+        let v = aqm.admit(
+            &Arrival::new(Nanos::ZERO, &queue(60), &PacketMeta::default()),
+            &mut rng,
+        );
         assert!(matches!(v, Verdict::Enqueue | Verdict::EarlyDrop));
     }
     let rate = aqm.stats().early_drops as f64 / n as f64;
@@ -82,10 +85,15 @@ fn probability_reaches_p_max_at_x_one_and_falls_with_gamma_inside() {
 
 #[test]
 fn forced_drop_above_q_max() {
-    let mut aqm = NonlinearRed::new(NonlinearRedParams::default().validate().unwrap());
-    aqm.set_avg(95.0);
+    let mut aqm = Admission::new(NonlinearRed::new(
+        NonlinearRedParams::default().validate().unwrap(),
+    ));
+    aqm.policy_mut().set_avg(95.0);
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(12);
-    let v = aqm.on_arrival(Nanos::ZERO, &mut rng, &queue(95), &PacketMeta::default());
+    let v = aqm.admit(
+        &Arrival::new(Nanos::ZERO, &queue(95), &PacketMeta::default()),
+        &mut rng,
+    );
     assert_eq!(v, Verdict::ForcedDrop);
 }
 

@@ -5,8 +5,8 @@ use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use zl_aqm::priority_ecn::priority_factor;
 use zl_aqm::{
-    Aqm, Ecn, Nanos, PacketMeta, PriorityEcnRed, PriorityEcnRedParams, QueueView, Red, RedParams,
-    Verdict,
+    Admission, Arrival, Ecn, Nanos, PacketMeta, PriorityEcnRed, PriorityEcnRedParams, QueueView,
+    Red, RedParams, Verdict,
 };
 
 const LINK: u64 = 1_000_000;
@@ -59,8 +59,10 @@ fn pkt(pri: u8, w: u8, ecn: Ecn, cc: bool) -> PacketMeta {
     }
 }
 
-fn policy() -> PriorityEcnRed {
-    PriorityEcnRed::new(PriorityEcnRedParams::default().validate(LINK).unwrap())
+fn policy() -> Admission<PriorityEcnRed> {
+    Admission::new(PriorityEcnRed::new(
+        PriorityEcnRedParams::default().validate(LINK).unwrap(),
+    ))
 }
 
 #[test]
@@ -77,23 +79,27 @@ fn defaults_are_the_papers_section_4() {
 fn priority_15_is_never_marked_early_but_is_forced_dropped() {
     let mut r = policy();
     let held = 17_000.0; // near max_th = 18432 bytes: p_b = 0.018
-    r.red_mut().set_avg(held);
+    r.policy_mut().red_mut().set_avg(held);
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
     for _ in 0..50_000 {
-        let v = r.on_arrival(
-            Nanos::ZERO,
+        let v = r.admit(
+            &Arrival::new(
+                Nanos::ZERO,
+                &queue_bytes(held as u64),
+                &pkt(15, 4, Ecn::NotEct, true),
+            ),
             &mut rng,
-            &queue_bytes(held as u64),
-            &pkt(15, 4, Ecn::NotEct, true),
         );
         assert_eq!(v, Verdict::Enqueue);
     }
-    r.red_mut().set_avg(20_000.0);
-    let v = r.on_arrival(
-        Nanos::ZERO,
+    r.policy_mut().red_mut().set_avg(20_000.0);
+    let v = r.admit(
+        &Arrival::new(
+            Nanos::ZERO,
+            &queue_bytes(20_000),
+            &pkt(15, 4, Ecn::NotEct, true),
+        ),
         &mut rng,
-        &queue_bytes(20_000),
-        &pkt(15, 4, Ecn::NotEct, true),
     );
     assert_eq!(v, Verdict::ForcedDrop);
 }
@@ -102,7 +108,7 @@ fn priority_15_is_never_marked_early_but_is_forced_dropped() {
 fn weight_zero_is_plain_red_decision_for_decision() {
     let mut pri = policy();
     let p = PriorityEcnRedParams::default();
-    let mut red = Red::new(
+    let mut red = Admission::new(Red::new(
         RedParams {
             min_th: p.min_th,
             max_th: p.max_th,
@@ -114,15 +120,15 @@ fn weight_zero_is_plain_red_decision_for_decision() {
         }
         .validate(LINK)
         .unwrap(),
-    );
+    ));
     let mut rng_a = Xoshiro256PlusPlus::seed_from_u64(8);
     let mut rng_b = Xoshiro256PlusPlus::seed_from_u64(8);
     let mut early = 0;
     for i in 0..40_000u64 {
         let q = queue_bytes(6000 + (i * 7919) % 16_000);
         let pk = pkt(9 + (i % 5) as u8, 0, Ecn::Ect0, false);
-        let a = pri.on_arrival(Nanos(i), &mut rng_a, &q, &pk);
-        let b = red.on_arrival(Nanos(i), &mut rng_b, &q, &pk);
+        let a = pri.admit(&Arrival::new(Nanos(i), &q, &pk), &mut rng_a);
+        let b = red.admit(&Arrival::new(Nanos(i), &q, &pk), &mut rng_b);
         assert_eq!(a, b, "arrival {i}");
         early += u32::from(a == Verdict::MarkCe);
     }
@@ -158,15 +164,17 @@ fn mark_rates_follow_the_priority_factor() {
             }
         }
         let mut r = policy();
-        r.red_mut().set_avg(held);
+        r.policy_mut().red_mut().set_avg(held);
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(9 + pri as u64);
         let n = 200_000;
         for _ in 0..n {
-            let v = r.on_arrival(
-                Nanos::ZERO,
+            let v = r.admit(
+                &Arrival::new(
+                    Nanos::ZERO,
+                    &queue_bytes(held as u64),
+                    &pkt(pri, w, Ecn::NotEct, true),
+                ),
                 &mut rng,
-                &queue_bytes(held as u64),
-                &pkt(pri, w, Ecn::NotEct, true),
             );
             assert_ne!(
                 v,
@@ -186,15 +194,17 @@ fn mark_rates_follow_the_priority_factor() {
 #[test]
 fn unmarkable_packets_are_dropped_instead() {
     let mut r = policy();
-    r.red_mut().set_avg(18_000.0);
+    r.policy_mut().red_mut().set_avg(18_000.0);
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(10);
     let mut drops = 0;
     for _ in 0..10_000 {
-        match r.on_arrival(
-            Nanos::ZERO,
+        match r.admit(
+            &Arrival::new(
+                Nanos::ZERO,
+                &queue_bytes(18_000),
+                &pkt(9, 1, Ecn::NotEct, false),
+            ),
             &mut rng,
-            &queue_bytes(18_000),
-            &pkt(9, 1, Ecn::NotEct, false),
         ) {
             Verdict::EarlyDrop => drops += 1,
             Verdict::Enqueue => {}

@@ -7,9 +7,9 @@ use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use zl_aqm::zlred::zlred_probability;
 use zl_aqm::{
-    Aqm, AqmParams, BuildContext, Color, Ecn, FlowId, Nanos, NonlinearRedParams, PacketMeta,
-    PriorityEcnRedParams, QueueView, RedParams, SojournParams, SredParams, TailDropParams, Verdict,
-    ZlRedInputs, ZlRedParams,
+    Admission, AqmParams, Arrival, BuildContext, Color, Ecn, FlowId, Nanos, NonlinearRedParams,
+    PacketMeta, PriorityEcnRedParams, QueueView, RedParams, SojournParams, SredParams,
+    TailDropParams, Verdict, ZlRedInputs, ZlRedParams,
 };
 use zl_zombie::ZombieParams;
 
@@ -101,10 +101,10 @@ proptest! {
     ) {
         let ctx = BuildContext::new(1_000_000_000, 1000);
         for params in all_params() {
-            let mut p = params.build(&ctx).unwrap();
+            let mut p = Admission::new(params.build(&ctx).unwrap());
             let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
             for (i, (now, q, pkt)) in arrivals.iter().enumerate() {
-                let v = p.on_arrival(Nanos(*now), &mut rng, q, pkt);
+                let v = p.admit(&Arrival::new(Nanos(*now), q, pkt), &mut rng);
                 if q.is_full_for(pkt.len) {
                     prop_assert_eq!(v, Verdict::TailDrop, "{}", params.kind());
                 }

@@ -5,7 +5,8 @@ use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use zl_aqm::red::count_adjusted;
 use zl_aqm::{
-    Aqm, Ecn, Nanos, PacketMeta, QueueUnit, QueueView, Red, RedParams, RedRegion, Verdict,
+    Admission, Arrival, Ecn, Nanos, PacketMeta, QueueUnit, QueueView, Red, RedParams, RedRegion,
+    Verdict,
 };
 
 const LINK: u64 = 10_000_000; // 10 Mb/s: s = 500 B * 8 / 10 Mb/s = 400 us
@@ -29,8 +30,8 @@ fn pkt(ecn: Ecn) -> PacketMeta {
     }
 }
 
-fn red(params: RedParams) -> Red {
-    Red::new(params.validate(LINK).unwrap())
+fn red(params: RedParams) -> Admission<Red> {
+    Admission::new(Red::new(params.validate(LINK).unwrap()))
 }
 
 fn params() -> RedParams {
@@ -47,8 +48,8 @@ fn params() -> RedParams {
 #[test]
 fn held_average_drop_gaps_are_uniform_as_the_count_term_predicts() {
     let mut r = red(params());
-    r.set_avg(10.0);
-    assert_eq!(r.config().region(10.0), RedRegion::Early(0.05));
+    r.policy_mut().set_avg(10.0);
+    assert_eq!(r.policy().config().region(10.0), RedRegion::Early(0.05));
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
     let q = queue(10);
     let p = pkt(Ecn::NotEct);
@@ -57,7 +58,7 @@ fn held_average_drop_gaps_are_uniform_as_the_count_term_predicts() {
     let n = 300_000;
     for _ in 0..n {
         since += 1;
-        match r.on_arrival(Nanos::ZERO, &mut rng, &q, &p) {
+        match r.admit(&Arrival::new(Nanos::ZERO, &q, &p), &mut rng) {
             Verdict::EarlyDrop => {
                 assert!(since <= 20, "gap {since} beyond 1/p_b");
                 hist[since] += 1;
@@ -66,7 +67,7 @@ fn held_average_drop_gaps_are_uniform_as_the_count_term_predicts() {
             Verdict::Enqueue => {}
             v => panic!("unexpected {v:?}"),
         }
-        assert_eq!(r.avg(), 10.0, "the held queue keeps avg fixed");
+        assert_eq!(r.policy().avg(), 10.0, "the held queue keeps avg fixed");
     }
     let drops: u64 = hist.iter().sum();
     let gaps: u64 = hist.iter().enumerate().map(|(g, c)| g as u64 * c).sum();
@@ -106,11 +107,11 @@ fn ecn_capable_packets_are_marked_and_others_dropped() {
             ecn: ecn_on,
             ..params()
         });
-        r.set_avg(14.0);
+        r.policy_mut().set_avg(14.0);
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(2);
         let mut seen = 0;
         for _ in 0..2000 {
-            let v = r.on_arrival(Nanos::ZERO, &mut rng, &queue(14), &pkt(ecn));
+            let v = r.admit(&Arrival::new(Nanos::ZERO, &queue(14), &pkt(ecn)), &mut rng);
             if v != Verdict::Enqueue {
                 assert_eq!(v, expect, "ecn option {ecn_on}, field {ecn:?}");
                 seen += 1;
@@ -130,27 +131,33 @@ fn ecn_capable_packets_are_marked_and_others_dropped() {
 fn forced_and_tail_drops_always_drop_even_ecn_packets() {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
     let mut r = red(params());
-    r.set_avg(20.0);
+    r.policy_mut().set_avg(20.0);
     for _ in 0..100 {
         assert_eq!(
-            r.on_arrival(Nanos::ZERO, &mut rng, &queue(20), &pkt(Ecn::Ect0)),
+            r.admit(
+                &Arrival::new(Nanos::ZERO, &queue(20), &pkt(Ecn::Ect0)),
+                &mut rng
+            ),
             Verdict::ForcedDrop
         );
     }
     let mut r = red(params());
     let mut full = queue(0);
     full.capacity_packets = 0;
-    assert_eq!(r.avg(), 0.0);
+    assert_eq!(r.policy().avg(), 0.0);
     for _ in 0..100 {
         assert_eq!(
-            r.on_arrival(Nanos::ZERO, &mut rng, &full, &pkt(Ecn::Ect0)),
+            r.admit(&Arrival::new(Nanos::ZERO, &full, &pkt(Ecn::Ect0)), &mut rng),
             Verdict::TailDrop
         );
     }
     let mut bytes_full = queue(3);
     bytes_full.capacity_bytes = 1900; // 1500 queued + 500 does not fit
     assert_eq!(
-        r.on_arrival(Nanos::ZERO, &mut rng, &bytes_full, &pkt(Ecn::Ect0)),
+        r.admit(
+            &Arrival::new(Nanos::ZERO, &bytes_full, &pkt(Ecn::Ect0)),
+            &mut rng
+        ),
         Verdict::TailDrop
     );
     assert_eq!(r.stats().tail_drops, 101);
@@ -163,7 +170,7 @@ fn gentle_mode_ramps_from_max_p_to_one_between_max_th_and_twice_max_th() {
         gentle: true,
         ..params()
     });
-    let c = gentle.config();
+    let c = gentle.policy().config();
     assert_eq!(c.region(15.0), RedRegion::Early(0.1));
     match c.region(20.0) {
         RedRegion::Early(p) => assert!((p - (0.1 + 0.9 * 5.0 / 15.0)).abs() < 1e-12),
@@ -174,7 +181,10 @@ fn gentle_mode_ramps_from_max_p_to_one_between_max_th_and_twice_max_th() {
         r => panic!("{r:?}"),
     }
     assert_eq!(c.region(30.0), RedRegion::Forced);
-    assert_eq!(red(params()).config().region(15.0), RedRegion::Forced);
+    assert_eq!(
+        red(params()).policy().config().region(15.0),
+        RedRegion::Forced
+    );
 
     // Observed: at avg 25, p_b = 0.7; with the count term the second packet after a drop is
     // always dropped (p_a = 0.7/0.3 > 1): mean gap 0.7*1 + 0.3*2 = 1.3.
@@ -182,11 +192,14 @@ fn gentle_mode_ramps_from_max_p_to_one_between_max_th_and_twice_max_th() {
         gentle: true,
         ..params()
     });
-    r.set_avg(25.0);
+    r.policy_mut().set_avg(25.0);
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(4);
     let n = 100_000;
     for _ in 0..n {
-        let v = r.on_arrival(Nanos::ZERO, &mut rng, &queue(25), &pkt(Ecn::NotEct));
+        let v = r.admit(
+            &Arrival::new(Nanos::ZERO, &queue(25), &pkt(Ecn::NotEct)),
+            &mut rng,
+        );
         assert_ne!(v, Verdict::ForcedDrop);
     }
     let rate = r.stats().early_drops as f64 / n as f64;
@@ -196,28 +209,31 @@ fn gentle_mode_ramps_from_max_p_to_one_between_max_th_and_twice_max_th() {
 #[test]
 fn idle_period_decays_the_average_by_one_minus_w_q_to_the_m() {
     let mut r = red(params());
-    let s = r.config().idle_packet_time();
+    let s = r.policy().config().idle_packet_time();
     assert!((s - 400_000.0).abs() < 1e-6, "s = {s} ns");
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
     for m in [1.0f64, 10.0, 250.0, 1234.5] {
-        r.set_avg(12.0);
+        r.policy_mut().set_avg(12.0);
         let t0 = Nanos::from_secs(1);
         let now = t0 + Nanos((m * s).round() as u64);
         let mut q = queue(0);
         q.idle_since = Some(t0);
-        r.on_arrival(now, &mut rng, &q, &pkt(Ecn::NotEct));
+        r.admit(&Arrival::new(now, &q, &pkt(Ecn::NotEct)), &mut rng);
         // decay over m packet times, then the arrival's own update with q = 0.
         let expect = 12.0 * (1.0 - 0.002f64).powf(m) * (1.0 - 0.002);
         assert!(
-            (r.avg() - expect).abs() < 1e-9 * expect,
+            (r.policy().avg() - expect).abs() < 1e-9 * expect,
             "m = {m}: avg {} expected {expect}",
-            r.avg()
+            r.policy().avg()
         );
     }
     // No idle_since: only the EWMA step.
-    r.set_avg(12.0);
-    r.on_arrival(Nanos::from_secs(9), &mut rng, &queue(0), &pkt(Ecn::NotEct));
-    assert!((r.avg() - 12.0 * 0.998).abs() < 1e-12);
+    r.policy_mut().set_avg(12.0);
+    r.admit(
+        &Arrival::new(Nanos::from_secs(9), &queue(0), &pkt(Ecn::NotEct)),
+        &mut rng,
+    );
+    assert!((r.policy().avg() - 12.0 * 0.998).abs() < 1e-12);
 }
 
 #[test]
@@ -232,10 +248,14 @@ fn average_converges_to_a_held_queue_as_the_ewma_predicts() {
     let q = queue(4); // 2000 bytes, below min_th
     for _ in 0..1000 {
         assert_eq!(
-            r.on_arrival(Nanos::ZERO, &mut rng, &q, &pkt(Ecn::NotEct)),
+            r.admit(&Arrival::new(Nanos::ZERO, &q, &pkt(Ecn::NotEct)), &mut rng),
             Verdict::Enqueue
         );
     }
     let expect = 2000.0 * (1.0 - 0.998f64.powi(1000));
-    assert!((r.avg() - expect).abs() < 1e-6, "{} vs {expect}", r.avg());
+    assert!(
+        (r.policy().avg() - expect).abs() < 1e-6,
+        "{} vs {expect}",
+        r.policy().avg()
+    );
 }

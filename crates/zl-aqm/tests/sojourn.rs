@@ -4,7 +4,9 @@
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use zl_aqm::sojourn::threshold_time_from_packets;
-use zl_aqm::{Aqm, Color, Nanos, PacketMeta, QueueView, Sojourn, SojournParams, Verdict};
+use zl_aqm::{
+    Admission, Arrival, Color, Nanos, PacketMeta, QueueView, Sojourn, SojournParams, Verdict,
+};
 
 /// A queue whose head packet has waited `wait_ms` at `now`.
 fn queue_at(now: Nanos, wait_ms: f64) -> QueueView {
@@ -29,13 +31,16 @@ fn pkt(color: Color) -> PacketMeta {
 /// Holds `avg_time` at `avg_ms` (head sojourn equal to it) and measures each color's early
 /// and forced drop fractions over `n` arrivals.
 fn rates(params: SojournParams, avg_ms: f64, color: Color, n: u32) -> (f64, f64) {
-    let mut s = Sojourn::new(params.validate().unwrap());
-    s.set_avg_time_ms(avg_ms);
+    let mut s = Admission::new(Sojourn::new(params.validate().unwrap()));
+    s.policy_mut().set_avg_time_ms(avg_ms);
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(13 + color.index() as u64);
     let now = Nanos::from_secs(10);
     for _ in 0..n {
-        s.on_arrival(now, &mut rng, &queue_at(now, avg_ms), &pkt(color));
-        assert!((s.avg_time_ms() - avg_ms).abs() < 1e-6 * avg_ms);
+        s.admit(
+            &Arrival::new(now, &queue_at(now, avg_ms), &pkt(color)),
+            &mut rng,
+        );
+        assert!((s.policy().avg_time_ms() - avg_ms).abs() < 1e-6 * avg_ms);
     }
     let st = s.stats();
     (
@@ -105,42 +110,45 @@ fn same_average_different_colors_different_verdicts() {
 #[test]
 fn avg_time_is_an_ewma_of_the_head_of_line_sojourn() {
     let w: f64 = 0.002;
-    let mut s = Sojourn::new(SojournParams::setting1().validate().unwrap());
+    let mut s = Admission::new(Sojourn::new(SojournParams::setting1().validate().unwrap()));
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(14);
     let mut now = Nanos::from_secs(1);
     // The head has waited 5 ms at every arrival.
     for _ in 0..500 {
         now += Nanos::from_millis(1);
-        s.on_arrival(now, &mut rng, &queue_at(now, 5.0), &pkt(Color::Green));
+        s.admit(
+            &Arrival::new(now, &queue_at(now, 5.0), &pkt(Color::Green)),
+            &mut rng,
+        );
     }
     let want = 5.0 * (1.0 - (1.0 - w).powi(500));
     assert!(
-        (s.avg_time_ms() - want).abs() < 1e-9,
+        (s.policy().avg_time_ms() - want).abs() < 1e-9,
         "{} vs {want}",
-        s.avg_time_ms()
+        s.policy().avg_time_ms()
     );
     // An empty queue measures 0: the average decays by (1 - w) per arrival.
-    let before = s.avg_time_ms();
+    let before = s.policy().avg_time_ms();
     let empty = QueueView {
         head_enqueued_at: None,
         ..queue_at(now, 0.0)
     };
     for _ in 0..100 {
-        s.on_arrival(now, &mut rng, &empty, &pkt(Color::Green));
+        s.admit(&Arrival::new(now, &empty, &pkt(Color::Green)), &mut rng);
     }
     let want = before * (1.0 - w).powi(100);
-    assert!((s.avg_time_ms() - want).abs() < 1e-9);
+    assert!((s.policy().avg_time_ms() - want).abs() < 1e-9);
 }
 
 #[test]
 fn tail_drop_wins_over_a_low_average() {
-    let mut s = Sojourn::new(SojournParams::setting1().validate().unwrap());
+    let mut s = Admission::new(Sojourn::new(SojournParams::setting1().validate().unwrap()));
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(15);
     let now = Nanos::from_secs(1);
     let mut full = queue_at(now, 0.0);
     full.capacity_packets = 3;
     assert_eq!(
-        s.on_arrival(now, &mut rng, &full, &pkt(Color::Green)),
+        s.admit(&Arrival::new(now, &full, &pkt(Color::Green)), &mut rng),
         Verdict::TailDrop
     );
 }

@@ -8,8 +8,8 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use zl_aqm::sred::{sred_p1, sred_terms};
 use zl_aqm::zlred::zlred_probability;
 use zl_aqm::{
-    Aqm, AqmParams, AqmPolicy, BuildContext, FlowId, Nanos, PacketMeta, QueueView, Sred,
-    SredParams, Verdict, ZlRed, ZlRedInputs, ZlRedParams,
+    Admission, AqmParams, AqmPolicy, Arrival, BuildContext, FlowId, Nanos, PacketMeta, QueueView,
+    Sred, SredParams, Verdict, ZlRed, ZlRedInputs, ZlRedParams,
 };
 use zl_zombie::{Zombie, ZombieList, ZombieParams};
 
@@ -196,18 +196,18 @@ fn a_flow_with_no_zombie_is_never_dropped_early() {
         },
         ..ZlRedParams::default()
     };
-    let mut zl = ZlRed::new(params.validate(B).unwrap());
+    let mut zl = Admission::new(ZlRed::new(params.validate(B).unwrap()));
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(22);
     for f in 1..=100 {
-        zl.on_arrival(Nanos::ZERO, &mut rng, &queue(0), &pkt(f));
+        zl.admit(&Arrival::new(Nanos::ZERO, &queue(0), &pkt(f)), &mut rng);
     }
     for i in 0..20_000u64 {
         let f = if i % 2 == 0 { 5000 } else { 1 + i % 100 };
-        let v = zl.on_arrival(Nanos(i), &mut rng, &queue(500), &pkt(f));
+        let v = zl.admit(&Arrival::new(Nanos(i), &queue(500), &pkt(f)), &mut rng);
         if f == 5000 {
             assert_eq!(v, Verdict::Enqueue);
-            assert_eq!(zl.last_decision().p4, 0.0);
-            assert!(zl.last_decision().p3 > 0.0);
+            assert_eq!(zl.policy().last_decision().p4, 0.0);
+            assert!(zl.policy().last_decision().p3 > 0.0);
         }
     }
     assert!(zl.stats().early_drops > 0, "the listed flows are dropped");
@@ -218,18 +218,18 @@ fn a_flow_with_no_zombie_is_never_dropped_early() {
 #[test]
 fn observed_drops_follow_the_computed_probability() {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(23);
-    let mut sred = Sred::new(SredParams::default().validate(B).unwrap());
-    let mut zl = ZlRed::new(ZlRedParams::default().validate(B).unwrap());
+    let mut sred = Admission::new(Sred::new(SredParams::default().validate(B).unwrap()));
+    let mut zl = Admission::new(ZlRed::new(ZlRedParams::default().validate(B).unwrap()));
     let (mut exp_s, mut var_s, mut exp_z, mut var_z) = (0.0, 0.0, 0.0, 0.0);
     let q = queue(250);
     for i in 0..300_000u64 {
         let f = pick(&mut rng, 400, 10);
-        sred.on_arrival(Nanos(i), &mut rng, &q, &pkt(f));
-        let p = sred.last_decision().p3.min(1.0);
+        sred.admit(&Arrival::new(Nanos(i), &q, &pkt(f)), &mut rng);
+        let p = sred.policy().last_decision().p3.min(1.0);
         exp_s += p;
         var_s += p * (1.0 - p);
-        zl.on_arrival(Nanos(i), &mut rng, &q, &pkt(f));
-        let p = zl.last_decision().p5.min(1.0);
+        zl.admit(&Arrival::new(Nanos(i), &q, &pkt(f)), &mut rng);
+        let p = zl.policy().last_decision().p5.min(1.0);
         exp_z += p;
         var_z += p * (1.0 - p);
     }
@@ -244,17 +244,17 @@ fn observed_drops_follow_the_computed_probability() {
         "ZL-RED {got_z} vs {exp_z}"
     );
     // Below B/6 SRED never drops; ZL-RED starts at th_min = 5.
-    let mut sred = Sred::new(SredParams::default().validate(B).unwrap());
-    let mut zl = ZlRed::new(ZlRedParams::default().validate(B).unwrap());
+    let mut sred = Admission::new(Sred::new(SredParams::default().validate(B).unwrap()));
+    let mut zl = Admission::new(ZlRed::new(ZlRedParams::default().validate(B).unwrap()));
     for i in 0..50_000u64 {
         let f = pick(&mut rng, 400, 10);
         assert_eq!(
-            sred.on_arrival(Nanos(i), &mut rng, &queue(150), &pkt(f)),
+            sred.admit(&Arrival::new(Nanos(i), &queue(150), &pkt(f)), &mut rng),
             Verdict::Enqueue
         );
-        zl.on_arrival(Nanos(i), &mut rng, &queue(150), &pkt(f));
+        zl.admit(&Arrival::new(Nanos(i), &queue(150), &pkt(f)), &mut rng);
         assert_eq!(
-            zl.on_arrival(Nanos(i), &mut rng, &queue(4), &pkt(f)),
+            zl.admit(&Arrival::new(Nanos(i), &queue(4), &pkt(f)), &mut rng),
             Verdict::Enqueue
         );
     }
@@ -269,8 +269,8 @@ fn heavy_flow_is_punished_and_the_total_matches_sred() {
     let normal = 300u64;
     for q in [200u32, 400] {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(24 + q as u64);
-        let mut sred = Sred::new(SredParams::default().validate(B).unwrap());
-        let mut zl = ZlRed::new(ZlRedParams::default().validate(B).unwrap());
+        let mut sred = Admission::new(Sred::new(SredParams::default().validate(B).unwrap()));
+        let mut zl = Admission::new(ZlRed::new(ZlRedParams::default().validate(B).unwrap()));
         let flows = normal as usize + 1;
         let (mut sent, mut lost_s, mut lost_z) =
             (vec![0u64; flows], vec![0u64; flows], vec![0u64; flows]);
@@ -279,8 +279,8 @@ fn heavy_flow_is_punished_and_the_total_matches_sred() {
         let qv = queue(q);
         for i in 0..n {
             let f = pick(&mut rng, normal, 10);
-            let a = sred.on_arrival(Nanos(i), &mut rng, &qv, &pkt(f));
-            let b = zl.on_arrival(Nanos(i), &mut rng, &qv, &pkt(f));
+            let a = sred.admit(&Arrival::new(Nanos(i), &qv, &pkt(f)), &mut rng);
+            let b = zl.admit(&Arrival::new(Nanos(i), &qv, &pkt(f)), &mut rng);
             if i >= warm {
                 sent[f as usize] += 1;
                 lost_s[f as usize] += u64::from(!a.admits());
@@ -330,10 +330,10 @@ fn build_context_shares_one_zombie_list() {
         }
         _ => panic!("wrong variants"),
     }
-    let mut a = a;
+    let mut a = Admission::new(a);
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(25);
     for f in 0..10 {
-        a.on_arrival(Nanos::ZERO, &mut rng, &queue(0), &pkt(f));
+        a.admit(&Arrival::new(Nanos::ZERO, &queue(0), &pkt(f)), &mut rng);
     }
     assert_eq!(
         list.total_occurrence(),
@@ -352,25 +352,25 @@ fn build_context_shares_one_zombie_list() {
 
 #[test]
 fn tail_drop_comes_first_and_spares_the_list() {
-    let mut zl = ZlRed::new(ZlRedParams::default().validate(B).unwrap());
+    let mut zl = Admission::new(ZlRed::new(ZlRedParams::default().validate(B).unwrap()));
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(26);
     let mut full = queue(B);
     full.capacity_packets = B;
     assert_eq!(
-        zl.on_arrival(Nanos::ZERO, &mut rng, &full, &pkt(1)),
+        zl.admit(&Arrival::new(Nanos::ZERO, &full, &pkt(1)), &mut rng),
         Verdict::TailDrop
     );
-    assert_eq!(zl.zombie_list().total_occurrence(), 0);
-    let mut sred = Sred::new(SredParams::default().validate(B).unwrap());
+    assert_eq!(zl.policy().zombie_list().total_occurrence(), 0);
+    let mut sred = Admission::new(Sred::new(SredParams::default().validate(B).unwrap()));
     assert_eq!(
-        sred.on_arrival(Nanos::ZERO, &mut rng, &full, &pkt(1)),
+        sred.admit(&Arrival::new(Nanos::ZERO, &full, &pkt(1)), &mut rng),
         Verdict::TailDrop
     );
     assert_eq!(sred.stats().tail_drops, 1);
 }
 
 /// The receive / transmit split: a policy fed observations of its shared list made by the
-/// caller (`on_arrival_observed`) decides exactly as one that observes the list itself, and
+/// caller (an [`Arrival`] carrying it) decides exactly as one that observes the list itself, and
 /// the list then holds each packet once.
 #[test]
 fn observed_upstream_decides_as_observing_itself() {
@@ -384,8 +384,8 @@ fn observed_upstream_decides_as_observing_itself() {
         let ctx = |l: &Arc<ZombieList>| {
             BuildContext::new(1_000_000_000, B).with_zombie_list(Arc::clone(l))
         };
-        let mut a: AqmPolicy = params.build(&ctx(&own)).unwrap();
-        let mut b: AqmPolicy = params.build(&ctx(&shared)).unwrap();
+        let mut a = Admission::new(params.build(&ctx(&own)).unwrap());
+        let mut b = Admission::new(params.build(&ctx(&shared)).unwrap());
         let mut rng_a = Xoshiro256PlusPlus::seed_from_u64(7);
         let mut rng_b = Xoshiro256PlusPlus::seed_from_u64(7);
         let mut traffic = Xoshiro256PlusPlus::seed_from_u64(8);
@@ -394,9 +394,9 @@ fn observed_upstream_decides_as_observing_itself() {
             let now = Nanos(i * 1000);
             let p = pkt(pick(&mut traffic, 200, 20));
             let q = queue(300 + (i % 500) as u32);
-            let va = a.on_arrival(now, &mut rng_a, &q, &p);
+            let va = a.admit(&Arrival::new(now, &q, &p), &mut rng_a);
             let obs = shared.observe(p.flow, now, &mut rng_b);
-            let vb = b.on_arrival_observed(now, &mut rng_b, &q, &p, &obs);
+            let vb = b.admit(&Arrival::new(now, &q, &p).observed(&obs), &mut rng_b);
             assert_eq!(va, vb, "arrival {i}");
             early += (va == Verdict::EarlyDrop) as u32;
         }

@@ -7,7 +7,7 @@
 //! handing it over:
 //! 1. [`QosEngine::classify`]: DSCP -> class and incoming color, meter, re-mark; returns a
 //!    [`Classified`] with the code point to write (if it changes);
-//! 2. [`QosEngine::enqueue_classified`]: the class's AQM decides, the queue bounds apply; a
+//! 2. [`QosEngine::enqueue_classified`]: the queue bounds apply, the class's AQM decides; a
 //!    discarded item is handed back in [`Dropped`] (the data plane recycles its buffer).
 //!
 //! [`QosEngine::enqueue`] does both. Departure: [`QosEngine::dequeue`] asks the scheduler for
@@ -16,7 +16,7 @@
 
 use std::sync::Arc;
 
-use zl_aqm::{Aqm, AqmPolicy, AqmStats, BuildContext, PacketMeta, Verdict};
+use zl_aqm::{Admission, AqmPolicy, AqmStats, Arrival, BuildContext, PacketMeta, Verdict};
 use zl_core::{Color, Nanos};
 use zl_zombie::{Observation, ZombieList};
 
@@ -90,13 +90,15 @@ pub enum Dequeue<T> {
     Empty,
 }
 
+/// A class's admission: one policy for every color, or one per color, each behind the common
+/// bounds check and counters ([`Admission`]).
 enum ClassAqm {
-    Shared(AqmPolicy),
-    ByColor(Box<[AqmPolicy; 3]>),
+    Shared(Admission<AqmPolicy>),
+    ByColor(Box<[Admission<AqmPolicy>; 3]>),
 }
 
 impl ClassAqm {
-    fn get(&self, c: Color) -> &AqmPolicy {
+    fn get(&self, c: Color) -> &Admission<AqmPolicy> {
         match self {
             ClassAqm::Shared(p) => p,
             ClassAqm::ByColor(ps) => &ps[c.index()],
@@ -104,7 +106,7 @@ impl ClassAqm {
     }
 
     #[inline]
-    fn for_color(&mut self, c: Color) -> &mut AqmPolicy {
+    fn for_color(&mut self, c: Color) -> &mut Admission<AqmPolicy> {
         match self {
             ClassAqm::Shared(p) => p,
             ClassAqm::ByColor(ps) => &mut ps[c.index()],
@@ -207,23 +209,31 @@ fn build_class<T>(
                 "set at most one of `aqm` and `aqm_by_color`",
             ))
         }
-        (Some(a), None) => ClassAqm::Shared(a.build(&ctx).map_err(aqm_err(key("aqm")))?),
+        (Some(a), None) => {
+            ClassAqm::Shared(Admission::new(a.build(&ctx).map_err(aqm_err(key("aqm")))?))
+        }
         (None, Some(b)) => ClassAqm::ByColor(Box::new([
-            b.green
-                .build(&ctx)
-                .map_err(aqm_err(key("aqm_by_color.green")))?,
-            b.yellow
-                .build(&ctx)
-                .map_err(aqm_err(key("aqm_by_color.yellow")))?,
-            b.red
-                .build(&ctx)
-                .map_err(aqm_err(key("aqm_by_color.red")))?,
+            Admission::new(
+                b.green
+                    .build(&ctx)
+                    .map_err(aqm_err(key("aqm_by_color.green")))?,
+            ),
+            Admission::new(
+                b.yellow
+                    .build(&ctx)
+                    .map_err(aqm_err(key("aqm_by_color.yellow")))?,
+            ),
+            Admission::new(
+                b.red
+                    .build(&ctx)
+                    .map_err(aqm_err(key("aqm_by_color.red")))?,
+            ),
         ])),
-        (None, None) => ClassAqm::Shared(
+        (None, None) => ClassAqm::Shared(Admission::new(
             zl_aqm::AqmParams::default()
                 .build(&ctx)
                 .map_err(aqm_err(key("aqm")))?,
-        ),
+        )),
     };
     let class = Class {
         queue: ClassQueue::new(p.max_packets, cap),
@@ -342,7 +352,9 @@ impl<T> QosEngine<T> {
         }
     }
 
-    /// Step 2 of an arrival: the class's AQM and queue bounds decide; `meta.color` is set to
+    /// Step 2 of an arrival: the class's AQM decides behind the queue's bounds
+    /// ([`Admission`]), then the shaper's (a packet longer than its bucket never leaves, so
+    /// is tail-dropped even when the policy admits it); `meta.color` is set to
     /// the metered color. On `MarkCe`, `mark` is applied to the item before it is queued (the
     /// data plane sets CE in the header, a simulator a flag). `Ok` carries `Enqueue` or
     /// `MarkCe`; `Err` hands the item back with the drop cause. A `c.class` this engine does
@@ -363,7 +375,7 @@ impl<T> QosEngine<T> {
     /// [`QosEngine::enqueue_classified`] for a packet whose observation of the shared Zombie
     /// List was made upstream (`obs`, by a receive worker on the list given to
     /// [`QosEngine::with_zombie_list`]): SRED and ZL-RED decide on it instead of observing
-    /// again (`Aqm::on_arrival_observed`). `None` is `enqueue_classified`.
+    /// again (the [`Arrival`] carries it). `None` is `enqueue_classified`.
     #[inline]
     #[allow(clippy::too_many_arguments)]
     pub fn enqueue_classified_observed<R: rand::RngCore + ?Sized>(
@@ -390,15 +402,15 @@ impl<T> QosEngine<T> {
         let mut verdict = if class.drop_red && c.color == Color::Red {
             Verdict::ForcedDrop
         } else {
-            let aqm = class.aqm.for_color(c.color);
-            match obs {
-                None => aqm.on_arrival(now, rng, &view, &meta),
-                Some(o) => aqm.on_arrival_observed(now, rng, &view, &meta, o),
-            }
+            let arrival = Arrival {
+                now,
+                queue: &view,
+                pkt: &meta,
+                zombie: obs,
+            };
+            class.aqm.for_color(c.color).admit(&arrival, rng)
         };
-        // The one check of the queue's bounds (the policy's own `is_full_for` aside): `view`
-        // was taken from this queue just above and nothing has joined it since.
-        if verdict.admits() && (!shaper_fits || view.is_full_for(meta.len)) {
+        if verdict.admits() && !shaper_fits {
             verdict = Verdict::TailDrop;
         }
         class.stats.per_color[c.color.index()].record_verdict(verdict, meta.len);

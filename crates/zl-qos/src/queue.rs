@@ -124,7 +124,8 @@ impl<T> ClassQueue<T> {
     }
 
     /// [`ClassQueue::push`] for a packet the caller has already checked against
-    /// [`ClassQueue::view`]`.is_full_for` (the engine's arrival path). Past the bounds the ring
+    /// [`ClassQueue::view`]`.is_full_for` (the engine's arrival path, through
+    /// [`zl_aqm::Admission`]). Past the bounds the ring
     /// still holds the packet, growing beyond its reservation: a caller's bug costs memory,
     /// not a lost packet.
     #[inline]
