@@ -17,10 +17,9 @@ use zl_core::Nanos;
 use zl_dataplane::config::{PortKind, PortParams};
 use zl_dataplane::metrics::{ControlThread, MetricsHub};
 use zl_dataplane::mt::MtRouter;
-use zl_dataplane::view::ViewObserver;
 use zl_dataplane::{
-    build_with_ports, report, BoxedPort, BuildError, Dataplane, Observer, RouterConfig, RouterView,
-    StopReason, DEFAULT_CONFIG,
+    build_threaded, build_with_ports, report, BoxedPort, BuildError, Dataplane, Observer,
+    PortSupplier, RouterConfig, RouterView, StopReason, DEFAULT_CONFIG,
 };
 
 #[derive(Parser)]
@@ -124,16 +123,25 @@ fn open_port(i: usize, p: &PortParams) -> Result<Option<BoxedPort>, BuildError> 
     }
 }
 
-/// Builds the data plane, opening AF_XDP and DPDK ports here.
+/// The port supplier of both routers: AF_XDP and DPDK ports are opened here.
+fn ports<'a>(
+    cfg: &'a RouterConfig,
+    dpdk: &'a mut dpdk_ports::DpdkOpener,
+) -> impl FnMut(usize, &PortParams) -> Result<Option<BoxedPort>, BuildError> + 'a {
+    move |i, p| match p.kind {
+        PortKind::Dpdk => dpdk.open(cfg, i, p).map(Some),
+        _ => open_port(i, p),
+    }
+}
+
+/// Builds the single-thread data plane, opening AF_XDP and DPDK ports here.
 fn build(
     cfg: &RouterConfig,
     base: &Path,
     dpdk: &mut dpdk_ports::DpdkOpener,
 ) -> Result<Dataplane, BuildError> {
-    build_with_ports(cfg, base, &mut |i, p| match p.kind {
-        PortKind::Dpdk => dpdk.open(cfg, i, p).map(Some),
-        _ => open_port(i, p),
-    })
+    let supply: &mut PortSupplier<'_> = &mut ports(cfg, dpdk);
+    build_with_ports(cfg, base, supply)
 }
 
 fn load(config: Option<&Path>) -> Result<(RouterConfig, PathBuf)> {
@@ -151,30 +159,25 @@ fn load(config: Option<&Path>) -> Result<(RouterConfig, PathBuf)> {
     }
 }
 
+/// How often a loop shows its progress and publishes the metrics, in the loop's clock.
+const PROGRESS_PERIOD: Nanos = Nanos::from_millis(100);
+
 /// The progress line on stderr, at most twice a second of wall time.
 struct Progress {
     quiet: bool,
     last: Option<Instant>,
-    hub: Option<Arc<MetricsHub>>,
+    hub: Arc<MetricsHub>,
 }
 
-impl Observer for Progress {
-    fn progress(&mut self, now: Nanos, dp: &Dataplane) {
-        self.show(now, dp);
-    }
-}
-
-impl ViewObserver for Progress {
-    fn progress(&mut self, now: Nanos, view: &dyn RouterView) {
-        self.show(now, view);
+impl<R: RouterView> Observer<R> for Progress {
+    fn progress(&mut self, now: Nanos, router: &R) {
+        self.show(now, router);
     }
 }
 
 impl Progress {
     fn show(&mut self, now: Nanos, dp: &dyn RouterView) {
-        if let Some(h) = &self.hub {
-            h.publish(now, dp);
-        }
+        self.hub.publish(now, dp);
         if self.quiet
             || self
                 .last
@@ -194,6 +197,61 @@ impl Progress {
             dp.queued()
         );
         let _ = std::io::stderr().flush();
+    }
+}
+
+/// The monotonic clock from now, for a live loop.
+fn monotonic() -> impl Fn() -> Nanos + Sync {
+    let start = Instant::now();
+    move || Nanos(start.elapsed().as_nanos().min(u64::MAX as u128) as u64)
+}
+
+/// What runs beside either loop: the stop flag (raised by SIGINT / SIGTERM through the control
+/// thread), the control thread with the metrics endpoint, and the progress observer.
+struct Session {
+    stop: Arc<AtomicBool>,
+    server: ControlThread,
+    progress: Progress,
+}
+
+impl Session {
+    fn start(router: &dyn RouterView, cfg: &RouterConfig, quiet: bool) -> Result<Self> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let hub = Arc::new(MetricsHub::new(router));
+        let server = ControlThread::start(cfg.metrics.listen.as_deref(), hub.clone(), stop.clone())
+            .context("starting the control thread")?;
+        if let Some(addr) = server.local_addr() {
+            eprintln!("zlrouter: metrics on http://{addr}/metrics");
+        }
+        Ok(Session {
+            stop,
+            server,
+            progress: Progress {
+                quiet,
+                last: None,
+                hub,
+            },
+        })
+    }
+
+    /// Ends the progress line, prints the final table (whatever stopped the run, a failed
+    /// port included) and why the run stopped. `secs` is the run's length as the loop's
+    /// clock saw it, drain included.
+    fn end(
+        self,
+        router: &dyn RouterView,
+        secs: f64,
+        result: Result<StopReason, zl_port::PortError>,
+        extra: Option<String>,
+    ) -> Result<()> {
+        if !self.progress.quiet {
+            eprintln!();
+        }
+        println!("{}", report::render(router, secs));
+        if let Some(line) = extra {
+            println!("{line}");
+        }
+        finish(result, self.server)
     }
 }
 
@@ -219,83 +277,57 @@ fn run(
             Err(_) => m,
         });
     }
-    let mut dp = build(&cfg, &base, &mut dpdk_ports::DpdkOpener::open_all())?;
+    let mut dpdk = dpdk_ports::DpdkOpener::open_all();
     if cfg.run.rx_workers > 0 {
-        let mt = MtRouter::from_dataplane(dp, &cfg, cfg.run.rx_workers as usize)?;
+        let supply: &mut PortSupplier<'_> = &mut ports(&cfg, &mut dpdk);
+        let mt = build_threaded(&cfg, &base, supply, cfg.run.rx_workers as usize)?;
         return run_threaded(mt, &cfg, quiet);
     }
-    let stop = Arc::new(AtomicBool::new(false));
-    let hub = Arc::new(MetricsHub::new(&dp));
-    let server = ControlThread::start(cfg.metrics.listen.as_deref(), hub.clone(), stop.clone())
-        .context("starting the control thread")?;
-    if let Some(addr) = server.local_addr() {
-        eprintln!("zlrouter: metrics on http://{addr}/metrics");
-    }
-    let mut progress = Progress {
-        quiet,
-        last: None,
-        hub: Some(hub.clone()),
-    };
+    let mut dp = build(&cfg, &base, &mut dpdk)?;
+    let mut session = Session::start(&dp, &cfg, quiet)?;
     let end = Nanos::from_secs_f64(cfg.run.duration_s);
     let drain = Nanos::from_secs_f64(cfg.run.drain_s);
+    let (stop, progress) = (&session.stop, &mut session.progress);
     let result = if dp.has_live_ports() {
-        let start = Instant::now();
-        let mut clock = || Nanos(start.elapsed().as_nanos().min(u64::MAX as u128) as u64);
-        dp.run_live(&stop, &mut clock, Nanos::from_millis(100), &mut progress)
+        dp.run_live(stop, &mut monotonic(), PROGRESS_PERIOD, progress)
     } else {
-        dp.run_virtual(end, drain, &stop, Nanos::from_millis(100), &mut progress)
+        dp.run_virtual(end, drain, stop, PROGRESS_PERIOD, progress)
     };
-    if !quiet {
-        eprintln!();
-    }
-    // The run's length as the loop's clock saw it, drain included. The table is printed
-    // whatever stopped the run, a failed port included.
     let secs = dp.now().as_secs_f64();
-    println!("{}", report::render(&dp, secs));
-    finish(result, server)
+    session.end(&dp, secs, result, None)
 }
 
 /// Runs the threaded router (`run.rx_workers` receive workers and one transmit worker) on the
 /// monotonic clock, whatever the ports (generator and pcap ports then offer in real time).
 fn run_threaded(mut mt: MtRouter, cfg: &RouterConfig, quiet: bool) -> Result<()> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let hub = Arc::new(MetricsHub::new(&mt));
-    let server = ControlThread::start(cfg.metrics.listen.as_deref(), hub.clone(), stop.clone())
-        .context("starting the control thread")?;
-    if let Some(addr) = server.local_addr() {
-        eprintln!("zlrouter: metrics on http://{addr}/metrics");
-    }
+    let mut session = Session::start(&mt, cfg, quiet)?;
     if !quiet {
         eprintln!(
             "zlrouter: {} receive worker(s) and one transmit worker",
             mt.params().rx_workers
         );
     }
-    let mut progress = Progress {
-        quiet,
-        last: None,
-        hub: Some(hub.clone()),
-    };
     let drain = Nanos::from_secs_f64(cfg.run.drain_s);
-    let start = Instant::now();
-    let clock = || Nanos(start.elapsed().as_nanos().min(u64::MAX as u128) as u64);
-    let result = mt.run(&clock, &stop, drain, Nanos::from_millis(100), &mut progress);
-    if !quiet {
-        eprintln!();
-    }
+    let clock = monotonic();
+    let result = mt.run(
+        &clock,
+        &session.stop,
+        drain,
+        PROGRESS_PERIOD,
+        &mut session.progress,
+    );
     let secs = mt.now().as_secs_f64();
-    println!("{}", report::render(&mt, secs));
     let per_worker: Vec<String> = mt
         .worker_totals()
         .iter()
         .map(|w| w.received.to_string())
         .collect();
-    println!(
+    let threads = format!(
         "threads: {} receive workers (received {}) and one transmit worker",
         per_worker.len(),
         per_worker.join(" / ")
     );
-    finish(result, server)
+    session.end(&mt, secs, result, Some(threads))
 }
 
 /// Prints why the run stopped and stops the control thread.

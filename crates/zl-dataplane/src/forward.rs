@@ -2,8 +2,8 @@
 //! and own MACs) or bridge -> the packet's AQM metadata. Everything a packet goes through
 //! before its egress port's QoS (classify, meter, admission, queue).
 //!
-//! [`Forwarder::forward`] is called by the single-thread loop (`Dataplane::process`) and by the
-//! receive workers of the multi-threaded split (`crate::mt`), so both forward with the same
+//! [`Forwarder::forward_in_place`] is called by the single-thread loop (`Dataplane::process`)
+//! and by the receive workers of the multi-threaded split (`crate::mt`), so both forward with the same
 //! semantics and the same drop causes: `parse_error` (router mode: the frame is not Ethernet +
 //! IPv4/IPv6), `no_route` (no route matched, or a bridge port without a peer), `ttl_expired`.
 
@@ -15,17 +15,6 @@ use zl_wire::{MacAddr, PacketInfo, ParseConfig, TtlOutcome};
 use crate::config::Forwarding;
 use crate::priority::PriorityMap;
 use crate::stats::DropCause;
-
-/// What forwarding decided for a packet it keeps (the egress port is in `buf.out_port`).
-#[derive(Clone, Debug)]
-pub struct Ingress {
-    /// The parsed headers, as rewritten (TTL, MACs); `None` for a bridged frame that did not
-    /// parse (bridges forward any frame).
-    pub info: Option<PacketInfo>,
-    /// The AQM's view of the packet (length, flow, ECN, priority, weight; color green until
-    /// metered).
-    pub meta: PacketMeta,
-}
 
 /// Forwarding state shared by every receive path; read-only while forwarding.
 #[derive(Clone, Debug)]
@@ -59,21 +48,15 @@ impl Forwarder {
         &self.parse
     }
 
-    /// Parses `buf` and routes it (longest-prefix match, TTL / hop-limit decrement, next-hop
-    /// MAC as destination and the egress port's MAC as source) or bridges it (to the peer of
-    /// `buf.in_port`, unchanged), setting `buf.out_port`. A packet forwarding discards comes
-    /// back as its cause; the caller counts it and frees the buffer.
-    #[inline]
-    pub fn forward(&self, buf: &mut PacketBuf) -> Result<Ingress, DropCause> {
-        let mut info = None;
-        let meta = self.forward_in_place(buf, &mut info)?;
-        Ok(Ingress { info, meta })
-    }
-
-    /// [`Forwarder::forward`] with the parsed headers (its `Ingress::info`) written to `info`
-    /// instead of returned: for a caller that keeps them in place (`Dataplane::process`), so
-    /// that the ~140 bytes of a `PacketInfo` are not copied through the return values per
-    /// packet (`zl_wire::parse_into`). After an `Err`, `info` holds nothing of use.
+    /// Parses `buf` into `info` and routes it (longest-prefix match, TTL / hop-limit
+    /// decrement, next-hop MAC as destination and the egress port's MAC as source) or bridges
+    /// it (to the peer of `buf.in_port`, unchanged), setting `buf.out_port`; returns the AQM's
+    /// view of the packet (length, flow, ECN, priority, weight; color green until metered).
+    /// A packet forwarding discards comes back as its cause; the caller counts it and frees
+    /// the buffer. The parsed headers are written in place (`zl_wire::parse_into`), so that
+    /// the ~140 bytes of a `PacketInfo` are not copied through return values per packet; they
+    /// stay `None` for a bridged frame that did not parse (bridges forward any frame), and
+    /// hold nothing of use after an `Err`.
     #[inline]
     pub fn forward_in_place(
         &self,
