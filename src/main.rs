@@ -1,25 +1,26 @@
 //! `zlrouter`: run the router on a config (or the built-in default), check a config, or read
 //! a running router's statistics.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::io::{IsTerminal, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod dpdk_ports;
 mod stats_view;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use clap::{Parser, Subcommand};
 use zl_core::Nanos;
 use zl_dataplane::config::{PortKind, PortParams};
 use zl_dataplane::metrics::{ControlThread, MetricsHub};
 use zl_dataplane::mt::MtRouter;
+use zl_dataplane::port::FileAccess;
 use zl_dataplane::{
-    build_threaded, build_with_ports, report, BoxedPort, BuildError, Dataplane, Observer,
-    PortSupplier, RouterConfig, RouterView, StopReason, DEFAULT_CONFIG,
+    build_threaded, build_with_ports, check_with_ports, report, BoxedPort, BuildError, Dataplane,
+    Observer, PortSupplier, RouterConfig, RouterView, StopReason, DEFAULT_CONFIG,
 };
 
 #[derive(Parser)]
@@ -65,6 +66,45 @@ enum Command {
         #[arg(long)]
         raw: bool,
     },
+}
+
+/// Writes to standard output without panicking: a closed pipe (`zlrouter run | head -1`)
+/// ends the process quietly with status 141, as a process killed by SIGPIPE; any other write
+/// error (a full disk) is returned, to be reported once.
+fn out(args: std::fmt::Arguments<'_>) -> Result<()> {
+    let mut o = std::io::stdout().lock();
+    match o.write_fmt(args).and_then(|()| o.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(141),
+        Err(e) => Err(anyhow!("writing to standard output: {e}")),
+    }
+}
+
+/// `println!` through [`out`].
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        out(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// Set while the progress line (written without a newline) is the last thing on stderr.
+static PROGRESS_LINE_OPEN: AtomicBool = AtomicBool::new(false);
+
+/// Ends the progress line, if one is open, so the next message starts on a line of its own.
+fn end_progress_line() {
+    // Relaxed: the flag carries no data; a rare extra or missing newline is harmless.
+    if PROGRESS_LINE_OPEN.swap(false, Ordering::Relaxed) {
+        let _ = writeln!(std::io::stderr());
+    }
+}
+
+/// `eprintln!` that starts on a fresh line and ignores a closed or full stderr (a message
+/// that cannot be shown must not stop the router).
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        end_progress_line();
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
 }
 
 /// Opens the ports the data plane leaves to the binary: AF_XDP sockets.
@@ -134,14 +174,19 @@ fn ports<'a>(
     }
 }
 
-/// Builds the single-thread data plane, opening AF_XDP and DPDK ports here.
+/// Builds the single-thread data plane, opening AF_XDP and DPDK ports here. With
+/// [`FileAccess::CheckOnly`] (`zlrouter check`) no file is written.
 fn build(
     cfg: &RouterConfig,
     base: &Path,
     dpdk: &mut dpdk_ports::DpdkOpener,
+    access: FileAccess,
 ) -> Result<Dataplane, BuildError> {
     let supply: &mut PortSupplier<'_> = &mut ports(cfg, dpdk);
-    build_with_ports(cfg, base, supply)
+    match access {
+        FileAccess::Open => build_with_ports(cfg, base, supply),
+        FileAccess::CheckOnly => check_with_ports(cfg, base, supply),
+    }
 }
 
 fn load(config: Option<&Path>) -> Result<(RouterConfig, PathBuf)> {
@@ -187,7 +232,9 @@ impl Progress {
         }
         self.last = Some(Instant::now());
         let t = dp.totals();
-        eprint!(
+        let mut err = std::io::stderr().lock();
+        let _ = write!(
+            err,
             "\r[{:>8.3} s] rx {} fwd {} drop {} mark {} queued {}   ",
             now.as_secs_f64(),
             t.received,
@@ -196,7 +243,8 @@ impl Progress {
             t.marked,
             dp.queued()
         );
-        let _ = std::io::stderr().flush();
+        let _ = err.flush();
+        PROGRESS_LINE_OPEN.store(true, Ordering::Relaxed);
     }
 }
 
@@ -221,7 +269,7 @@ impl Session {
         let server = ControlThread::start(cfg.metrics.listen.as_deref(), hub.clone(), stop.clone())
             .context("starting the control thread")?;
         if let Some(addr) = server.local_addr() {
-            eprintln!("zlrouter: metrics on http://{addr}/metrics");
+            note!("zlrouter: metrics on http://{addr}/metrics");
         }
         Ok(Session {
             stop,
@@ -235,8 +283,8 @@ impl Session {
     }
 
     /// Ends the progress line, prints the final table (whatever stopped the run, a failed
-    /// port included) and why the run stopped. `secs` is the run's length as the loop's
-    /// clock saw it, drain included.
+    /// port included), `extra` lines and why the run stopped. `secs` is the run's length as
+    /// the loop's clock saw it, drain included.
     fn end(
         self,
         router: &dyn RouterView,
@@ -244,12 +292,10 @@ impl Session {
         result: Result<StopReason, zl_port::PortError>,
         extra: Option<String>,
     ) -> Result<()> {
-        if !self.progress.quiet {
-            eprintln!();
-        }
-        println!("{}", report::render(router, secs));
+        end_progress_line();
+        outln!("{}", report::render(router, secs))?;
         if let Some(line) = extra {
-            println!("{line}");
+            outln!("{line}")?;
         }
         finish(result, self.server)
     }
@@ -270,12 +316,8 @@ fn run(
         cfg.run.seed = s;
     }
     if let Some(m) = metrics {
-        // A bare port stays on loopback: counters are not exposed to the network unless an
-        // address says so.
-        cfg.metrics.listen = Some(match m.parse::<u16>() {
-            Ok(port) => format!("127.0.0.1:{port}"),
-            Err(_) => m,
-        });
+        // A bare port stays on loopback (`ControlThread::start`), as in the config.
+        cfg.metrics.listen = Some(m);
     }
     let mut dpdk = dpdk_ports::DpdkOpener::open_all();
     if cfg.run.rx_workers > 0 {
@@ -283,7 +325,7 @@ fn run(
         let mt = build_threaded(&cfg, &base, supply, cfg.run.rx_workers as usize)?;
         return run_threaded(mt, &cfg, quiet);
     }
-    let mut dp = build(&cfg, &base, &mut dpdk)?;
+    let mut dp = build(&cfg, &base, &mut dpdk, FileAccess::Open)?;
     let mut session = Session::start(&dp, &cfg, quiet)?;
     let end = Nanos::from_secs_f64(cfg.run.duration_s);
     let drain = Nanos::from_secs_f64(cfg.run.drain_s);
@@ -302,7 +344,7 @@ fn run(
 fn run_threaded(mut mt: MtRouter, cfg: &RouterConfig, quiet: bool) -> Result<()> {
     let mut session = Session::start(&mt, cfg, quiet)?;
     if !quiet {
-        eprintln!(
+        note!(
             "zlrouter: {} receive worker(s) and one transmit worker",
             mt.params().rx_workers
         );
@@ -334,16 +376,16 @@ fn run_threaded(mut mt: MtRouter, cfg: &RouterConfig, quiet: bool) -> Result<()>
 fn finish(result: Result<StopReason, zl_port::PortError>, server: ControlThread) -> Result<()> {
     match result {
         Ok(StopReason::Finished) => {
-            println!("stopped: every source finished and every queue drained")
+            outln!("stopped: every source finished and every queue drained")?
         }
         Ok(StopReason::DrainTimeout) => {
-            println!("stopped: drain time over; what was queued is counted as shutdown drops")
+            outln!("stopped: drain time over; what was queued is counted as shutdown drops")?
         }
         Ok(StopReason::Interrupted) => {
-            println!("stopped: interrupted; what was queued is counted as shutdown drops")
+            outln!("stopped: interrupted; what was queued is counted as shutdown drops")?
         }
         Err(e) => {
-            println!("stopped: a port failed; what was queued is counted as shutdown drops");
+            outln!("stopped: a port failed; what was queued is counted as shutdown drops")?;
             server.stop();
             return Err(e.into());
         }
@@ -355,28 +397,52 @@ fn finish(result: Result<StopReason, zl_port::PortError>, server: ControlThread)
 fn check(config: &Path) -> Result<()> {
     let (cfg, base) = load(Some(config))?;
     let mut dpdk = dpdk_ports::DpdkOpener::check();
-    let dp = build(&cfg, &base, &mut dpdk)?;
+    let dp = build(&cfg, &base, &mut dpdk, FileAccess::CheckOnly)?;
     if let Err(e) = dpdk.finish_check() {
         bail!("{}: {e}", config.display());
     }
-    println!(
+    outln!(
         "{}: ok ({} ports, {} packet buffers)",
         config.display(),
         dp.slots().len(),
         dp.pool_total()
-    );
-    Ok(())
+    )
 }
 
+/// How long `zlrouter stats` waits to connect, and then for the whole answer.
+const STATS_TIMEOUT: Duration = Duration::from_secs(5);
+
 fn stats(addr: &str, raw: bool) -> Result<()> {
-    let mut s = TcpStream::connect(addr)
-        .with_context(|| format!("connecting to the router's metrics endpoint at {addr}"))?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let endpoint = || format!("the router's metrics endpoint at {addr}");
+    let target = addr
+        .to_socket_addrs()
+        .with_context(|| format!("{}: not an address", endpoint()))?
+        .next()
+        .ok_or_else(|| anyhow!("{}: the name resolves to no address", endpoint()))?;
+    let mut s = TcpStream::connect_timeout(&target, STATS_TIMEOUT).map_err(|e| match e.kind() {
+        std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => anyhow!(
+            "connecting to {}: no answer within {} s",
+            endpoint(),
+            STATS_TIMEOUT.as_secs()
+        ),
+        _ => anyhow!("connecting to {}: {e}", endpoint()),
+    })?;
+    s.set_read_timeout(Some(STATS_TIMEOUT))?;
+    s.set_write_timeout(Some(STATS_TIMEOUT))?;
     // One write: a request split over several segments can meet a server that has already
     // answered and closed.
-    s.write_all(format!("GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())?;
+    let timed_out = |e: std::io::Error| match e.kind() {
+        std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => anyhow!(
+            "{} did not answer within {} s",
+            endpoint(),
+            STATS_TIMEOUT.as_secs()
+        ),
+        _ => anyhow!("reading from {}: {e}", endpoint()),
+    };
+    s.write_all(format!("GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .map_err(timed_out)?;
     let mut body = String::new();
-    s.read_to_string(&mut body)?;
+    s.read_to_string(&mut body).map_err(timed_out)?;
     let Some((head, text)) = body.split_once("\r\n\r\n") else {
         bail!("{addr} answered without an HTTP header");
     };
@@ -384,11 +450,10 @@ fn stats(addr: &str, raw: bool) -> Result<()> {
         bail!("{addr} answered: {}", head.lines().next().unwrap_or(""));
     }
     if raw {
-        print!("{text}");
+        out(format_args!("{text}"))
     } else {
-        print!("{}", stats_view::summarize(text));
+        out(format_args!("{}", stats_view::summarize(text)))
     }
-    Ok(())
 }
 
 fn main() {
@@ -396,8 +461,14 @@ fn main() {
     // to stderr, `warn` and above unless RUST_LOG says otherwise.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    // Colour codes only on a terminal; each message on a line of its own, not appended to the
+    // progress line.
     tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        .with_writer(|| {
+            end_progress_line();
+            std::io::stderr()
+        })
+        .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(filter)
         .init();
     let cli = Cli::parse();
@@ -413,7 +484,25 @@ fn main() {
         Command::Stats { addr, raw } => stats(&addr, raw),
     };
     if let Err(e) = result {
-        eprintln!("zlrouter: {e:#}");
+        note!("zlrouter: {}", error_text(&e));
         std::process::exit(2);
     }
+}
+
+/// The error and its causes, `: `-separated, leaving out a cause whose text is already shown
+/// (an error that prints its source, as `PortError::Io` does, would otherwise show the OS
+/// error twice: "Permission denied (os error 13): Permission denied (os error 13)").
+fn error_text(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let s = cause.to_string();
+        if text.contains(&s) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&s);
+    }
+    text
 }

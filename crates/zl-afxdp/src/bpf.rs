@@ -1,17 +1,8 @@
-//! The XDP side of the port: an XSKMAP, the redirect program assembled here from raw eBPF
-//! instructions, and its attachment through a BPF link.
+//! The XDP side of the port: the maps (an XSKMAP per attachment, the router's own addresses
+//! shared by all), the program ([`crate::program`]) and its attachment through a BPF link.
 //!
-//! The program is the C function
-//! ```c
-//! int xdp_sock_prog(struct xdp_md *ctx) {
-//!     return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
-//! }
-//! ```
-//! written as five instructions (`Linux Documentation/bpf/standardization/instruction-set.rst`
-//! for the encoding). The XSKMAP's fd is patched into the 64-bit immediate load with
-//! `src_reg = BPF_PSEUDO_MAP_FD`, which the verifier replaces by the map's address. A packet on
-//! a queue without a socket in the map takes the flags' low bits as the action (XDP_PASS), so
-//! the kernel stack still sees it.
+//! Map fds are patched into the program's 64-bit immediate loads with `src_reg =
+//! BPF_PSEUDO_MAP_FD`, which the verifier replaces by the maps' addresses.
 //!
 //! The program is attached with `BPF_LINK_CREATE` (not the older netlink attach), so the
 //! attachment belongs to the link fd: it goes away when the fd is closed, including when the
@@ -21,11 +12,17 @@ use std::ffi::c_void;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
+use std::net::IpAddr;
+
 use crate::error::{classify, AfXdpError, ModeContext, Op};
+use crate::program::{self, ProgramMaps};
 use crate::XdpMode;
 
 const BPF_MAP_CREATE: u32 = 0;
 const BPF_MAP_UPDATE_ELEM: u32 = 2;
+const BPF_MAP_DELETE_ELEM: u32 = 3;
+const BPF_PROG_TEST_RUN: u32 = 10;
+const BPF_MAP_TYPE_HASH: u32 = 1;
 const BPF_PROG_LOAD: u32 = 5;
 const BPF_LINK_CREATE: u32 = 28;
 
@@ -33,13 +30,8 @@ const BPF_MAP_TYPE_XSKMAP: u32 = 17;
 const BPF_PROG_TYPE_XDP: u32 = 6;
 /// `enum bpf_attach_type` value of `BPF_XDP`.
 const BPF_XDP: u32 = 37;
-const BPF_PSEUDO_MAP_FD: u8 = 1;
-const BPF_FUNC_REDIRECT_MAP: i32 = 51;
-const XDP_PASS: i32 = 2;
 const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
 const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
-/// `offsetof(struct xdp_md, rx_queue_index)`.
-const XDP_MD_RX_QUEUE_INDEX: i16 = 16;
 
 /// One eBPF instruction (`struct bpf_insn`): opcode, dst/src registers in one byte (dst in
 /// the low nibble on little-endian hosts), signed offset, signed immediate.
@@ -53,7 +45,7 @@ pub struct BpfInsn {
 }
 
 impl BpfInsn {
-    const fn new(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Self {
+    pub(crate) const fn new(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Self {
         BpfInsn {
             code,
             regs: (src << 4) | (dst & 0x0f),
@@ -61,41 +53,6 @@ impl BpfInsn {
             imm,
         }
     }
-}
-
-// Opcodes, built as class | size-or-op | mode-or-source.
-const BPF_LD: u8 = 0x00;
-const BPF_LDX: u8 = 0x01;
-const BPF_ALU64: u8 = 0x07;
-const BPF_JMP: u8 = 0x05;
-const BPF_W: u8 = 0x00;
-const BPF_DW: u8 = 0x18;
-const BPF_IMM: u8 = 0x00;
-const BPF_MEM: u8 = 0x60;
-const BPF_MOV: u8 = 0xb0;
-const BPF_K: u8 = 0x00;
-const BPF_CALL: u8 = 0x80;
-const BPF_EXIT: u8 = 0x90;
-const BPF_LDX_MEM_W: u8 = BPF_LDX | BPF_MEM | BPF_W;
-const BPF_LD_IMM_DW: u8 = BPF_LD | BPF_DW | BPF_IMM;
-const BPF_ALU64_MOV_K: u8 = BPF_ALU64 | BPF_MOV | BPF_K;
-const BPF_JMP_CALL: u8 = BPF_JMP | BPF_CALL;
-const BPF_JMP_EXIT: u8 = BPF_JMP | BPF_EXIT;
-
-/// The redirect program with `map_fd` patched into its map load.
-pub fn redirect_program(map_fd: RawFd) -> [BpfInsn; 6] {
-    [
-        // r2 = ctx->rx_queue_index (u32 load from r1 = ctx)
-        BpfInsn::new(BPF_LDX_MEM_W, 2, 1, XDP_MD_RX_QUEUE_INDEX, 0),
-        // r1 = &xsks (ld_imm64 spans two slots; the verifier resolves the fd)
-        BpfInsn::new(BPF_LD_IMM_DW, 1, BPF_PSEUDO_MAP_FD, 0, map_fd),
-        BpfInsn::new(0, 0, 0, 0, 0),
-        // r3 = XDP_PASS: the action when the queue has no socket
-        BpfInsn::new(BPF_ALU64_MOV_K, 3, 0, 0, XDP_PASS),
-        // r0 = bpf_redirect_map(r1, r2, r3)
-        BpfInsn::new(BPF_JMP_CALL, 0, 0, 0, BPF_FUNC_REDIRECT_MAP),
-        BpfInsn::new(BPF_JMP_EXIT, 0, 0, 0, 0),
-    ]
 }
 
 #[repr(C)]
@@ -181,7 +138,114 @@ fn name16(name: &str) -> [u8; 16] {
     out
 }
 
-/// The redirect program attached to one interface, and the map its sockets register in.
+/// The router's own addresses as the XDP program sees them: two hash maps (IPv4, IPv6) shared
+/// by every port's program in the process, so an address on any interface is local on all
+/// of them, as in the kernel's `local` table.
+///
+/// The control plane keeps them in sync with the kernel (netlink RTM_NEWADDR / RTM_DELADDR;
+/// `zl-netlink` follows them): [`LocalAddrs::insert`] / [`LocalAddrs::remove`] are single
+/// `bpf()` map updates, atomic per element for the program, and need no lock here.
+#[derive(Debug)]
+pub struct LocalAddrs {
+    v4: OwnedFd,
+    v6: OwnedFd,
+}
+
+/// Capacity of each address map: more than any router's own addresses.
+pub const LOCAL_ADDRS_MAX: u32 = 4096;
+
+static SHARED_LOCAL_ADDRS: std::sync::OnceLock<std::sync::Arc<LocalAddrs>> =
+    std::sync::OnceLock::new();
+
+impl LocalAddrs {
+    /// Creates two empty maps (not the process-wide ones; see [`LocalAddrs::shared`]).
+    pub fn create() -> Result<Self, AfXdpError> {
+        let make = |name: &str, key_size: u32| {
+            let mut attr = MapCreateAttr {
+                map_type: BPF_MAP_TYPE_HASH,
+                key_size,
+                value_size: 1,
+                max_entries: LOCAL_ADDRS_MAX,
+                map_name: name16(name),
+                ..Default::default()
+            };
+            sys_bpf_fd(BPF_MAP_CREATE, &mut attr)
+                .map_err(|e| classify(Op::CreateXskMap, "(local addresses)", ModeContext::None, e))
+        };
+        Ok(LocalAddrs {
+            v4: make("zlr_local4", 4)?,
+            v6: make("zlr_local6", 16)?,
+        })
+    }
+
+    /// The maps every port of this process uses, created on first use.
+    pub fn shared() -> Result<std::sync::Arc<LocalAddrs>, AfXdpError> {
+        if let Some(l) = SHARED_LOCAL_ADDRS.get() {
+            return Ok(l.clone());
+        }
+        let made = std::sync::Arc::new(LocalAddrs::create()?);
+        // A racing creator may have won; either set of maps is empty and equivalent.
+        Ok(SHARED_LOCAL_ADDRS.get_or_init(|| made).clone())
+    }
+
+    /// Marks `addr` as one of the router's own: frames to it pass to the kernel.
+    pub fn insert(&self, addr: IpAddr) -> io::Result<()> {
+        let one: u8 = 1;
+        self.update(addr, |fd, key| {
+            let mut attr = MapElemAttr {
+                map_fd: fd as u32,
+                key,
+                value: &one as *const u8 as u64,
+                ..Default::default()
+            };
+            sys_bpf(BPF_MAP_UPDATE_ELEM, &mut attr).map(|_| ())
+        })
+    }
+
+    /// Forgets `addr` (no error when it was not there).
+    pub fn remove(&self, addr: IpAddr) -> io::Result<()> {
+        self.update(addr, |fd, key| {
+            let mut attr = MapElemAttr {
+                map_fd: fd as u32,
+                key,
+                ..Default::default()
+            };
+            match sys_bpf(BPF_MAP_DELETE_ELEM, &mut attr) {
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
+                r => r.map(|_| ()),
+            }
+        })
+    }
+
+    fn update(&self, addr: IpAddr, f: impl FnOnce(RawFd, u64) -> io::Result<()>) -> io::Result<()> {
+        match addr {
+            IpAddr::V4(a) => {
+                let key = a.octets();
+                f(self.v4.as_raw_fd(), key.as_ptr() as u64)
+            }
+            IpAddr::V6(a) => {
+                let key = a.octets();
+                f(self.v6.as_raw_fd(), key.as_ptr() as u64)
+            }
+        }
+    }
+}
+
+/// Which frames the program hands to the AF_XDP sockets (`redirect = "transit" | "all"` in
+/// an AF_XDP port's config).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Redirect {
+    /// Transit unicast IPv4 / IPv6 only; the kernel keeps ARP, NDP, its own addresses,
+    /// link-local, multicast and non-IP ([`crate::program`] says why for each).
+    #[default]
+    Transit,
+    /// Every frame, the kernel sees none (a lab port with no kernel control plane behind
+    /// it, and raw-frame tests).
+    All,
+}
+
+/// The program attached to one interface, and the map its sockets register in.
 ///
 /// Dropping it closes the link (detaching the program), then the program and the map.
 #[derive(Debug)]
@@ -189,30 +253,55 @@ pub struct XdpAttachment {
     link: OwnedFd,
     prog: OwnedFd,
     map: OwnedFd,
+    /// Keeps the shared address maps alive as long as a program refers to them.
+    _local: Option<std::sync::Arc<LocalAddrs>>,
     ifname: String,
     max_queues: u32,
 }
 
+/// Creates an XSKMAP of `max_queues` entries keyed by RX queue index.
+fn create_xskmap(ifname: &str, max_queues: u32) -> Result<OwnedFd, AfXdpError> {
+    let mut map_attr = MapCreateAttr {
+        map_type: BPF_MAP_TYPE_XSKMAP,
+        key_size: 4,
+        value_size: 4,
+        max_entries: max_queues,
+        map_name: name16("zlr_xsks"),
+        ..Default::default()
+    };
+    sys_bpf_fd(BPF_MAP_CREATE, &mut map_attr)
+        .map_err(|e| classify(Op::CreateXskMap, ifname, ModeContext::None, e))
+}
+
 impl XdpAttachment {
     /// Creates the XSKMAP (`max_queues` entries, keyed by RX queue index), loads the program
-    /// and attaches it to `ifindex` in `mode`.
+    /// for `redirect` (with the process's shared [`LocalAddrs`] for `Transit`) and attaches it
+    /// to `ifindex` in `mode`.
     pub fn attach(
         ifname: &str,
         ifindex: u32,
         mode: XdpMode,
+        redirect: Redirect,
         max_queues: u32,
     ) -> Result<Self, AfXdpError> {
-        let mut map_attr = MapCreateAttr {
-            map_type: BPF_MAP_TYPE_XSKMAP,
-            key_size: 4,
-            value_size: 4,
-            max_entries: max_queues,
-            map_name: name16("zlr_xsks"),
-            ..Default::default()
+        let map = create_xskmap(ifname, max_queues)?;
+        let (insns, local) = match redirect {
+            Redirect::All => (program::redirect_all_program(map.as_raw_fd()), None),
+            Redirect::Transit => {
+                crate::local_sync::ensure_started()?;
+                let local = LocalAddrs::shared()?;
+                let maps = ProgramMaps {
+                    xsks: map.as_raw_fd(),
+                    local4: local.v4.as_raw_fd(),
+                    local6: local.v6.as_raw_fd(),
+                };
+                (
+                    program::classify_program(maps, program::XDP_PASS),
+                    Some(local),
+                )
+            }
         };
-        let map = sys_bpf_fd(BPF_MAP_CREATE, &mut map_attr)
-            .map_err(|e| classify(Op::CreateXskMap, ifname, ModeContext::None, e))?;
-        let prog = load_program(ifname, map.as_raw_fd())?;
+        let prog = load_program(ifname, &insns)?;
         let (flags, ctx) = match mode {
             XdpMode::Generic => (XDP_FLAGS_SKB_MODE, ModeContext::GenericXdp),
             XdpMode::Native => (XDP_FLAGS_DRV_MODE, ModeContext::NativeXdp),
@@ -229,6 +318,7 @@ impl XdpAttachment {
             link,
             prog,
             map,
+            _local: local,
             ifname: ifname.to_owned(),
             max_queues,
         })
@@ -269,15 +359,14 @@ impl XdpAttachment {
     }
 }
 
-fn load_program(ifname: &str, map_fd: RawFd) -> Result<OwnedFd, AfXdpError> {
-    let insns = redirect_program(map_fd);
+fn load_program(ifname: &str, insns: &[BpfInsn]) -> Result<OwnedFd, AfXdpError> {
     let license = c"Dual MIT/GPL";
     let mut attr = ProgLoadAttr {
         prog_type: BPF_PROG_TYPE_XDP,
         insn_cnt: insns.len() as u32,
         insns: insns.as_ptr() as u64,
         license: license.as_ptr() as u64,
-        prog_name: name16("zlr_xsk_redir"),
+        prog_name: name16("zlr_xdp"),
         expected_attach_type: BPF_XDP,
         ..Default::default()
     };
@@ -302,32 +391,71 @@ fn load_program(ifname: &str, map_fd: RawFd) -> Result<OwnedFd, AfXdpError> {
     }
 }
 
+#[repr(C)]
+#[derive(Default)]
+struct TestRunAttr {
+    prog_fd: u32,
+    retval: u32,
+    data_size_in: u32,
+    data_size_out: u32,
+    data_in: u64,
+    data_out: u64,
+    repeat: u32,
+    duration: u32,
+}
+
+/// The classifying program loaded (not attached) with its own maps, to ask the kernel's
+/// `BPF_PROG_TEST_RUN` what it does with a frame: the program's tests, run as root.
+#[derive(Debug)]
+pub struct ProgramProbe {
+    prog: OwnedFd,
+    _xsks: OwnedFd,
+    /// The probe's own address maps (not the shared ones).
+    pub local: LocalAddrs,
+}
+
+impl ProgramProbe {
+    /// Loads [`program::classify_program`] with `XDP_DROP` as its no-socket action, so a
+    /// transit frame reads `XDP_DROP` and a frame for the kernel `XDP_PASS`.
+    pub fn load() -> Result<Self, AfXdpError> {
+        let xsks = create_xskmap("(probe)", 1)?;
+        let local = LocalAddrs::create()?;
+        let maps = ProgramMaps {
+            xsks: xsks.as_raw_fd(),
+            local4: local.v4.as_raw_fd(),
+            local6: local.v6.as_raw_fd(),
+        };
+        let prog = load_program(
+            "(probe)",
+            &program::classify_program(maps, program::XDP_DROP),
+        )?;
+        Ok(ProgramProbe {
+            prog,
+            _xsks: xsks,
+            local,
+        })
+    }
+
+    /// The program's action for `frame`.
+    pub fn run(&self, frame: &[u8]) -> io::Result<i32> {
+        let mut out = vec![0u8; frame.len() + 256];
+        let mut attr = TestRunAttr {
+            prog_fd: self.prog.as_raw_fd() as u32,
+            data_size_in: frame.len() as u32,
+            data_size_out: out.len() as u32,
+            data_in: frame.as_ptr() as u64,
+            data_out: out.as_mut_ptr() as u64,
+            repeat: 1,
+            ..Default::default()
+        };
+        sys_bpf(BPF_PROG_TEST_RUN, &mut attr)?;
+        Ok(attr.retval as i32)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn program_encoding_matches_the_reference_bytes() {
-        // The C program of the module doc compiled by clang 14 (-O2 -target bpf, shown by
-        // llvm-objdump -d), with its ld_imm64 relocated as libbpf would: src_reg 1
-        // (BPF_PSEUDO_MAP_FD) and the map fd, here 7, in the immediate.
-        let expected: [[u8; 8]; 6] = [
-            [0x61, 0x12, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00],
-            [0x18, 0x11, 0x00, 0x00, 0x07, 0x00, 0x00, 0x00],
-            [0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00],
-            [0xb7, 0x03, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00],
-            [0x85, 0x00, 0x00, 0x00, 0x33, 0x00, 0x00, 0x00],
-            [0x95, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00],
-        ];
-        for (insn, want) in redirect_program(7).iter().zip(expected) {
-            let mut got = [0u8; 8];
-            got[0] = insn.code;
-            got[1] = insn.regs;
-            got[2..4].copy_from_slice(&insn.off.to_le_bytes());
-            got[4..8].copy_from_slice(&insn.imm.to_le_bytes());
-            assert_eq!(got, want);
-        }
-    }
 
     #[test]
     fn attr_layouts_match_union_bpf_attr() {

@@ -7,9 +7,11 @@
 //!
 //! What [`AfXdpPort::open`] does, in order:
 //! 1. resolves the interface (`if_nametoindex`);
-//! 2. creates an XSKMAP and loads a redirect program assembled here from raw eBPF
-//!    instructions ([`bpf`]), and attaches it with a BPF link in generic or native mode, so
-//!    it is detached when the process exits, even on a crash;
+//! 2. creates an XSKMAP and loads the XDP program assembled here from raw eBPF instructions
+//!    ([`program`]): by default it redirects only transit unicast IPv4 / IPv6 and passes the
+//!    rest (ARP, NDP, the router's own addresses in [`LocalAddrs`], link-local, multicast,
+//!    non-IP) to the kernel stack; it is attached with a BPF link in generic or native mode
+//!    ([`bpf`]), so it is detached when the process exits, even on a crash;
 //! 3. per configured RX queue, creates an AF_XDP socket with its own UMEM and fill /
 //!    completion / RX / TX rings ([`XskSocket`]), binds it in copy or zero-copy mode, and
 //!    registers it in the XSKMAP under its queue index.
@@ -27,11 +29,14 @@
 
 pub mod bpf;
 mod error;
+pub mod local_sync;
 pub mod netns;
 mod port;
+pub mod program;
 mod ring;
 mod socket;
 
+pub use bpf::{LocalAddrs, ProgramProbe, Redirect};
 pub use error::{classify, AfXdpError, ModeContext, Op};
 pub use port::{interface_index, AfXdpPort, REATTACH_INTERVAL};
 pub use socket::{XskCounters, XskKernelStats, XskSocket};
@@ -102,6 +107,9 @@ pub struct AfXdpConfig {
     /// redirected to its sockets).
     #[serde(default = "defaults::attach_program")]
     pub attach_program: bool,
+    /// Which frames the program redirects to the sockets: `transit` (default) or `all`.
+    #[serde(default)]
+    pub redirect: Redirect,
     /// Exit (default) or wait when the interface disappears mid-run.
     #[serde(default)]
     pub on_gone: OnGone,
@@ -140,6 +148,7 @@ impl AfXdpConfig {
             rx_ring_size: defaults::ring_size(),
             tx_ring_size: defaults::ring_size(),
             attach_program: defaults::attach_program(),
+            redirect: Redirect::Transit,
             on_gone: OnGone::Exit,
         }
     }

@@ -43,6 +43,7 @@ impl Attached {
                 &cfg.ifname,
                 ifindex,
                 cfg.xdp_mode,
+                cfg.redirect,
                 max_queue + 1,
             )?)
         } else {

@@ -10,7 +10,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use zl_afxdp::netns::{is_root, skip, Netns};
-use zl_afxdp::{AfXdpConfig, AfXdpError, AfXdpPort, BindMode, OnGone, XdpMode};
+use zl_afxdp::{AfXdpConfig, AfXdpError, AfXdpPort, BindMode, OnGone, Redirect, XdpMode};
 use zl_core::Nanos;
 use zl_port::{Batch, BufPool, Port, PortError};
 
@@ -35,6 +35,15 @@ fn veth_ns(test: &str, tag: &str) -> Option<Netns> {
             );
             None
         }
+    }
+}
+
+/// A port on zx0 whose program redirects every frame: these tests inject raw frames of a
+/// local EtherType, which the default program (`redirect = "transit"`) leaves to the kernel.
+fn raw_cfg() -> AfXdpConfig {
+    AfXdpConfig {
+        redirect: Redirect::All,
+        ..AfXdpConfig::new("zx0")
     }
 }
 
@@ -199,7 +208,7 @@ fn receive_case(test: &str, tag: &str, mode: XdpMode) {
     };
     let link_while_open = ns
         .run_in(move || {
-            let mut cfg = AfXdpConfig::new("zx0");
+            let mut cfg = raw_cfg();
             cfg.xdp_mode = mode;
             cfg.rx_ring_size = 256;
             cfg.tx_ring_size = 256;
@@ -276,7 +285,7 @@ fn one_socket_per_queue_on_a_multi_queue_interface() {
             queues: vec![0, 1, 2, 3],
             rx_ring_size: 256,
             tx_ring_size: 64,
-            ..AfXdpConfig::new("zx0")
+            ..raw_cfg()
         };
         let mut port = AfXdpPort::open("p0", 0, &cfg).expect("open 4 queues");
         assert_eq!(port.sockets().len(), 4);
@@ -319,7 +328,7 @@ fn transmits_frames_the_peer_receives() {
         return;
     };
     ns.run_in(|| {
-        let mut cfg = AfXdpConfig::new("zx0");
+        let mut cfg = raw_cfg();
         cfg.attach_program = false;
         cfg.rx_ring_size = 64;
         cfg.tx_ring_size = 64;
@@ -363,7 +372,7 @@ fn port_trait_round_trip_through_pool_buffers() {
         let cfg = AfXdpConfig {
             rx_ring_size: 128,
             tx_ring_size: 128,
-            ..AfXdpConfig::new("zx0")
+            ..raw_cfg()
         };
         let mut port = AfXdpPort::open("p0", 3, &cfg).unwrap();
         let peer = RawSocket::open("zx1").unwrap();
@@ -412,7 +421,7 @@ fn zero_copy_on_veth_is_reported_as_unsupported_mode() {
                 bind_mode: BindMode::ZeroCopy,
                 rx_ring_size: 64,
                 tx_ring_size: 64,
-                ..AfXdpConfig::new("zx0")
+                ..raw_cfg()
             };
             AfXdpPort::open("p0", 0, &cfg).unwrap_err()
         })
@@ -442,7 +451,7 @@ fn without_capabilities_the_error_says_which_are_needed() {
     let err = ns
         .run_in(|| {
             drop_effective_capabilities_of_this_thread();
-            AfXdpPort::open("p0", 0, &AfXdpConfig::new("zx0")).unwrap_err()
+            AfXdpPort::open("p0", 0, &raw_cfg()).unwrap_err()
         })
         .unwrap();
     assert!(
@@ -497,7 +506,7 @@ fn interface_that_disappears_is_reported_not_spun_on() {
             let cfg = AfXdpConfig {
                 rx_ring_size: 64,
                 tx_ring_size: 64,
-                ..AfXdpConfig::new("zx0")
+                ..raw_cfg()
             };
             let mut port = AfXdpPort::open("p0", 0, &cfg).unwrap();
             let mut pool = BufPool::new(8, 2048);
@@ -540,7 +549,7 @@ fn crash_child() {
     let cfg = AfXdpConfig {
         rx_ring_size: 64,
         tx_ring_size: 64,
-        ..AfXdpConfig::new("zx0")
+        ..raw_cfg()
     };
     let port = AfXdpPort::open("p0", 0, &cfg).unwrap();
     println!("ZLR-ATTACHED");
@@ -596,7 +605,7 @@ fn a_second_port_on_the_same_interface_is_busy() {
             let cfg = AfXdpConfig {
                 rx_ring_size: 64,
                 tx_ring_size: 64,
-                ..AfXdpConfig::new("zx0")
+                ..raw_cfg()
             };
             let _first = AfXdpPort::open("p0", 0, &cfg).unwrap();
             AfXdpPort::open("p1", 1, &cfg).unwrap_err()
@@ -616,7 +625,7 @@ fn a_full_tx_ring_is_a_counted_refusal() {
             attach_program: false,
             rx_ring_size: 64,
             tx_ring_size: 64,
-            ..AfXdpConfig::new("zx0")
+            ..raw_cfg()
         };
         let mut port = AfXdpPort::open("p0", 0, &cfg).unwrap();
         let s = &mut port.sockets_mut()[0];
@@ -671,7 +680,7 @@ fn tx_ring_full_kick_retries_and_driver_drops_are_counted_per_frame() {
             attach_program: false,
             rx_ring_size: 64,
             tx_ring_size: 64,
-            ..AfXdpConfig::new("zx0")
+            ..raw_cfg()
         };
         let mut port = AfXdpPort::open("p0", 0, &cfg).unwrap();
         let peer = RawSocket::open("zx1").unwrap();
@@ -747,7 +756,7 @@ fn on_gone_wait_reattaches_when_the_interface_is_back() {
             rx_ring_size: 64,
             tx_ring_size: 64,
             on_gone: OnGone::Wait,
-            ..AfXdpConfig::new("zx0")
+            ..raw_cfg()
         };
         let mut port = AfXdpPort::open("p0", 0, &cfg).unwrap();
         let first_ifindex = port.ifindex();
@@ -846,7 +855,7 @@ fn on_gone_wait_counts_what_was_left_on_the_rings() {
             rx_ring_size: 64,
             tx_ring_size: 64,
             on_gone: OnGone::Wait,
-            ..AfXdpConfig::new("zx0")
+            ..raw_cfg()
         };
         let mut port = AfXdpPort::open("p0", 0, &cfg).unwrap();
         let peer = RawSocket::open("zx1").unwrap();

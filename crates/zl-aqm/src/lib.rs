@@ -135,10 +135,15 @@ impl Verdict {
 /// Per-cause counters every policy keeps.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct AqmStats {
+    /// Packets admitted (marked ones included).
     pub enqueued: u64,
+    /// Packets admitted with congestion signalled.
     pub marked: u64,
+    /// Probabilistic (early) drops.
     pub early_drops: u64,
+    /// Deterministic drops by the policy.
     pub forced_drops: u64,
+    /// Drops because the packet did not fit.
     pub tail_drops: u64,
 }
 
@@ -156,6 +161,7 @@ impl AqmStats {
             Verdict::TailDrop => self.tail_drops += 1,
         }
     }
+    /// Every packet counted: admitted plus dropped.
     pub fn arrivals(&self) -> u64 {
         self.enqueued + self.early_drops + self.forced_drops + self.tail_drops
     }

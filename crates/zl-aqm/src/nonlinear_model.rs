@@ -27,10 +27,15 @@ pub const MATHIS_R: f64 = 1.224_744_871_391_589;
 /// Model parameters (spec/04 tables 1-2).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct NonlinearRedModel {
+    /// EWMA weight of the average queue.
     pub w_q: f64,
+    /// `p` at `x = 1`.
     pub p_max: f64,
+    /// Lower threshold, packets.
     pub q_min: f64,
+    /// Upper threshold, packets.
     pub q_max: f64,
+    /// Nonlinearity of eq. (2).
     pub gamma: f64,
     /// Number of TCP connections.
     pub n: f64,

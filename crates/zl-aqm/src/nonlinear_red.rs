@@ -61,6 +61,7 @@ impl Default for NonlinearRedParams {
 }
 
 impl NonlinearRedParams {
+    /// Checks every parameter.
     pub fn validate(&self) -> Result<NonlinearRedConfig, AqmConfigError> {
         let w_q = check::unit_open_closed("w_q", self.w_q)?;
         let p_max = check::unit_open_closed("p_max", self.p_max)?;
@@ -84,12 +85,19 @@ impl NonlinearRedParams {
 /// Validated constants.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct NonlinearRedConfig {
+    /// EWMA weight of the average queue.
     pub w_q: f64,
+    /// `p` at `x = 1`.
     pub p_max: f64,
+    /// Lower threshold, in `unit`s.
     pub q_min: f64,
+    /// Upper threshold, in `unit`s.
     pub q_max: f64,
+    /// Nonlinearity of eq. (2).
     pub gamma: f64,
+    /// Mark markable packets instead of dropping them on early decisions.
     pub ecn: bool,
+    /// What the thresholds count.
     pub unit: QueueUnit,
 }
 
@@ -121,6 +129,7 @@ pub struct NonlinearRed {
 }
 
 impl NonlinearRed {
+    /// A policy with `avg = 0`.
     pub fn new(cfg: NonlinearRedConfig) -> Self {
         NonlinearRed {
             cfg,
@@ -129,10 +138,12 @@ impl NonlinearRed {
         }
     }
 
+    /// The validated constants.
     pub fn config(&self) -> &NonlinearRedConfig {
         &self.cfg
     }
 
+    /// The average queue after the latest arrival.
     pub fn avg(&self) -> f64 {
         self.avg
     }

@@ -37,6 +37,8 @@ pub struct BuildContext {
 }
 
 impl BuildContext {
+    /// A context for a queue of `capacity_packets` on a link of `link_rate_bps`, with no shared
+    /// Zombie List.
     pub fn new(link_rate_bps: u64, capacity_packets: u32) -> Self {
         BuildContext {
             link_rate_bps,
@@ -56,12 +58,19 @@ impl BuildContext {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum AqmParams {
+    /// `kind = "tail-drop"`.
     TailDrop(TailDropParams),
+    /// `kind = "red"`.
     Red(RedParams),
+    /// `kind = "sred"`.
     Sred(SredParams),
+    /// `kind = "zl-red"`.
     ZlRed(ZlRedParams),
+    /// `kind = "priority-ecn-red"`.
     PriorityEcnRed(PriorityEcnRedParams),
+    /// `kind = "nonlinear-red"`.
     NonlinearRed(NonlinearRedParams),
+    /// `kind = "sojourn"`.
     Sojourn(SojournParams),
 }
 
@@ -116,12 +125,19 @@ impl AqmParams {
 /// Every policy behind one type, dispatched by `match` (no vtable, inlinable).
 #[derive(Debug)]
 pub enum AqmPolicy {
+    /// Drop-tail.
     TailDrop(TailDrop),
+    /// RED / ECN.
     Red(Red),
+    /// SRED.
     Sred(Sred),
+    /// ZL-RED.
     ZlRed(ZlRed),
+    /// Priority-weighted ECN RED.
     PriorityEcnRed(PriorityEcnRed),
+    /// Exponential nonlinear RED.
     NonlinearRed(NonlinearRed),
+    /// The per-color sojourn-time manager.
     Sojourn(Sojourn),
 }
 

@@ -77,6 +77,7 @@ impl Default for PriorityEcnRedParams {
 }
 
 impl PriorityEcnRedParams {
+    /// Checks every parameter; `link_rate_bps` sets RED's idle decay.
     pub fn validate(&self, link_rate_bps: u64) -> Result<PriorityEcnRedConfig, AqmConfigError> {
         if self.b > 14 {
             return Err(check::err("b", self.b, "0 <= b <= 14"));
@@ -99,7 +100,9 @@ impl PriorityEcnRedParams {
 /// Validated constants: RED's plus `b`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PriorityEcnRedConfig {
+    /// The RED part.
     pub red: RedConfig,
+    /// The reference priority `b`.
     pub b: u8,
 }
 
@@ -111,6 +114,7 @@ pub struct PriorityEcnRed {
 }
 
 impl PriorityEcnRed {
+    /// A policy with RED's `avg = 0`.
     pub fn new(cfg: PriorityEcnRedConfig) -> Self {
         PriorityEcnRed {
             red: Red::new(cfg.red),
@@ -123,6 +127,7 @@ impl PriorityEcnRed {
         &self.red
     }
 
+    /// The RED state underneath (tests and simulators set its average).
     pub fn red_mut(&mut self) -> &mut Red {
         &mut self.red
     }

@@ -139,12 +139,19 @@ pub enum RedRegion {
 /// Validated RED constants.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RedConfig {
+    /// Lower threshold, in `unit`s.
     pub min_th: f64,
+    /// Upper threshold, in `unit`s.
     pub max_th: f64,
+    /// `p_b` at `avg = max_th`.
     pub max_p: f64,
+    /// EWMA weight of the average queue.
     pub w_q: f64,
+    /// Gentle mode.
     pub gentle: bool,
+    /// Mark markable packets instead of dropping them on early decisions.
     pub ecn: bool,
+    /// What the thresholds count.
     pub unit: QueueUnit,
     inv_range: f64,
     /// `s`: transmission time of the typical small packet, in nanoseconds.
@@ -203,6 +210,7 @@ pub struct Red {
 }
 
 impl Red {
+    /// A policy with `avg = 0` and `count = 0`.
     pub fn new(cfg: RedConfig) -> Self {
         Red {
             cfg,
@@ -212,6 +220,7 @@ impl Red {
         }
     }
 
+    /// The validated constants.
     pub fn config(&self) -> &RedConfig {
         &self.cfg
     }

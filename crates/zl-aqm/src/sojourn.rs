@@ -45,6 +45,7 @@ pub struct SojournColorParams {
 }
 
 impl SojournColorParams {
+    /// One color's thresholds (ms) and probability.
     pub const fn new(min_th_ms: f64, max_th_ms: f64, p: f64) -> Self {
         SojournColorParams {
             min_th_ms,
@@ -109,6 +110,7 @@ impl SojournParams {
         }
     }
 
+    /// Checks every parameter.
     pub fn validate(&self) -> Result<SojournConfig, AqmConfigError> {
         let w = check::unit_open_closed("w", self.w)?;
         let names = [
@@ -142,20 +144,27 @@ impl SojournParams {
 /// One color's validated thresholds, in nanoseconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ColorThresholds {
+    /// Below this average sojourn, ns, nothing is dropped.
     pub min_th_ns: f64,
+    /// From this average sojourn, ns, every packet is dropped.
     pub max_th_ns: f64,
+    /// Drop probability between the thresholds.
     pub p: f64,
 }
 
 /// Validated constants, indexed by [`Color::index`].
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SojournConfig {
+    /// EWMA weight of the average sojourn.
     pub w: f64,
+    /// Thresholds per color, indexed by `Color::index`.
     pub colors: [ColorThresholds; 3],
+    /// Mark markable packets instead of dropping them on early decisions.
     pub ecn: bool,
 }
 
 impl SojournConfig {
+    /// The thresholds of `color`.
     pub fn thresholds(&self, color: Color) -> &ColorThresholds {
         &self.colors[color.index()]
     }
@@ -171,6 +180,7 @@ pub struct Sojourn {
 }
 
 impl Sojourn {
+    /// A policy with an average sojourn of 0.
     pub fn new(cfg: SojournConfig) -> Self {
         Sojourn {
             cfg,
@@ -179,6 +189,7 @@ impl Sojourn {
         }
     }
 
+    /// The validated constants.
     pub fn config(&self) -> &SojournConfig {
         &self.cfg
     }

@@ -50,7 +50,9 @@ pub fn sred_p1(q: u32, capacity: u32, p_max: f64) -> f64 {
 /// The intermediate probabilities of one SRED decision.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct SredTerms {
+    /// Eq. (1).
     pub p1: f64,
+    /// Eq. (2).
     pub p2: f64,
     /// Unclamped; the drop probability is `min(1, p3)`.
     pub p3: f64,
@@ -156,12 +158,15 @@ impl SredParams {
 /// Validated SRED constants.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SredConfig {
+    /// `0 < p_max <= 1`.
     pub p_max: f64,
+    /// Mark markable packets instead of dropping them.
     pub ecn: bool,
     /// `B/6`, packets.
     pub b_sixth: f64,
     /// `B/3`, packets.
     pub b_third: f64,
+    /// The Zombie List's configuration (the shared list's, when there is one).
     pub zombie: ZombieConfig,
 }
 
@@ -192,10 +197,12 @@ impl Sred {
         }
     }
 
+    /// The validated constants.
     pub fn config(&self) -> &SredConfig {
         &self.cfg
     }
 
+    /// The Zombie List this policy observes (shared or its own).
     pub fn zombie_list(&self) -> &Arc<ZombieList> {
         &self.list
     }

@@ -15,6 +15,7 @@ use crate::{Aqm, AqmStats, Nanos, PacketMeta, QueueView, Verdict};
 pub struct TailDropParams {}
 
 impl TailDropParams {
+    /// The policy (nothing to validate).
     pub fn build(&self) -> TailDrop {
         TailDrop::default()
     }

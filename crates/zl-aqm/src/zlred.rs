@@ -55,6 +55,7 @@ pub struct ZlRedInputs {
     pub th_min: f64,
     /// `B/3`, packets.
     pub b_third: f64,
+    /// The drop probability scale `p_max`.
     pub p_max: f64,
     /// The misbehaving multiplier `a >= 1`.
     pub a: f64,
@@ -74,10 +75,15 @@ pub struct ZlRedInputs {
 /// `min(1, p5)`).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ZlRedTerms {
+    /// Eq. (7).
     pub p1: f64,
+    /// Eq. (2).
     pub p2: f64,
+    /// Eq. (3).
     pub p3: f64,
+    /// Eq. (5).
     pub p4: f64,
+    /// Eq. (6).
     pub p5: f64,
     /// Eq. (4): `F > T * P(t)`.
     pub misbehaving: bool,
@@ -261,14 +267,19 @@ impl ZlRedParams {
 /// Validated ZL-RED constants.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ZlRedConfig {
+    /// `0 < p_max <= 1`.
     pub p_max: f64,
+    /// Start of probabilistic drop, packets.
     pub th_min: f64,
+    /// Misbehaving multiplier `a >= 1`.
     pub a: f64,
+    /// Mark markable packets instead of dropping them.
     pub ecn: bool,
     /// `B/3`, packets.
     pub b_third: f64,
     /// EWMA weight of `P_avg` (the Zombie List's `alpha`).
     pub alpha: f64,
+    /// The Zombie List's configuration (the shared list's, when there is one).
     pub zombie: ZombieConfig,
 }
 
@@ -337,10 +348,12 @@ impl ZlRed {
         }
     }
 
+    /// The validated constants.
     pub fn config(&self) -> &ZlRedConfig {
         &self.cfg
     }
 
+    /// The Zombie List this policy observes (shared or its own).
     pub fn zombie_list(&self) -> &Arc<ZombieList> {
         &self.list
     }

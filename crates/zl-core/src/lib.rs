@@ -4,8 +4,22 @@
 //! This crate sits at the bottom of the dependency graph and has no I/O. Algorithms never read
 //! a clock: the caller passes `now: Nanos`, so the same code runs on a live port (monotonic
 //! clock), on a pcap replay (virtual time) and inside the simulators (simulated time).
+//!
+//! # Example
+//!
+//! ```
+//! use zl_core::{Color, Ecn, Nanos};
+//!
+//! let sent = Nanos::from_micros(250);
+//! let now = Nanos::from_millis(1);
+//! assert_eq!((now - sent).as_nanos(), 750_000);
+//! assert_eq!(sent - now, Nanos::ZERO); // durations saturate at zero
+//! assert!(Ecn::from_bits(0b10).is_ecn_capable());
+//! assert_eq!(Color::Yellow.index(), 1);
+//! ```
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 use core::fmt;
 use core::ops::{Add, AddAssign, Sub};
@@ -21,15 +35,20 @@ use serde::{Deserialize, Serialize};
 pub struct Nanos(pub u64);
 
 impl Nanos {
+    /// The epoch (or a zero duration).
     pub const ZERO: Nanos = Nanos(0);
+    /// The largest time: "never" where a deadline is optional.
     pub const MAX: Nanos = Nanos(u64::MAX);
 
+    /// `s` whole seconds.
     pub const fn from_secs(s: u64) -> Self {
         Nanos(s * 1_000_000_000)
     }
+    /// `ms` whole milliseconds.
     pub const fn from_millis(ms: u64) -> Self {
         Nanos(ms * 1_000_000)
     }
+    /// `us` whole microseconds.
     pub const fn from_micros(us: u64) -> Self {
         Nanos(us * 1_000)
     }
@@ -41,12 +60,15 @@ impl Nanos {
             Nanos((s * 1e9).round() as u64)
         }
     }
+    /// The count of nanoseconds.
     pub const fn as_nanos(self) -> u64 {
         self.0
     }
+    /// In seconds, as `f64`.
     pub fn as_secs_f64(self) -> f64 {
         self.0 as f64 * 1e-9
     }
+    /// In milliseconds, as `f64`.
     pub fn as_millis_f64(self) -> f64 {
         self.0 as f64 * 1e-6
     }
@@ -115,6 +137,7 @@ impl Ecn {
             _ => Ecn::Ce,
         }
     }
+    /// The two-bit field value (`0b00` ..= `0b11`).
     pub const fn bits(self) -> u8 {
         match self {
             Ecn::NotEct => 0b00,
@@ -136,19 +159,24 @@ impl Ecn {
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum Color {
+    /// Within the committed rate (AFx1).
     #[default]
     Green,
+    /// Above the committed rate, within the excess or peak rate (AFx2).
     Yellow,
+    /// Above every rate (AFx3); dropped first.
     Red,
 }
 
 impl Color {
+    /// The three colors, green first (`ALL[c.index()] == c`).
     pub const ALL: [Color; 3] = [Color::Green, Color::Yellow, Color::Red];
 
     /// 0 for green, 1 for yellow, 2 for red: an index into per-color arrays.
     pub const fn index(self) -> usize {
         self as usize
     }
+    /// The name used in config files and reports (`"green"`, `"yellow"`, `"red"`).
     pub const fn name(self) -> &'static str {
         match self {
             Color::Green => "green",

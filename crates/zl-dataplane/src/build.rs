@@ -18,7 +18,7 @@ use crate::dataplane::{Dataplane, PortSlot};
 use crate::egress::{port_egress, Threading};
 use crate::forward::Forwarder;
 use crate::mt::{MtParams, MtRouter, RING_PACKETS};
-use crate::port::{GeneratorPort, GeneratorSetup, PcapPort, SinkPort};
+use crate::port::{FileAccess, GeneratorPort, GeneratorSetup, PcapPort, SinkPort};
 use crate::stats::GroupStats;
 
 /// A build failure: the config, or a port that could not open.
@@ -66,7 +66,27 @@ pub fn build_with_ports(
     base: &Path,
     supply: &mut PortSupplier<'_>,
 ) -> Result<Dataplane, BuildError> {
-    let parts = build_parts(cfg, base, supply, Threading::Single)?;
+    build_dataplane(cfg, base, supply, FileAccess::Open)
+}
+
+/// [`build_with_ports`] for `zlrouter check`: every check a build makes, without writing a
+/// file (output captures are checked, not created or truncated). The data plane it returns
+/// is for inspection; its pcap ports write nothing.
+pub fn check_with_ports(
+    cfg: &RouterConfig,
+    base: &Path,
+    supply: &mut PortSupplier<'_>,
+) -> Result<Dataplane, BuildError> {
+    build_dataplane(cfg, base, supply, FileAccess::CheckOnly)
+}
+
+fn build_dataplane(
+    cfg: &RouterConfig,
+    base: &Path,
+    supply: &mut PortSupplier<'_>,
+    access: FileAccess,
+) -> Result<Dataplane, BuildError> {
+    let parts = build_parts(cfg, base, supply, Threading::Single, access)?;
     let pool = BufPool::new(parts.pool_buffers, DEFAULT_BUF_SIZE);
     Dataplane::new(
         parts.slots,
@@ -89,7 +109,7 @@ pub fn build_threaded(
     supply: &mut PortSupplier<'_>,
     rx_workers: usize,
 ) -> Result<MtRouter, BuildError> {
-    let parts = build_parts(cfg, base, supply, Threading::Threaded)?;
+    let parts = build_parts(cfg, base, supply, Threading::Threaded, FileAccess::Open)?;
     let pool_per_worker = match cfg.run.pool_buffers {
         Some(n) => n as usize,
         None => {
@@ -124,12 +144,14 @@ struct RouterParts {
 }
 
 /// Validates `cfg` and builds its ports (asking `supply` first), their egress stages for
-/// `threading`, the forwarder and the generator flow groups.
+/// `threading`, the forwarder and the generator flow groups; pcap ports open their files
+/// as `access` says.
 fn build_parts(
     cfg: &RouterConfig,
     base: &Path,
     supply: &mut PortSupplier<'_>,
     threading: Threading,
+    access: FileAccess,
 ) -> Result<RouterParts, BuildError> {
     cfg.validate()?;
     let end = Nanos::from_secs_f64(cfg.run.duration_s);
@@ -232,7 +254,7 @@ fn build_parts(
                 let pc = p.pcap.as_ref().ok_or_else(|| {
                     invalid(format!("ports[{i}].pcap"), "(missing)", "a pcap table")
                 })?;
-                Box::new(PcapPort::open(&p.name, idx, pc, base)?)
+                Box::new(PcapPort::open_with(&p.name, idx, pc, base, access)?)
             }
             (None, PortKind::Sink) => Box::new(SinkPort::new(&p.name)),
         };

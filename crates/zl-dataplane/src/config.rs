@@ -217,8 +217,9 @@ pub struct RouteParams {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MetricsParams {
-    /// Address to serve `/metrics` on; none disables the endpoint. Loopback by default so a
-    /// router does not expose its counters to the network unless asked.
+    /// Address to serve `/metrics` on (`host:port`, or a bare port number on 127.0.0.1); none
+    /// disables the endpoint. Loopback by default so a router does not expose its counters to
+    /// the network unless asked.
     #[serde(default)]
     pub listen: Option<String>,
     /// Keep a Zombie List per egress port to estimate its active flows, 1/P(t) (spec/01
@@ -439,6 +440,10 @@ impl RouterConfig {
                     "only on a port of kind = \"pcap\"",
                 ));
             }
+        }
+        if let Some(listen) = &self.metrics.listen {
+            crate::control::listen_address(listen)
+                .map_err(|e| invalid("metrics.listen", format!("{listen:?}"), e))?;
         }
         self.forwarding()?;
         Ok(())

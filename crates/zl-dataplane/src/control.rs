@@ -1,11 +1,20 @@
 //! The control thread: a current-thread tokio runtime that serves the metrics endpoint
-//! (`GET /metrics`, Prometheus text from a [`MetricsHub`]) and turns SIGINT / SIGTERM into
-//! the forwarding loop's stop flag. It never touches the forwarding thread beyond the hub's
-//! atomics and that flag.
+//! (`GET /metrics`, Prometheus text from a [`MetricsHub`]) and turns SIGINT / SIGTERM /
+//! SIGHUP into the forwarding loop's stop flag. It never touches the forwarding thread beyond
+//! the hub's atomics and that flag.
+//!
+//! decided: SIGHUP stops the run like SIGTERM (final table, captures flushed) until the
+//! router can reload its config; by default it would kill the process with nothing written.
+//!
+//! A failed `accept()` (out of file descriptors, out of memory) is logged, counted
+//! (`zlrouter_metrics_accept_errors_total`) and retried after a back-off that doubles from
+//! [`ACCEPT_BACKOFF_MIN`] to [`ACCEPT_BACKOFF_MAX`]: the endpoint comes back once the cause
+//! goes away, and signals are still handled meanwhile.
 
-use std::net::SocketAddr;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -31,9 +40,26 @@ pub enum ControlError {
     Runtime(#[source] std::io::Error),
 }
 
+/// The address to bind for a metrics `listen` value: `host:port` as given, or a bare port on
+/// loopback (`"9464"` is `127.0.0.1:9464`: counters are not exposed to the network unless an
+/// address says so). Errors say what was expected; nothing is bound.
+pub fn listen_address(listen: &str) -> Result<String, String> {
+    if let Ok(port) = listen.parse::<u16>() {
+        return Ok(format!("127.0.0.1:{port}"));
+    }
+    match listen.to_socket_addrs().map(|mut a| a.next()) {
+        Ok(Some(_)) => Ok(listen.to_owned()),
+        Ok(None) => Err("a host:port whose host resolves to an address".to_owned()),
+        Err(e) => Err(format!(
+            "host:port (e.g. 127.0.0.1:9464) or a port number: {e}"
+        )),
+    }
+}
+
 impl ControlThread {
-    /// Starts the thread: serves `hub` on `listen` when given (`host:port`), and sets `stop`
-    /// on SIGINT or SIGTERM (a second signal exits the process at once).
+    /// Starts the thread: serves `hub` on `listen` when given (`host:port`, or a bare port on
+    /// loopback: [`listen_address`]), and sets `stop` on SIGINT, SIGTERM or SIGHUP (a second
+    /// signal exits the process at once).
     pub fn start(
         listen: Option<&str>,
         hub: Arc<MetricsHub>,
@@ -44,7 +70,12 @@ impl ControlThread {
             .build()
             .map_err(ControlError::Runtime)?;
         let listener = match listen {
-            Some(a) => {
+            Some(given) => {
+                let a = listen_address(given).map_err(|e| ControlError::Bind {
+                    addr: given.to_owned(),
+                    source: std::io::Error::new(std::io::ErrorKind::InvalidInput, e),
+                })?;
+                let a = a.as_str();
                 let std_listener =
                     std::net::TcpListener::bind(a).map_err(|e| ControlError::Bind {
                         addr: a.to_owned(),
@@ -68,13 +99,14 @@ impl ControlThread {
             use tokio::signal::unix::{signal, SignalKind};
             let int = signal(SignalKind::interrupt()).map_err(ControlError::Runtime)?;
             let term = signal(SignalKind::terminate()).map_err(ControlError::Runtime)?;
+            let hup = signal(SignalKind::hangup()).map_err(ControlError::Runtime)?;
             let listener = match listener {
                 Some(l) => {
                     Some(tokio::net::TcpListener::from_std(l).map_err(ControlError::Runtime)?)
                 }
                 None => None,
             };
-            ((int, term), listener)
+            ((int, term, hup), listener)
         };
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::Builder::new()
@@ -115,53 +147,130 @@ impl Drop for ControlThread {
 }
 
 /// How long the metrics endpoint waits for a client's request and its own answer.
-const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// First pause after a failed `accept()`.
+pub const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
+/// Longest pause between retries of a failing `accept()`.
+pub const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+type Signals = (
+    tokio::signal::unix::Signal,
+    tokio::signal::unix::Signal,
+    tokio::signal::unix::Signal,
+);
 
 async fn control(
     listener: Option<tokio::net::TcpListener>,
-    (mut int, mut term): (tokio::signal::unix::Signal, tokio::signal::unix::Signal),
+    (mut int, mut term, mut hup): Signals,
     hub: Arc<MetricsHub>,
     stop: Arc<AtomicBool>,
     mut shutdown: tokio::sync::oneshot::Receiver<()>,
 ) {
+    // After a failed accept: when to try again, and the pause after the next failure.
+    let mut resume: Option<tokio::time::Instant> = None;
+    let mut backoff = ACCEPT_BACKOFF_MIN;
     loop {
+        let accept = async {
+            let Some(l) = &listener else {
+                return std::future::pending().await;
+            };
+            if let Some(t) = resume {
+                tokio::time::sleep_until(t).await;
+            }
+            l.accept().await
+        };
         tokio::select! {
             _ = &mut shutdown => return,
-            Some(_) = int.recv() => on_signal(&stop),
-            Some(_) = term.recv() => on_signal(&stop),
-            Ok((mut sock, _)) = async { match &listener { Some(l) => l.accept().await, None => std::future::pending().await } } => {
-                let hub = hub.clone();
-                // A client that sends nothing is cut off after REQUEST_TIMEOUT, so idle
-                // connections cannot pile up tasks.
-                tokio::spawn(tokio::time::timeout(REQUEST_TIMEOUT, async move {
-                    // Read the whole request head (up to 4 KiB) before answering: closing a
-                    // socket with unread input makes the kernel reset the connection.
-                    let mut req = [0u8; 4096];
-                    let mut n = 0;
-                    while n < req.len() && !req[..n].windows(4).any(|w| w == b"\r\n\r\n") {
-                        match sock.read(&mut req[n..]).await {
-                            Ok(0) | Err(_) => break,
-                            Ok(k) => n += k,
-                        }
+            Some(_) = int.recv() => on_signal(&stop, "SIGINT"),
+            Some(_) = term.recv() => on_signal(&stop, "SIGTERM"),
+            Some(_) = hup.recv() => on_signal(&stop, "SIGHUP"),
+            accepted = accept => match accepted {
+                Ok((sock, _)) => {
+                    resume = None;
+                    backoff = ACCEPT_BACKOFF_MIN;
+                    tokio::spawn(tokio::time::timeout(REQUEST_TIMEOUT, serve(sock, hub.clone())));
+                }
+                Err(e) => {
+                    hub.count_accept_error();
+                    // Logged at the first failure of a run of them, not at every retry.
+                    if resume.is_none() {
+                        tracing::warn!(
+                            "metrics endpoint: accept failed ({e}); retrying with a back-off \
+                             up to {} ms ({} failure(s) so far)",
+                            ACCEPT_BACKOFF_MAX.as_millis(),
+                            hub.accept_errors()
+                        );
                     }
-                    let line = std::str::from_utf8(&req[..n]).unwrap_or("").lines().next().unwrap_or("");
-                    let resp = if line.starts_with("GET /metrics") {
-                        let body = hub.encode();
-                        format!("HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\r\n{body}", body.len())
-                    } else {
-                        "HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n".to_owned()
-                    };
-                    let _ = sock.write_all(resp.as_bytes()).await;
-                }));
-            }
+                    resume = Some(tokio::time::Instant::now() + backoff);
+                    backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
+                }
+            },
         }
     }
 }
 
-fn on_signal(stop: &AtomicBool) {
+/// Answers one connection: reads the request head, writes the metrics or a 404. A client that
+/// sends nothing is cut off by the caller's REQUEST_TIMEOUT, so idle connections cannot pile
+/// up tasks.
+async fn serve(mut sock: tokio::net::TcpStream, hub: Arc<MetricsHub>) {
+    // Read the whole request head (up to 4 KiB) before answering: closing a socket with
+    // unread input makes the kernel reset the connection.
+    let mut req = [0u8; 4096];
+    let mut n = 0;
+    while n < req.len() && !req[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+        match sock.read(&mut req[n..]).await {
+            Ok(0) | Err(_) => break,
+            Ok(k) => n += k,
+        }
+    }
+    let resp = match route(&req[..n]) {
+        Route::Metrics => {
+            let body = hub.encode();
+            format!(
+                "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+        }
+        Route::NotFound => "HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n".to_owned(),
+    };
+    let _ = sock.write_all(resp.as_bytes()).await;
+}
+
+/// What a request asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// `GET /metrics`.
+    Metrics,
+    /// Anything else, malformed requests included.
+    NotFound,
+}
+
+/// Routes a request head (the bytes read so far, at most 4 KiB, any content): only a first
+/// line starting `GET /metrics` is served. Never panics (fuzzed: `fuzz/fuzz_targets/
+/// metrics_request.rs`).
+pub fn route(head: &[u8]) -> Route {
+    let line = std::str::from_utf8(head)
+        .unwrap_or("")
+        .lines()
+        .next()
+        .unwrap_or("");
+    if line.starts_with("GET /metrics") {
+        Route::Metrics
+    } else {
+        Route::NotFound
+    }
+}
+
+fn on_signal(stop: &AtomicBool, name: &str) {
     // Relaxed: the flag carries no data; the loop only needs to see it eventually.
     if stop.swap(true, Ordering::Relaxed) {
         std::process::exit(130);
     }
-    eprintln!("\nzlrouter: stopping (signal); a second signal exits at once");
+    // A closed stderr must not stop the control thread.
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "\nzlrouter: stopping (signal {name}); a second signal exits at once"
+    );
 }

@@ -27,7 +27,9 @@ pub mod route;
 pub mod stats;
 pub mod view;
 
-pub use build::{build, build_threaded, build_with_ports, BoxedPort, BuildError, PortSupplier};
+pub use build::{
+    build, build_threaded, build_with_ports, check_with_ports, BoxedPort, BuildError, PortSupplier,
+};
 pub use config::{ConfigError, RouterConfig, DEFAULT_CONFIG};
 pub use dataplane::{Dataplane, StopReason};
 pub use stats::{DropCause, FateCounters, Fates, GroupStats};

@@ -474,6 +474,9 @@ impl Visit for Publisher<'_> {
 #[derive(Debug)]
 pub struct MetricsHub {
     families: Vec<Family>,
+    /// Connections the metrics endpoint failed to accept (file descriptors exhausted, ...);
+    /// written by the control thread.
+    accept_errors: AtomicU64,
 }
 
 /// Families whose values are f64 bits rather than integers.
@@ -489,7 +492,21 @@ impl MetricsHub {
     pub fn new(dp: &dyn RouterView) -> Self {
         let mut b = Builder(Vec::new());
         walk(dp, Nanos::ZERO, &mut b);
-        MetricsHub { families: b.0 }
+        MetricsHub {
+            families: b.0,
+            accept_errors: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts one failed `accept()` of the metrics endpoint.
+    pub fn count_accept_error(&self) {
+        // Relaxed: a counter read on its own.
+        self.accept_errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Failed `accept()`s of the metrics endpoint so far.
+    pub fn accept_errors(&self) -> u64 {
+        self.accept_errors.load(Ordering::Relaxed)
     }
 
     /// Stores the current counters (called by the forwarding thread at a low rate).
@@ -553,6 +570,14 @@ impl Collector for HubCollector {
                 }
             }
         }
+        let mut me = encoder.encode_descriptor(
+            "zlrouter_metrics_accept_errors",
+            "Connections the metrics endpoint failed to accept (e.g. out of file descriptors); \
+             each is logged, and accepting resumes after a back-off",
+            None,
+            MetricType::Counter,
+        )?;
+        me.encode_counter::<NoLabelSet, _, u64>(&self.0.accept_errors(), None)?;
         Ok(())
     }
 }

@@ -128,3 +128,145 @@ weight = 1
     assert_eq!(t.received, t.forwarded + t.dropped() + dp.queued());
     assert_eq!(dp.buffers_in_use(), 0);
 }
+
+/// A capture of `link_type` holding one 60-byte frame.
+fn write_linktype(path: &Path, link_type: u32) {
+    let header = pcap_file::pcap::PcapHeader {
+        datalink: pcap_file::DataLink::from(link_type),
+        ..Default::default()
+    };
+    let mut w = PcapWriter::with_header(std::fs::File::create(path).unwrap(), header).unwrap();
+    w.write_packet(&PcapPacket::new(Duration::ZERO, 60, &[0x45; 60]))
+        .unwrap();
+}
+
+/// Issue 13 defect 4: raw IP, Linux cooked and radiotap captures were accepted and every frame
+/// became a `parse_error`. Now the port refuses them, naming the link type.
+#[test]
+fn a_capture_that_is_not_ethernet_is_refused_naming_its_link_type() {
+    let d = dir("pcap-linktype");
+    for (lt, name) in [
+        (101, "raw IP"),
+        (113, "Linux cooked"),
+        (127, "radiotap"),
+        (228, "raw IPv4"),
+        (147, "link type 147"),
+    ] {
+        write_linktype(&d.join("in.pcap"), lt);
+        match open(&d, "in.pcap") {
+            Err(PortError::BadInput { detail, .. }) => {
+                assert!(detail.contains(&format!("link type {lt}")), "{detail}");
+                assert!(detail.contains(name), "{detail}");
+                assert!(detail.contains("only Ethernet"), "{detail}");
+            }
+            other => panic!("link type {lt}: expected BadInput, got {other:?}"),
+        }
+    }
+    write_linktype(&d.join("in.pcap"), 1);
+    assert!(open(&d, "in.pcap").is_ok());
+}
+
+/// Issue 13 defect 2: `zlrouter check` created (truncated) every output capture. Opened with
+/// `FileAccess::CheckOnly` the port leaves an existing capture's bytes alone and creates no new
+/// file or directory, yet still refuses an output path it could not create.
+#[test]
+fn checking_a_port_writes_nothing() {
+    use zl_dataplane::port::FileAccess;
+    let d = dir("pcap-check-only");
+    let out = d.join("out.pcap");
+    write(&out, &[0, 10, 20, 30]);
+    let before = std::fs::read(&out).unwrap();
+    let params = |w: &str| PcapParams {
+        read: None,
+        write: Some(w.into()),
+    };
+    let port = PcapPort::open_with("p", 0, &params("out.pcap"), &d, FileAccess::CheckOnly);
+    assert!(port.is_ok(), "{port:?}");
+    drop(port);
+    assert_eq!(std::fs::read(&out).unwrap(), before, "the capture changed");
+    let port = PcapPort::open_with("p", 0, &params("new/dir/x.pcap"), &d, FileAccess::CheckOnly);
+    assert!(port.is_ok(), "{port:?}");
+    drop(port);
+    assert!(!d.join("new").exists(), "check created a directory");
+    // A path under a regular file can never be created: refused at check.
+    let r = PcapPort::open_with(
+        "p",
+        0,
+        &params("out.pcap/x.pcap"),
+        &d,
+        FileAccess::CheckOnly,
+    );
+    assert!(r.is_err(), "{r:?}");
+    let r = PcapPort::open_with("p", 0, &params("."), &d, FileAccess::CheckOnly);
+    assert!(r.is_err(), "{r:?}");
+}
+
+/// Frames on the output capture: `n` frames of `len` bytes sent at `at`.
+fn send_frames(port: &mut PcapPort, pool: &mut BufPool, at: Nanos, n: usize, len: usize) -> usize {
+    let mut batch = Batch::new();
+    for i in 0..n {
+        let mut b = pool.alloc().unwrap();
+        b.copy_from(&vec![i as u8; len]).unwrap();
+        batch.push(b).unwrap();
+    }
+    port.send(at, &mut batch, pool).unwrap_or(0)
+}
+
+/// The output capture holds whole records at every moment: each write to the file ends on a
+/// record boundary (issue 13 defect 6: a killed router left a capture "cut short in the
+/// middle of a packet"). Checked after every send of frames of an awkward size, while the
+/// port is still open, by parsing the file as it is on disk.
+#[test]
+fn the_output_capture_on_disk_always_ends_at_a_whole_record() {
+    let d = dir("pcap-whole-records");
+    let params = PcapParams {
+        read: None,
+        write: Some("out.pcap".into()),
+    };
+    let mut port = PcapPort::open("p", 0, &params, &d).unwrap();
+    let mut pool = BufPool::new(64, 2048);
+    let mut on_disk_max = 0;
+    for round in 0..200u64 {
+        let sent = send_frames(
+            &mut port,
+            &mut pool,
+            Nanos::from_micros(round * 100),
+            32,
+            1001,
+        );
+        assert_eq!(sent, 32);
+        let bytes = std::fs::read(d.join("out.pcap")).unwrap();
+        let mut r = pcap_file::pcap::PcapReader::new(&bytes[..]).expect("the header is written");
+        let mut n = 0;
+        while let Some(p) = r.next_packet() {
+            let p = p.unwrap_or_else(|e| panic!("round {round}: {e} after {n} records"));
+            assert_eq!(p.data.len(), 1001);
+            n += 1;
+        }
+        on_disk_max = on_disk_max.max(n);
+    }
+    assert!(on_disk_max > 0, "nothing reached the file before the flush");
+    port.flush().unwrap();
+    let bytes = std::fs::read(d.join("out.pcap")).unwrap();
+    assert_eq!(bytes.len(), 24 + 200 * 32 * (16 + 1001));
+    assert_eq!(port.counters().tx_packets, 200 * 32);
+}
+
+/// A write that fails (a full device) is reported once with the OS's reason and the file's
+/// name, and the frames it held are `tx_errors`, not `tx_packets`. Before, the message was
+/// pcap-file's "Error reading bytes".
+#[test]
+fn a_full_device_is_a_clear_error_and_counted() {
+    if !Path::new("/dev/full").exists() {
+        return;
+    }
+    let params = PcapParams {
+        read: None,
+        write: Some("/dev/full".into()),
+    };
+    // The 24-byte header is written at open: refused there.
+    let e = PcapPort::open("p", 0, &params, Path::new("/")).unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("No space left on device"), "{text}");
+    assert!(!text.contains("Error reading bytes"), "{text}");
+}

@@ -26,6 +26,7 @@
 //! straight to `now`.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 mod port;
 
@@ -71,8 +72,11 @@ impl DelayLineConfig {
 #[derive(Clone, Copy, Debug, PartialEq, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct DelayParams {
+    /// The one-way delay, ms (fractions allowed).
     pub delay_ms: f64,
+    /// The most items in flight at once.
     pub capacity: usize,
+    /// The wheel's tick, µs (default 10): items are released at most one tick late.
     #[serde(default = "default_tick_us")]
     pub tick_us: u64,
 }
@@ -100,18 +104,33 @@ impl DelayParams {
 /// Why a [`DelayLineConfig`] was rejected.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum DelayConfigError {
+    /// The tick is zero.
     #[error("delay line tick must be > 0 ns")]
     ZeroTick,
+    /// The delay is negative or not a number.
     #[error("delay_ms must be a finite number >= 0, got {delay_ms}")]
-    Delay { delay_ms: f64 },
+    Delay {
+        /// The value given.
+        delay_ms: f64,
+    },
+    /// The capacity is zero or too large.
     #[error("delay line capacity must be between 1 and {max}, got {got}")]
-    Capacity { got: usize, max: usize },
+    Capacity {
+        /// The capacity given.
+        got: usize,
+        /// The largest allowed.
+        max: usize,
+    },
     #[error(
         "delay of {delay} with a tick of {tick} needs more than {max} wheel buckets; use a coarser tick"
     )]
+    /// The delay needs more wheel buckets than the line allows at this tick.
     WheelTooLarge {
+        /// The delay.
         delay: Nanos,
+        /// The tick.
         tick: Nanos,
+        /// The most buckets allowed.
         max: usize,
     },
 }
@@ -230,6 +249,7 @@ impl<T> DelayLine<T> {
         self.len
     }
 
+    /// True when nothing is in flight.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -244,6 +264,7 @@ impl<T> DelayLine<T> {
         self.buckets.len()
     }
 
+    /// The line's counters.
     pub fn stats(&self) -> DelayStats {
         self.stats
     }

@@ -24,6 +24,7 @@ pub struct DelayedPort<P> {
 }
 
 impl<P: Port> DelayedPort<P> {
+    /// Wraps `inner`; packets it receives come out of `recv` after the configured delay.
     pub fn new(inner: P, config: DelayLineConfig) -> Result<Self, DelayConfigError> {
         Ok(DelayedPort {
             inner,
@@ -32,14 +33,17 @@ impl<P: Port> DelayedPort<P> {
         })
     }
 
+    /// The wrapped port.
     pub fn inner(&self) -> &P {
         &self.inner
     }
 
+    /// The wrapped port, mutably.
     pub fn inner_mut(&mut self) -> &mut P {
         &mut self.inner
     }
 
+    /// The delay line's counters.
     pub fn delay_stats(&self) -> DelayStats {
         self.line.stats()
     }

@@ -19,6 +19,7 @@ impl Default for Batch {
 }
 
 impl Batch {
+    /// An empty batch, its room allocated now (`BATCH_CAPACITY` packets).
     pub fn new() -> Self {
         Batch {
             pkts: Vec::with_capacity(BATCH_CAPACITY),
@@ -33,14 +34,17 @@ impl Batch {
         self.pkts.push(pkt);
         Ok(())
     }
+    /// Packets in the batch.
     #[inline]
     pub fn len(&self) -> usize {
         self.pkts.len()
     }
+    /// True when the batch holds no packet.
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.pkts.is_empty()
     }
+    /// True when no packet fits any more.
     #[inline]
     pub fn is_full(&self) -> bool {
         self.pkts.len() >= BATCH_CAPACITY
@@ -55,6 +59,7 @@ impl Batch {
     pub fn iter(&self) -> core::slice::Iter<'_, PacketBuf> {
         self.pkts.iter()
     }
+    /// The packets, in arrival order, mutably.
     #[inline]
     pub fn iter_mut(&mut self) -> core::slice::IterMut<'_, PacketBuf> {
         self.pkts.iter_mut()

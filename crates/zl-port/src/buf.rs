@@ -50,6 +50,7 @@ impl PacketBuf {
     pub fn len(&self) -> usize {
         self.len as usize
     }
+    /// True when the buffer holds no bytes.
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.len == 0

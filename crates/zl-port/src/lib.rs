@@ -22,6 +22,7 @@
 //! This crate sits just above `zl-core` and below every backend and the data plane.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 mod batch;
 mod buf;
@@ -104,18 +105,31 @@ pub enum Readiness {
 pub enum PortError {
     /// The interface went away (unplugged, deleted namespace, driver unbound).
     #[error("port `{port}`: interface is gone ({detail})")]
-    InterfaceGone { port: String, detail: String },
+    InterfaceGone {
+        /// The port's name.
+        port: String,
+        /// What the system said.
+        detail: String,
+    },
     /// Any other I/O failure.
     #[error("port `{port}`: {context}: {source}")]
     Io {
+        /// The port's name.
         port: String,
+        /// What the port was doing.
         context: &'static str,
+        /// The system's error.
         #[source]
         source: std::io::Error,
     },
     /// The port's input is malformed (e.g. a pcap file that is not one).
     #[error("port `{port}`: {detail}")]
-    BadInput { port: String, detail: String },
+    BadInput {
+        /// The port's name.
+        port: String,
+        /// What is wrong with it.
+        detail: String,
+    },
 }
 
 /// A packet I/O endpoint driven by the poll loop on one thread.

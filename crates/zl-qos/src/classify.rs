@@ -32,7 +32,9 @@ pub const fn cs(n: u8) -> u8 {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum DscpSpec {
+    /// The code point as a number, 0..=63.
     Number(u8),
+    /// The code point by name (`ef`, `af11`..`af43`, `cs0`..`cs7`, `be`).
     Name(String),
 }
 
@@ -63,8 +65,11 @@ pub fn dscp_by_name(name: &str) -> Option<u8> {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DscpRule {
+    /// The code point this entry maps.
     pub dscp: DscpSpec,
+    /// The class it goes to, by name.
     pub class: String,
+    /// The incoming color it carries (for color-aware meters). Default green.
     #[serde(default)]
     pub color: Color,
 }
@@ -73,14 +78,26 @@ pub struct DscpRule {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lookup {
     /// The code point is in the table.
-    Mapped { class: usize, color: Color },
+    Mapped {
+        /// The class index.
+        class: usize,
+        /// The entry's incoming color.
+        color: Color,
+    },
     /// No entry: the default class, green.
-    Unmapped { class: usize },
+    Unmapped {
+        /// The default class's index.
+        class: usize,
+    },
     /// No code point (unparsable packet or value > 63): the default class, green.
-    Unparsed { class: usize },
+    Unparsed {
+        /// The default class's index.
+        class: usize,
+    },
 }
 
 impl Lookup {
+    /// The class index, whatever the case.
     #[inline]
     pub fn class(self) -> usize {
         match self {
@@ -89,6 +106,7 @@ impl Lookup {
             | Lookup::Unparsed { class } => class,
         }
     }
+    /// The incoming color: the entry's when mapped, else green.
     #[inline]
     pub fn color(self) -> Color {
         match self {
@@ -168,6 +186,7 @@ impl DscpTable {
         }
     }
 
+    /// The index of the class unmapped and unparsable packets go to.
     pub fn default_class(&self) -> usize {
         self.default_class
     }

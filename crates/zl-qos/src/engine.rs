@@ -47,15 +47,20 @@ pub struct Classified {
 /// A discarded packet, handed back with the reason.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Dropped<T> {
+    /// Why: an early, forced or tail drop.
     pub verdict: Verdict,
+    /// The caller's item, back to free or reuse.
     pub item: T,
 }
 
 /// A packet leaving the engine.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Departed<T> {
+    /// The caller's item.
     pub item: T,
+    /// The class it left.
     pub class: usize,
+    /// What the AQM saw of it.
     pub meta: PacketMeta,
     /// Time spent in the class queue.
     pub sojourn: Nanos,
@@ -74,9 +79,11 @@ pub struct Burst {
 /// What [`QosEngine::dequeue`] found.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Dequeue<T> {
+    /// The next packet.
     Packet(Departed<T>),
     /// A packet is waiting but the shaper holds it until `until`.
     Hold {
+        /// When the shaper lets it go.
         until: Nanos,
     },
     /// Every queue is empty.
@@ -572,6 +579,7 @@ impl<T> QosEngine<T> {
         self.classes.get(class).map(|c| *c.aqm.get(color).stats())
     }
 
+    /// The classifier's counters (unmapped, unparsable, invalid class).
     pub fn classifier_stats(&self) -> ClassifierStats {
         self.classifier_stats
     }
@@ -581,6 +589,7 @@ impl<T> QosEngine<T> {
         self.classes.iter().map(|c| c.queue.len() as usize).sum()
     }
 
+    /// True when every class queue is empty.
     pub fn is_empty(&self) -> bool {
         self.classes.iter().all(|c| c.queue.is_empty())
     }

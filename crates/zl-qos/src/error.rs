@@ -6,11 +6,14 @@ use core::fmt;
 /// (e.g. `classes[1].meter.pir_bps`); `reason` says what was wrong in words.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct QosConfigError {
+    /// The config key, as a path (`classes[1].meter.pir_bps`).
     pub key: String,
+    /// What was wrong, in words.
     pub reason: String,
 }
 
 impl QosConfigError {
+    /// An error naming `key` and the `reason`.
     pub fn new(key: impl Into<String>, reason: impl Into<String>) -> Self {
         QosConfigError {
             key: key.into(),

@@ -10,8 +10,46 @@
 //! packet; bad input is a typed [`QosConfigError`] naming the config key, or a counted drop,
 //! never a panic. The crate has no packet-bytes dependency: the data plane parses the DSCP and
 //! applies the re-marking, the simulators use their own packet structs as queue items.
+//!
+//! # Example
+//!
+//! ```
+//! use rand::SeedableRng;
+//! use zl_aqm::PacketMeta;
+//! use zl_core::Nanos;
+//! use zl_qos::{Dequeue, QosEngine, QosParams};
+//!
+//! // One strict EF class above best effort, on a 10 Mbit/s link.
+//! let params: QosParams = toml::from_str(
+//!     r#"
+//!     link_rate_bps = 10_000_000
+//!     [[classes]]
+//!     name = "ef"
+//!     strict_rank = 0
+//!     [[classes]]
+//!     name = "be"
+//!     weight = 1
+//!     aqm = { kind = "zl-red" }
+//!     "#,
+//! )?;
+//! let mut qos: QosEngine<&str> = QosEngine::new(&params)?;
+//! let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+//! let pkt = PacketMeta { len: 1000, ..PacketMeta::default() };
+//! // Unmarked traffic goes to BE, DSCP 46 to EF; the engine holds the caller's items.
+//! let (_, verdict) = qos.enqueue(Nanos(0), &mut rng, None, pkt, "bulk", |_| {});
+//! assert!(verdict.is_ok());
+//! let (_, verdict) = qos.enqueue(Nanos(0), &mut rng, Some(46), pkt, "voice", |_| {});
+//! assert!(verdict.is_ok());
+//! // EF leaves first.
+//! match qos.dequeue(Nanos(1)) {
+//!     Dequeue::Packet(d) => assert_eq!(d.item, "voice"),
+//!     other => panic!("{other:?}"),
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 mod bucket;
 pub mod classify;

@@ -38,18 +38,27 @@ pub enum ColorMode {
 pub enum MeterParams {
     /// RFC 2697 single-rate three-color marker.
     Srtcm {
+        /// Committed information rate, bit/s.
         cir_bps: u64,
+        /// Committed burst size, bytes.
         cbs_bytes: u64,
+        /// Excess burst size, bytes.
         ebs_bytes: u64,
+        /// Color-blind (default) or color-aware.
         #[serde(default)]
         mode: ColorMode,
     },
     /// RFC 2698 two-rate three-color marker.
     Trtcm {
+        /// Committed information rate, bit/s.
         cir_bps: u64,
+        /// Committed burst size, bytes.
         cbs_bytes: u64,
+        /// Peak information rate, bit/s (`>= cir_bps`).
         pir_bps: u64,
+        /// Peak burst size, bytes.
         pbs_bytes: u64,
+        /// Color-blind (default) or color-aware.
         #[serde(default)]
         mode: ColorMode,
     },
@@ -251,7 +260,9 @@ impl Trtcm {
 /// Either meter, for static dispatch from config.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Meter {
+    /// RFC 2697 single-rate three-color marker.
     Srtcm(Srtcm),
+    /// RFC 2698 two-rate three-color marker.
     Trtcm(Trtcm),
 }
 

@@ -44,8 +44,11 @@ fn yes() -> bool {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ByColor<T> {
+    /// For green packets.
     pub green: T,
+    /// For yellow packets.
     pub yellow: T,
+    /// For red packets.
     pub red: T,
 }
 
@@ -143,6 +146,7 @@ impl Default for ClassifierParams {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SchedulerParams {
+    /// WRR (quantum in packets, default) or DRR (quantum in bytes).
     #[serde(default)]
     pub mode: SchedMode,
 }
@@ -154,9 +158,12 @@ pub struct QosParams {
     /// The egress link rate in bits/s (AQM idle decay); default: the shaper's rate.
     #[serde(default)]
     pub link_rate_bps: Option<u64>,
+    /// The classes, each with its queue, meter, AQM and scheduling share.
     pub classes: Vec<ClassParams>,
+    /// DSCP -> class mapping.
     #[serde(default)]
     pub classifier: ClassifierParams,
+    /// How the weighted classes share the link.
     #[serde(default)]
     pub scheduler: SchedulerParams,
     /// Egress shaper; none = the link itself paces dequeues.

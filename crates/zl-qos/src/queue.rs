@@ -18,15 +18,20 @@ use zl_core::Nanos;
 /// A queue's active limits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Capacity {
+    /// Most packets queued at once.
     pub packets: u32,
+    /// Most bytes queued at once.
     pub bytes: u64,
 }
 
 /// One queued packet.
 #[derive(Debug)]
 pub struct Queued<T> {
+    /// The caller's item (a buffer, a simulated packet).
     pub item: T,
+    /// What the AQM saw of the packet.
     pub meta: PacketMeta,
+    /// When it was queued (for the sojourn time).
     pub enqueued_at: Nanos,
 }
 
@@ -56,22 +61,27 @@ impl<T> ClassQueue<T> {
         }
     }
 
+    /// Packets queued.
     pub fn len(&self) -> u32 {
         self.ring.len() as u32
     }
 
+    /// True when no packet is queued.
     pub fn is_empty(&self) -> bool {
         self.ring.is_empty()
     }
 
+    /// Bytes queued.
     pub fn bytes(&self) -> u64 {
         self.bytes
     }
 
+    /// The limits in force now (a live buffer rule may change them).
     pub fn capacity(&self) -> Capacity {
         self.cap
     }
 
+    /// The ring's size: the most packets the queue can ever hold.
     pub fn max_packets(&self) -> u32 {
         self.max_packets
     }

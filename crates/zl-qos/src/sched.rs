@@ -31,9 +31,15 @@ pub enum SchedMode {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SchedClass {
     /// Served before every weighted class; lower `rank` first.
-    Strict { rank: u32 },
+    Strict {
+        /// Lower ranks are served first.
+        rank: u32,
+    },
     /// Round-robin member with a quantum (packets for WRR, bytes for DRR).
-    Weighted { quantum: u32 },
+    Weighted {
+        /// Packets (WRR) or bytes (DRR) per round.
+        quantum: u32,
+    },
 }
 
 /// The scheduler's state over `n` classes (indices into the caller's queue array).
@@ -100,6 +106,7 @@ impl Scheduler {
         s
     }
 
+    /// WRR or DRR.
     pub fn mode(&self) -> SchedMode {
         self.mode
     }

@@ -49,6 +49,7 @@ pub struct ShaperParams {
 }
 
 impl ShaperParams {
+    /// Validates the parameters and builds the shaper.
     pub fn build(&self) -> Result<Shaper, QosConfigError> {
         if self.rate_bps == 0 || self.rate_bps > MAX_RATE_BPS {
             return Err(QosConfigError::new(
@@ -95,6 +96,7 @@ impl Shaper {
         }
     }
 
+    /// The configured rate, bit/s.
     pub fn rate_bps(&self) -> u64 {
         self.rate_bps
     }

@@ -27,28 +27,47 @@ use crate::queue::Capacity;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "rule", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum BufferRule {
+    /// As written.
     Fixed {
+        /// Packets.
         packets: u32,
+        /// Bytes; none: unbounded in bytes.
         #[serde(default)]
         bytes: Option<u64>,
     },
+    /// `C * RTT` bytes.
     Bdp {
+        /// `C`, bit/s.
         rate_bps: u64,
+        /// `RTT`, ms.
         rtt_ms: f64,
     },
+    /// `C * RTT / sqrt(N)` bytes.
     SqrtN {
+        /// `C`, bit/s.
         rate_bps: u64,
+        /// `RTT`, ms.
         rtt_ms: f64,
+        /// `N`, the number of long-lived flows.
         n: u32,
     },
+    /// A few tens of packets, for paced senders.
     Tiny {
+        /// Packets.
         packets: u32,
     },
+    /// `C * RTT / sqrt(N)` with `N = 1/P(t)` from the Zombie List, re-evaluated every
+    /// `period_ms`.
     SqrtNLive {
+        /// `C`, bit/s.
         rate_bps: u64,
+        /// `RTT`, ms.
         rtt_ms: f64,
+        /// The smallest capacity, bytes.
         floor_bytes: u64,
+        /// The largest capacity, bytes.
         ceiling_bytes: u64,
+        /// How often N is read again, ms.
         period_ms: f64,
     },
 }

@@ -14,10 +14,13 @@ pub const SOJOURN_BUCKETS: usize = 24;
 /// `2^22 µs` (about 4.2 s) up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SojournHistogram {
+    /// Samples per bucket (see the type's doc for the bounds).
     pub buckets: [u64; SOJOURN_BUCKETS],
     /// Sum of all samples in ns (for an exact mean).
     pub sum_ns: u128,
+    /// Samples recorded.
     pub count: u64,
+    /// The longest sample, ns.
     pub max_ns: u64,
 }
 
@@ -53,6 +56,7 @@ impl SojournHistogram {
         }
     }
 
+    /// Adds one sample.
     #[inline]
     pub fn record(&mut self, sojourn: Nanos) {
         let ns = sojourn.0;
@@ -71,6 +75,7 @@ impl SojournHistogram {
         }
     }
 
+    /// Adds every sample of `other`.
     pub fn merge(&mut self, other: &SojournHistogram) {
         for (a, b) in self.buckets.iter_mut().zip(other.buckets.iter()) {
             *a += b;
@@ -86,19 +91,26 @@ impl SojournHistogram {
 pub struct ColorStats {
     /// Packets admitted (including marked ones).
     pub enqueued: u64,
+    /// Bytes admitted.
     pub enqueued_bytes: u64,
+    /// Packets that left the queue.
     pub dequeued: u64,
+    /// Bytes that left the queue.
     pub dequeued_bytes: u64,
     /// Admitted with CE set.
     pub marks: u64,
+    /// Probabilistic drops by the AQM.
     pub early_drops: u64,
+    /// Deterministic drops by the AQM, and red packets policed away (`drop_red`).
     pub forced_drops: u64,
     /// Dropped because the queue was full (or the packet exceeds what the shaper can send).
     pub tail_drops: u64,
+    /// Sojourn times of the packets that left.
     pub sojourn: SojournHistogram,
 }
 
 impl ColorStats {
+    /// Counts one arrival's verdict (`len` bytes).
     #[inline]
     pub fn record_verdict(&mut self, v: Verdict, len: u32) {
         match v {
@@ -121,14 +133,17 @@ impl ColorStats {
         self.enqueued_bytes += len as u64;
     }
 
+    /// Drops of every cause.
     pub fn drops(&self) -> u64 {
         self.early_drops + self.forced_drops + self.tail_drops
     }
 
+    /// Arrivals: admitted plus dropped.
     pub fn arrivals(&self) -> u64 {
         self.enqueued + self.drops()
     }
 
+    /// Adds `o`'s counters to these.
     pub fn merge(&mut self, o: &ColorStats) {
         self.enqueued += o.enqueued;
         self.enqueued_bytes += o.enqueued_bytes;
@@ -145,13 +160,16 @@ impl ColorStats {
 /// Counters for one class.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ClassStats {
+    /// Counters per color, indexed by `Color::index`.
     pub per_color: [ColorStats; 3],
     /// Current queue length.
     pub len_packets: u32,
+    /// Current queue length, bytes.
     pub len_bytes: u64,
 }
 
 impl ClassStats {
+    /// The counters of color `c`.
     pub fn color(&self, c: Color) -> &ColorStats {
         &self.per_color[c.index()]
     }

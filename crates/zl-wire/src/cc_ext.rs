@@ -61,9 +61,13 @@ impl CcExt {
 /// The header's content, for building packets (senders, simulators, tests).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct CcExtRepr {
+    /// The protocol of the header that follows.
     pub next_header: u8,
+    /// The ECN bit: congestion was signalled on the path.
     pub ecn: bool,
+    /// The CI bit of the priority-ECN RED header.
     pub ci: bool,
+    /// The priority weight `w` (0 disables priority control).
     pub weight: u8,
 }
 

@@ -4,13 +4,21 @@
 /// The header a [`ParseError`] or [`MutateError`] refers to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Header {
+    /// The Ethernet header.
     Ethernet,
+    /// An 802.1Q / 802.1ad tag.
     Vlan,
+    /// The IPv4 header.
     Ipv4,
+    /// The IPv6 fixed header.
     Ipv6,
+    /// An IPv6 extension header.
     Ipv6Extension,
+    /// The congestion-control extension header of priority-weighted ECN RED.
     CcExtension,
+    /// The TCP header.
     Tcp,
+    /// The UDP header.
     Udp,
 }
 
@@ -36,9 +44,13 @@ pub enum ParseError {
     /// header does.
     #[error("{header} truncated: needs {needed} bytes at offset {offset}, {available} available")]
     Truncated {
+        /// The header cut short.
         header: Header,
+        /// Where it starts in the frame.
         offset: usize,
+        /// The bytes it needs.
         needed: usize,
+        /// The bytes there are from `offset`.
         available: usize,
     },
     /// Not IPv4 or IPv6 (ARP, LLDP, ...), or a VLAN tag while VLAN parsing is off.
@@ -46,19 +58,37 @@ pub enum ParseError {
     UnsupportedEtherType(u16),
     /// More stacked VLAN tags than [`MAX_VLAN_TAGS`](crate::MAX_VLAN_TAGS).
     #[error("more than {max} VLAN tags")]
-    TooManyVlanTags { max: usize },
+    TooManyVlanTags {
+        /// The most tags walked.
+        max: usize,
+    },
     /// The IP version nibble disagrees with the EtherType.
     #[error("IP version {found} where the EtherType announced {expected}")]
-    IpVersionMismatch { expected: u8, found: u8 },
+    IpVersionMismatch {
+        /// The version the EtherType announced.
+        expected: u8,
+        /// The version nibble found.
+        found: u8,
+    },
     /// IPv4 IHL below 5 (a header is at least 20 bytes).
     #[error("IPv4 IHL {0} below the minimum of 5")]
     BadIhl(u8),
     /// IPv4 total length below the header length.
     #[error("IPv4 total length {total_len} below the header length {header_len}")]
-    TotalLengthTooSmall { total_len: u16, header_len: usize },
+    TotalLengthTooSmall {
+        /// The total length field.
+        total_len: u16,
+        /// IHL * 4.
+        header_len: usize,
+    },
     /// The IP packet claims more bytes than the frame holds.
     #[error("IP packet length {claimed} exceeds the {available} bytes left in the frame")]
-    LengthBeyondFrame { claimed: usize, available: usize },
+    LengthBeyondFrame {
+        /// The IP packet's length, as its header gives it.
+        claimed: usize,
+        /// The frame bytes from the IP header on.
+        available: usize,
+    },
     /// The IPv4 header checksum does not verify (only when
     /// [`ParseConfig::verify_ipv4_checksum`](crate::ParseConfig::verify_ipv4_checksum) is set).
     #[error("IPv4 header checksum {0:#06x} does not verify")]
@@ -72,7 +102,10 @@ pub enum ParseError {
     /// The extension-header chain is longer than
     /// [`ParseConfig::max_ext_headers`](crate::ParseConfig::max_ext_headers).
     #[error("more than {max} IPv6 extension headers")]
-    TooManyExtHeaders { max: u8 },
+    TooManyExtHeaders {
+        /// The most extension headers walked.
+        max: u8,
+    },
 }
 
 /// Why a rewrite was refused. The frame is left unchanged whenever one is returned.
@@ -82,8 +115,11 @@ pub enum MutateError {
     /// it is not the frame that was parsed.
     #[error("{header} at offset {offset} does not fit in a {len}-byte frame")]
     FrameMismatch {
+        /// The header the rewrite needed.
         header: Header,
+        /// Where the parse found it.
         offset: usize,
+        /// The buffer's length.
         len: usize,
     },
     /// The packet carries no congestion-control extension header.

@@ -20,8 +20,11 @@ pub const MAX_VLAN_TAGS: usize = 2;
 
 /// EtherType values this crate recognises.
 pub mod ethertype {
+    /// IPv4.
     pub const IPV4: u16 = 0x0800;
+    /// IPv6.
     pub const IPV6: u16 = 0x86dd;
+    /// ARP (not parsed: `ParseError::UnsupportedEtherType`).
     pub const ARP: u16 = 0x0806;
     /// IEEE 802.1Q customer VLAN tag.
     pub const VLAN: u16 = 0x8100;
@@ -71,7 +74,9 @@ impl VlanTag {
 /// The link layer of a parsed frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct EthernetInfo {
+    /// Destination MAC address.
     pub dst: MacAddr,
+    /// Source MAC address.
     pub src: MacAddr,
     /// The outer tag (the S-tag of a QinQ frame, or the only tag).
     pub outer_vlan: Option<VlanTag>,

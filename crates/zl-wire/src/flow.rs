@@ -62,14 +62,18 @@ impl core::fmt::Display for FlowKeyKind {
 /// TCP / UDP ports.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Ports {
+    /// Source port.
     pub src: u16,
+    /// Destination port.
     pub dst: u16,
 }
 
 /// The fields a flow key is drawn from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct FlowKey {
+    /// Source address.
     pub src: IpAddr,
+    /// Destination address.
     pub dst: IpAddr,
     /// The upper-layer protocol (after IPv6 extension headers).
     pub protocol: u8,

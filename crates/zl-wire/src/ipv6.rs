@@ -27,18 +27,31 @@ pub(crate) const DST: usize = 24;
 
 /// Next Header / protocol numbers (IANA "Assigned Internet Protocol Numbers").
 pub mod protocol {
+    /// IPv6 hop-by-hop options (RFC 8200 §4.3).
     pub const HOP_BY_HOP: u8 = 0;
+    /// TCP.
     pub const TCP: u8 = 6;
+    /// UDP.
     pub const UDP: u8 = 17;
+    /// IPv6 routing header (RFC 8200 §4.4).
     pub const ROUTING: u8 = 43;
+    /// IPv6 fragment header (RFC 8200 §4.5).
     pub const FRAGMENT: u8 = 44;
+    /// Encapsulating security payload (RFC 4303): ends the walk, its payload is encrypted.
     pub const ESP: u8 = 50;
+    /// Authentication header (RFC 4302).
     pub const AH: u8 = 51;
+    /// ICMPv6.
     pub const ICMPV6: u8 = 58;
+    /// No next header (RFC 8200 §4.7).
     pub const NO_NEXT_HEADER: u8 = 59;
+    /// IPv6 destination options (RFC 8200 §4.6).
     pub const DEST_OPTIONS: u8 = 60;
+    /// Mobility header (RFC 6275).
     pub const MOBILITY: u8 = 135;
+    /// Host identity protocol (RFC 7401).
     pub const HIP: u8 = 139;
+    /// Shim6 (RFC 5533).
     pub const SHIM6: u8 = 140;
 }
 

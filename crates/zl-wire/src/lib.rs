@@ -40,6 +40,7 @@
 //! touches the header; see [`checksum`].
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod cc_ext;
 pub mod checksum;

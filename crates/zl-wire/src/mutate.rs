@@ -37,7 +37,10 @@ pub enum MarkOutcome {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TtlOutcome {
     /// Decremented; the packet may be forwarded with this TTL.
-    Forwarded { ttl: u8 },
+    Forwarded {
+        /// The new TTL / hop limit, already written to the frame.
+        ttl: u8,
+    },
     /// The TTL was 0 or 1: the packet must not be forwarded (RFC 1812 §5.3.1; the router
     /// discards it and may send ICMP Time Exceeded). The frame is unchanged.
     Expired,
@@ -50,10 +53,13 @@ pub enum TtlOutcome {
 /// side re-marks and marks with these offsets and never parses the frame again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QosHeaders {
+    /// Offset of the IP header in the frame.
     pub l3_offset: usize,
+    /// IPv4 or IPv6: where the TOS / traffic class lies and whether a checksum covers it.
     pub ip_version: IpVersion,
     /// The TOS octet or traffic class as last written.
     pub tos: u8,
+    /// The congestion-control extension header, if the packet carries one.
     pub cc_ext: Option<CcExt>,
 }
 

@@ -57,8 +57,11 @@ impl Default for ParseConfig {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("invalid parse parameter `{param}` = {value}: expected {expected}")]
 pub struct ParseConfigError {
+    /// The parameter's name, as in [`ParseConfig`].
     pub param: &'static str,
+    /// The value given, formatted.
     pub value: String,
+    /// The allowed range, in words.
     pub expected: &'static str,
 }
 
@@ -98,7 +101,9 @@ impl ParseConfig {
 /// The IP version of a parsed packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum IpVersion {
+    /// IPv4.
     V4,
+    /// IPv6.
     V6,
 }
 
@@ -126,6 +131,7 @@ pub struct PacketInfo {
     pub eth: EthernetInfo,
     /// Offset of the IP header.
     pub l3_offset: usize,
+    /// IPv4 or IPv6.
     pub ip_version: IpVersion,
     /// Length of the IPv4 header with options (IHL * 4), or 40 for IPv6.
     pub ip_header_len: usize,
@@ -137,7 +143,9 @@ pub struct PacketInfo {
     pub l4_offset: usize,
     /// The upper-layer protocol (IPv4 protocol; for IPv6 the Next Header that ended the walk).
     pub protocol: u8,
+    /// Source address.
     pub src: IpAddr,
+    /// Destination address.
     pub dst: IpAddr,
     /// TCP / UDP ports; `None` for other protocols and for fragments.
     pub ports: Option<Ports>,
@@ -145,6 +153,7 @@ pub struct PacketInfo {
     pub tos: u8,
     /// IPv4 TTL or IPv6 hop limit.
     pub ttl: u8,
+    /// Whether the packet is a fragment, and which.
     pub fragment: Fragment,
     /// The congestion-control extension header of spec/02, if the packet carries one.
     pub cc_ext: Option<CcExt>,

@@ -61,8 +61,27 @@
 //! RMWs, release store when a claimed entry goes live. T: AcqRel RMWs (its value orders
 //! nothing else; AcqRel keeps `total_occurrence` after one's own update). P(t): relaxed,
 //! it carries no other data. Every ordering is chosen next to its atomic in the code.
+//!
+//! # Example
+//!
+//! ```
+//! use rand::SeedableRng;
+//! use zl_zombie::{FlowId, Nanos, ZombieList, ZombieParams};
+//!
+//! let list = ZombieList::new(ZombieParams::default().validate()?);
+//! let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+//! for i in 0..100_000u64 {
+//!     // Time and randomness are the caller's.
+//!     let obs = list.observe(FlowId(i % 50), Nanos(i), &mut rng);
+//!     assert!(obs.occurrence <= obs.total);
+//! }
+//! // 1/P(t) estimates the number of active flows: 50 here.
+//! assert!((35.0..75.0).contains(&list.estimated_flows()));
+//! # Ok::<(), zl_zombie::ZombieConfigError>(())
+//! ```
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 mod draw;
 mod list;

@@ -99,14 +99,36 @@ fn decode(word: u64) -> Option<(usize, u64, u64)> {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum InvariantError {
     #[error("T counter {counter} != sum over zombies of (count + 1) = {zombies}")]
-    TotalVsZombies { counter: u64, zombies: u64 },
+    /// T differs from what the zombies hold.
+    TotalVsZombies {
+        /// The T counter.
+        counter: u64,
+        /// The sum over zombies of `count + 1`.
+        zombies: u64,
+    },
     #[error("sum over table entries of F = {table} != T = {zombies}")]
-    TableVsZombies { table: u64, zombies: u64 },
+    /// The occurrence table's F values do not sum to T.
+    TableVsZombies {
+        /// The sum over table entries of F.
+        table: u64,
+        /// T, as the zombies hold it.
+        zombies: u64,
+    },
     #[error("F({flow:#x}) = {table} in the table but {zombies} by scanning the zombies")]
-    Occurrence { flow: u64, table: u64, zombies: u64 },
+    /// One flow's F differs between the table and a scan of the zombies.
+    Occurrence {
+        /// The flow id.
+        flow: u64,
+        /// F in the occurrence table.
+        table: u64,
+        /// F by scanning the zombies.
+        zombies: u64,
+    },
     #[error("{0} table entries are still frozen")]
+    /// Table entries left frozen (claimed but never published) at quiescence: how many.
     Frozen(usize),
     #[error("a bucket's spill counter disagrees with the entries' probe positions")]
+    /// A bucket's spill counter disagrees with where its entries were placed.
     Spill,
 }
 
@@ -114,9 +136,23 @@ pub enum InvariantError {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ZombieStateError {
     #[error("{given} zombies given, the list holds M = {m}")]
-    TooMany { given: usize, m: usize },
+    /// More zombies than slots.
+    TooMany {
+        /// Zombies given.
+        given: usize,
+        /// M, the slots.
+        m: usize,
+    },
     #[error("zombie {index}: count {count} exceeds the cap {cap}")]
-    Count { index: usize, count: u64, cap: u64 },
+    /// A zombie's count above the cap a slot word can hold.
+    Count {
+        /// The zombie's position in the slice given.
+        index: usize,
+        /// Its count.
+        count: u64,
+        /// [`ZombieConfig::count_cap`].
+        cap: u64,
+    },
 }
 
 /// The SRED / ZL-RED Zombie List, shared by every forwarding thread (`Send + Sync`, use it
@@ -582,6 +618,7 @@ impl ZombieList {
         }
     }
 
+    /// The validated configuration the list was built with.
     pub fn config(&self) -> &ZombieConfig {
         &self.cfg
     }

@@ -11,6 +11,7 @@ use crate::{Observation, ZombieConfig};
 /// One zombie: `(flow_id, count, timestamp)` (spec/01 §2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Zombie {
+    /// The flow this zombie remembers.
     pub flow: FlowId,
     /// Hits since the zombie was written (saturates at [`ZombieConfig::count_cap`]).
     pub count: u64,
@@ -27,6 +28,7 @@ pub struct NaiveZombieList {
 }
 
 impl NaiveZombieList {
+    /// An empty list (`P(0) = 0`).
     pub fn new(cfg: ZombieConfig) -> Self {
         NaiveZombieList {
             cfg,
@@ -109,6 +111,7 @@ impl NaiveZombieList {
         &self.zombies
     }
 
+    /// The configuration the list was built with.
     pub fn config(&self) -> &ZombieConfig {
         &self.cfg
     }

@@ -49,10 +49,13 @@ impl Default for ZombieParams {
 #[derive(Clone, Copy, Debug, PartialEq, thiserror::Error)]
 pub enum ZombieConfigError {
     #[error("zombie.m = {0}: must be in 1..={max}", max = MAX_M)]
+    /// M outside `1..=MAX_M`.
     M(usize),
     #[error("zombie.p_swap = {0}: must be a number in [0, 1]")]
+    /// `p_swap` outside `[0, 1]` (or NaN).
     PSwap(f64),
     #[error("zombie.alpha = {0}: must be a number in (0, 1]")]
+    /// `alpha` outside `(0, 1]` (or NaN).
     Alpha(f64),
 }
 

@@ -7,4 +7,4 @@ mod pcap;
 pub use generator::{
     Arrival, FlowGroupParams, GeneratorParams, GeneratorPort, GeneratorSetup, GroupInfo,
 };
-pub use pcap::{PcapParams, PcapPort, SinkPort};
+pub use pcap::{FileAccess, PcapParams, PcapPort, SinkPort};

@@ -1,0 +1,118 @@
+//! The C ABI from C: builds C programs with the system's `cc` against the header in
+//! `include/` and this crate's static library, and runs them.
+//!
+//! - `tests/c/misuse.c`: null pointers and out-of-range parameters and fields come back as
+//!   error codes with a message naming the argument, and change no state;
+//! - `tests/c/threads.c`: one Zombie List shared by four threads, each with its own ZL-RED
+//!   policy, read concurrently by a fifth; every arrival counted once, 1/P(t) near the flows;
+//! - `examples/c/zlred_trace.c`: ZL-RED over the synthetic trace; the heavy flow's drop rate
+//!   is several times the others' (the policy acts per flow), and the run is deterministic.
+//!
+//! Needs a C compiler (`cc`); without one the tests fail, saying so (CI has one).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The directory holding `libzl_aqm_capi.a`: cargo builds the library's every crate type
+/// beside the test binary's `deps/` directory.
+fn lib_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's path");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps/<test>")
+        .to_path_buf();
+    assert!(
+        dir.join("libzl_aqm_capi.a").exists(),
+        "no libzl_aqm_capi.a in {}",
+        dir.display()
+    );
+    dir
+}
+
+/// Compiles `sources` (relative to the crate) into an executable in the target directory.
+fn build_c(name: &str, source: &Path) -> PathBuf {
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let lib = lib_dir();
+    let exe = lib.join(format!("c-{name}"));
+    let out = Command::new("cc")
+        .args(["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-I"])
+        .arg(crate_dir.join("include"))
+        .arg(crate_dir.join(source))
+        .arg(lib.join("libzl_aqm_capi.a"))
+        .args(["-lpthread", "-ldl", "-lm", "-o"])
+        .arg(&exe)
+        .output()
+        .expect("running cc (a C compiler is needed for the C ABI tests)");
+    assert!(
+        out.status.success(),
+        "cc {}: {}",
+        source.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
+fn run(exe: &Path, args: &[&str]) -> String {
+    let out = Command::new(exe).args(args).output().expect("running");
+    assert!(
+        out.status.success(),
+        "{} failed:\n{}{}",
+        exe.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8 output")
+}
+
+#[test]
+fn misuse_from_c_is_an_error_code() {
+    let exe = build_c("misuse", Path::new("tests/c/misuse.c"));
+    let out = run(&exe, &[]);
+    let n: u32 = out
+        .trim()
+        .strip_prefix("misuse: all ")
+        .and_then(|s| s.strip_suffix(" checks passed"))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected output: {out}"));
+    assert!(n > 100, "{n} checks ran");
+}
+
+#[test]
+fn one_zombie_list_shared_by_threads_from_c() {
+    let exe = build_c("threads", Path::new("tests/c/threads.c"));
+    let out = run(&exe, &[]);
+    assert!(
+        out.starts_with("threads: 4 workers, 800000 decided, 800000 counted"),
+        "{out}"
+    );
+}
+
+#[test]
+fn c_example_drops_the_heavy_flow_most_and_is_deterministic() {
+    let exe = build_c("zlred_trace", Path::new("../../examples/c/zlred_trace.c"));
+    let out = run(&exe, &["3", "100000"]);
+    assert_eq!(out, run(&exe, &["3", "100000"]), "same seed, same output");
+    let rates: Vec<(u64, u64)> = out
+        .lines()
+        .skip(2)
+        .take(300)
+        .map(|l| {
+            let f: Vec<u64> = l.split(' ').map(|x| x.parse().unwrap()).collect();
+            (f[1], f[2])
+        })
+        .collect();
+    assert_eq!(rates.len(), 300);
+    let heavy = rates[0].1 as f64 / rates[0].0 as f64;
+    let (a, d) = rates[1..]
+        .iter()
+        .fold((0, 0), |(a, d), &(x, y)| (a + x, d + y));
+    let others = d as f64 / a as f64;
+    // The trace overloads the queue by 10 %: about 9 % of all arrivals must go.
+    let total = (d + rates[0].1) as f64 / (a + rates[0].0) as f64;
+    assert!((0.07..0.12).contains(&total), "total drop rate {total}");
+    assert!(
+        heavy > 3.0 * others,
+        "heavy flow {heavy:.3} vs the others {others:.3}"
+    );
+}
