@@ -19,8 +19,10 @@ use std::hint::black_box;
 use criterion::measurement::{Measurement, ValueFormatter};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use zl_core::Nanos;
+use zl_dataplane::route::{NextHop, Prefix, RouteTable};
 use zl_dataplane::{build_with_ports, BoxedPort, RouterConfig};
 use zl_port::{MemoryPort, BATCH_CAPACITY};
+use zl_wire::MacAddr;
 
 const CONFIG: &str = r#"
 [run]
@@ -83,6 +85,11 @@ aqm = { kind = "zl-red", a = 10 }
 /// A 64-byte IPv4/UDP frame (60 bytes plus the FCS a NIC strips: 60 here would undercount;
 /// the benchmark uses 64 bytes of frame as queued and shaped) from flow `i`.
 fn frame(i: u32) -> Vec<u8> {
+    frame_to(i, [198, 18, 0, 1])
+}
+
+/// [`frame`] to destination `dst`.
+fn frame_to(i: u32, dst: [u8; 4]) -> Vec<u8> {
     let mut f = vec![0u8; 64];
     f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
     f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 0x10]);
@@ -99,7 +106,7 @@ fn frame(i: u32) -> Vec<u8> {
     ip[8] = 64;
     ip[9] = 17;
     ip[12..16].copy_from_slice(&[172, 16, (i >> 8) as u8, i as u8]);
-    ip[16..20].copy_from_slice(&[198, 18, 0, 1]);
+    ip[16..20].copy_from_slice(&dst);
     let c = zl_wire::checksum::checksum(ip);
     ip[10..12].copy_from_slice(&c.to_be_bytes());
     f[34..36].copy_from_slice(&(1024 + i as u16).to_be_bytes());
@@ -196,14 +203,71 @@ fn bench_variant<M: Measurement>(
     name: &str,
     config: &str,
 ) {
-    let cfg = RouterConfig::from_toml(config).expect("bench config");
     let templates: Vec<Vec<u8>> = (0..256).map(frame).collect();
+    bench_frames(g, name, config, templates, |_| {});
+}
+
+/// The routing table's cost in the pipeline: the same 4096 flows, each to its own
+/// destination, through a 10-route table and through a 1 M-route one (`zl_lpm::synth`, the
+/// public BGP table's prefix-length distribution; every destination inside one of its
+/// prefixes, all routed to the egress port), in the same run.
+fn pipeline_routes(c: &mut Criterion<ThreadCpuTime>) {
+    let mut g = c.benchmark_group("pipeline_routes_cpu");
+    let table = zl_lpm::synth::v4_table(1_000_000, 7);
+    let mut rng = zl_lpm::synth::Rng::new(11);
+    let templates: Vec<Vec<u8>> = (0..4096)
+        .map(|i| loop {
+            let p = table[(rng.next_u64() % table.len() as u64) as usize];
+            let dst = zl_lpm::synth::v4_inside(p, &mut rng).to_be_bytes();
+            // Not into the config's own routes (10.0.0.0/8 leads back to the receive port).
+            if dst[0] != 10 && dst[..2] != [198, 18] && dst[..2] != [198, 19] {
+                break frame_to(i, dst);
+            }
+        })
+        .collect();
+    let tx = NextHop::new(1, MacAddr([2, 0, 0, 0, 0, 0xfe]));
+    let ten = CONFIG.to_string()
+        + &(0..7)
+            .map(|i| {
+                format!(
+                    "\n[[routes]]\nprefix = \"100.{i}.0.0/16\"\nport = \"tx\"\nnext_hop_mac = \"02:00:00:00:00:fe\"\n"
+                )
+            })
+            .collect::<String>();
+    bench_frames(
+        &mut g,
+        "10_routes_4096_dsts",
+        &ten,
+        templates.clone(),
+        |_| {},
+    );
+    bench_frames(&mut g, "1M_routes_4096_dsts", CONFIG, templates, |routes| {
+        for &(a, len) in &table {
+            let p = Prefix {
+                addr: std::net::Ipv4Addr::from(a).into(),
+                len,
+            };
+            routes.insert(p, tx).expect("the synthetic table fits");
+        }
+    });
+    g.finish();
+}
+
+fn bench_frames<M: Measurement>(
+    g: &mut criterion::BenchmarkGroup<'_, M>,
+    name: &str,
+    config: &str,
+    templates: Vec<Vec<u8>>,
+    add_routes: impl FnOnce(&RouteTable),
+) {
+    let cfg = RouterConfig::from_toml(config).expect("bench config");
     let mut dp = build_with_ports(&cfg, std::path::Path::new("."), &mut |i, _| {
         Ok((i == 0).then(|| {
             Box::new(MemoryPort::cycling("rx", 0, templates.clone(), u64::MAX)) as BoxedPort
         }))
     })
     .expect("bench data plane");
+    add_routes(&dp.routes().expect("router mode"));
     // One burst of 32 frames of 64 + 20 bytes on the wire at 10 Gbit/s is 2150.4 ns; offer
     // each burst 5 % sooner than that.
     let step = Nanos((BATCH_CAPACITY as u64 * (64 + 20) * 8 * 100) / 105 / 10);
@@ -238,6 +302,6 @@ criterion_group!(wall, pipeline_wall);
 criterion_group! {
     name = cpu;
     config = Criterion::default().with_measurement(ThreadCpuTime);
-    targets = pipeline_cpu
+    targets = pipeline_cpu, pipeline_routes
 }
 criterion_main!(wall, cpu);

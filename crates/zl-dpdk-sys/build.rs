@@ -60,6 +60,14 @@ mod with_dpdk {
             .allowlist_function("rte_mempool_free")
             .allowlist_function("rte_mempool_avail_count")
             .allowlist_function("rte_mempool_in_use_count")
+            .allowlist_function("rte_lpm_create")
+            .allowlist_function("rte_lpm_add")
+            .allowlist_function("rte_lpm_free")
+            .allowlist_function("rte_lpm6_create")
+            .allowlist_function("rte_lpm6_add")
+            .allowlist_function("rte_lpm6_free")
+            .allowlist_type("rte_lpm_config")
+            .allowlist_type("rte_lpm6_config")
             .allowlist_type("rte_eth_conf")
             .allowlist_type("rte_eth_stats")
             .allowlist_type("rte_eth_dev_info")
@@ -69,6 +77,8 @@ mod with_dpdk {
             // The mbuf and mempool layouts are read only through the shim.
             .opaque_type("rte_mbuf")
             .opaque_type("rte_mempool")
+            .opaque_type("rte_lpm")
+            .opaque_type("rte_lpm6")
             .derive_default(true)
             .layout_tests(false)
             .generate_comments(false)
@@ -95,6 +105,7 @@ mod with_dpdk {
         }
         for l in [
             "rte_ethdev",
+            "rte_lpm",
             "rte_mbuf",
             "rte_mempool",
             "rte_ring",

@@ -275,7 +275,7 @@ impl Forwarding {
     /// True when some packet can be sent out of port `port`.
     pub fn is_egress(&self, port: u16) -> bool {
         match self {
-            Forwarding::Router(table) => table.egress_ports().any(|p| p == port),
+            Forwarding::Router(table) => table.egress_ports().contains(&port),
             Forwarding::Bridge(peer) => peer.contains(&Some(port)),
         }
     }
@@ -467,7 +467,7 @@ impl RouterConfig {
                         "bridge pairs only with mode = \"bridge\"",
                     ));
                 }
-                let mut table = RouteTable::default();
+                let table = RouteTable::default();
                 for (i, rt) in self.routes.iter().enumerate() {
                     let key = |f: &str| format!("routes[{i}].{f}");
                     let prefix: Prefix = rt.prefix.parse().map_err(|e: String| {
@@ -491,7 +491,23 @@ impl RouterConfig {
                             "a MAC address like 02:00:00:00:00:01",
                         )
                     })?;
-                    table.add(prefix, NextHop { port, mac });
+                    match table.insert(prefix, NextHop::new(port, mac)) {
+                        Ok(None) => {}
+                        Ok(Some(_)) => {
+                            return Err(invalid(
+                                key("prefix"),
+                                format!("{:?}", rt.prefix),
+                                "a prefix no earlier route has (one route per prefix)",
+                            ))
+                        }
+                        Err(e) => {
+                            return Err(invalid(
+                                key("prefix"),
+                                format!("{:?}", rt.prefix),
+                                format!("a prefix the routing table can hold ({e})"),
+                            ))
+                        }
+                    }
                 }
                 Ok(Forwarding::Router(table))
             }

@@ -33,6 +33,7 @@ use crate::build::BoxedPort;
 use crate::config::Forwarding;
 use crate::egress::{Egress, Link};
 use crate::forward::Forwarder;
+use crate::route::RouteTable;
 use crate::stats::{FateCounters, Fates, GroupStats};
 use crate::view::Observer;
 
@@ -70,7 +71,9 @@ impl UnknownPort {
     pub(crate) fn check(forwarding: &Forwarding, ports: usize) -> Result<(), UnknownPort> {
         let missing = |p: &u16| *p as usize >= ports;
         let unknown = match forwarding {
-            Forwarding::Router(table) => table.egress_ports().find(missing).map(|p| ("a route", p)),
+            Forwarding::Router(table) => (table.egress_ports().into_iter())
+                .find(missing)
+                .map(|p| ("a route", p)),
             Forwarding::Bridge(peer) => {
                 (peer.iter().flatten().copied().find(missing)).map(|p| ("a bridge peer", p))
             }
@@ -170,6 +173,11 @@ impl Dataplane {
     }
     pub fn pool_total(&self) -> usize {
         self.pool.total()
+    }
+    /// The routing table (router mode), shared with the loop: routes inserted or removed
+    /// through it from another thread apply to the next lookup (see `crate::route`).
+    pub fn routes(&self) -> Option<RouteTable> {
+        self.forwarder.routes().cloned()
     }
     /// The time of the last poll.
     pub fn now(&self) -> Nanos {
@@ -628,12 +636,10 @@ aqm = { kind = "zl-red", a = 10, zombie = { m = 500, p_swap = 0.25 } }
         };
         let table = |port| {
             let mut t = RouteTable::default();
-            let nh = NextHop {
-                port,
-                mac: MacAddr([2, 0, 0, 0, 0, 0xfe]),
-            };
-            t.add("10.0.0.0/8".parse().unwrap(), nh);
-            t.add("0.0.0.0/0".parse().unwrap(), NextHop { port: 1, ..nh });
+            let nh = NextHop::new(port, MacAddr([2, 0, 0, 0, 0, 0xfe]));
+            t.add("10.0.0.0/8".parse().unwrap(), nh).unwrap();
+            t.add("0.0.0.0/0".parse().unwrap(), NextHop { port: 1, ..nh })
+                .unwrap();
             t
         };
         assert!(new(Forwarding::Router(table(1))).is_ok());

@@ -14,6 +14,7 @@ use zl_wire::{MacAddr, PacketInfo, ParseConfig, TtlOutcome};
 
 use crate::config::Forwarding;
 use crate::priority::PriorityMap;
+use crate::route::RouteTable;
 use crate::stats::DropCause;
 
 /// Forwarding state shared by every receive path; read-only while forwarding.
@@ -43,6 +44,14 @@ impl Forwarder {
 
     pub fn forwarding(&self) -> &Forwarding {
         &self.forwarding
+    }
+    /// The routing table (router mode): a handle a control thread may keep to add and remove
+    /// routes while the receive paths forward.
+    pub fn routes(&self) -> Option<&RouteTable> {
+        match &self.forwarding {
+            Forwarding::Router(table) => Some(table),
+            Forwarding::Bridge(_) => None,
+        }
     }
     pub fn parse_config(&self) -> &ParseConfig {
         &self.parse

@@ -234,6 +234,11 @@ impl MtRouter {
     pub fn worker_totals(&self) -> &[FateCounters] {
         &self.worker_totals
     }
+    /// The routing table (router mode), shared with the receive workers: routes inserted or
+    /// removed through it from another thread apply to their next lookup (see `crate::route`).
+    pub fn routes(&self) -> Option<crate::route::RouteTable> {
+        self.forwarder.routes().cloned()
+    }
     /// The time of the last progress report or of the run's end.
     pub fn now(&self) -> Nanos {
         self.now

@@ -1,42 +1,48 @@
-//! Static routes with longest-prefix match for IPv4 and IPv6.
+//! The routing table: longest-prefix match for IPv4 and IPv6 over a full Internet table, read
+//! by every receive path while a control thread changes it.
 //!
-//! decided: a linear scan over the routes sorted by descending prefix length. A config holds
-//! tens of static routes at most; for that size the scan (a mask and a compare per route, no
-//! hashing, no pointer chasing) beats a trie or per-length hash maps, and the first match is
-//! the longest. Routers with full tables would swap in a DIR-24-8 or Poptrie behind `lookup`.
+//! The prefixes live in `zl_lpm` (DIR-24-8 for IPv4, a 16-bit root and 8-bit strides for
+//! IPv6; lock-free lookups, one writer at a time updating atomic entries; its crate doc gives
+//! the contract and why). Each rule maps to a next-hop id; the [`NextHop`]s themselves are
+//! interned here, written once into a slot that readers load without a lock. A
+//! [`RouteTable`] is a shared handle: clones (the single-thread loop's, each receive worker's,
+//! a control thread's) are the same table, so [`RouteTable::insert`] / [`RouteTable::remove`]
+//! from any thread take effect for the next lookup, with no pause of the poll loops.
+//!
+//! decided: distinct next hops are kept for the table's life (a router has as many as it has
+//! neighbours and ports, far below [`MAX_NEXT_HOPS`]), so a reader never sees a slot reused.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr};
+use std::sync::{Arc, Mutex, OnceLock};
 
+use zl_lpm::{Lpm4, Lpm6, LpmError};
 use zl_wire::MacAddr;
 
+/// The most distinct next hops a table holds.
+pub const MAX_NEXT_HOPS: usize = 1 << 16;
+
 /// Where a routed packet goes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct NextHop {
     /// Index of the egress port.
     pub port: u16,
     /// Destination MAC written into the frame (the next hop's address).
     pub mac: MacAddr,
+    /// The gateway's address (`ip route ... via`), `None` for a directly connected
+    /// destination or a static route given only a MAC.
+    pub via: Option<IpAddr>,
 }
 
-#[derive(Clone, Copy, Debug)]
-struct Route4 {
-    net: u32,
-    mask: u32,
-    nh: NextHop,
-}
-
-#[derive(Clone, Copy, Debug)]
-struct Route6 {
-    net: u128,
-    mask: u128,
-    nh: NextHop,
-}
-
-/// A routing table for both families.
-#[derive(Clone, Debug, Default)]
-pub struct RouteTable {
-    v4: Vec<(u8, Route4)>,
-    v6: Vec<(u8, Route6)>,
+impl NextHop {
+    /// A next hop given by port and MAC only (a static `[[routes]]` entry).
+    pub fn new(port: u16, mac: MacAddr) -> Self {
+        NextHop {
+            port,
+            mac,
+            via: None,
+        }
+    }
 }
 
 /// A prefix written as `address/length`.
@@ -64,56 +70,136 @@ impl std::str::FromStr for Prefix {
     }
 }
 
-impl RouteTable {
-    /// Adds a route. Host bits set in the prefix are ignored (`10.1.2.3/8` is `10.0.0.0/8`).
-    pub fn add(&mut self, prefix: Prefix, nh: NextHop) {
-        match prefix.addr {
-            IpAddr::V4(a) => {
-                let mask = if prefix.len == 0 {
-                    0
-                } else {
-                    u32::MAX << (32 - prefix.len)
-                };
-                self.v4.push((
-                    prefix.len,
-                    Route4 {
-                        net: u32::from(a) & mask,
-                        mask,
-                        nh,
-                    },
-                ));
-                self.v4.sort_by_key(|r| std::cmp::Reverse(r.0));
-            }
-            IpAddr::V6(a) => {
-                let mask = if prefix.len == 0 {
-                    0
-                } else {
-                    u128::MAX << (128 - prefix.len)
-                };
-                self.v6.push((
-                    prefix.len,
-                    Route6 {
-                        net: u128::from(a) & mask,
-                        mask,
-                        nh,
-                    },
-                ));
-                self.v6.sort_by_key(|r| std::cmp::Reverse(r.0));
-            }
+/// Why a route was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RouteError {
+    #[error("{0}")]
+    Table(#[from] LpmError),
+    #[error("more than {MAX_NEXT_HOPS} distinct next hops")]
+    NextHopsFull,
+}
+
+/// The writer's side of the next hops: ids by value, and how many rules use each.
+#[derive(Default)]
+struct HopIds {
+    ids: HashMap<NextHop, u32>,
+    uses: Vec<usize>,
+}
+
+struct Inner {
+    v4: Lpm4,
+    v6: Lpm6,
+    /// Next hops by id, each set once before any rule refers to it.
+    hops: Box<[OnceLock<NextHop>]>,
+    /// Held by a writer for a whole change (both families and the next hops): writers take
+    /// turns; readers never take it.
+    writer: Mutex<HopIds>,
+}
+
+/// A routing table for both families: a shared handle (see the module doc).
+#[derive(Clone)]
+pub struct RouteTable {
+    inner: Arc<Inner>,
+}
+
+impl Default for RouteTable {
+    fn default() -> Self {
+        RouteTable {
+            inner: Arc::new(Inner {
+                v4: Lpm4::default(),
+                v6: Lpm6::default(),
+                hops: (0..MAX_NEXT_HOPS).map(|_| OnceLock::new()).collect(),
+                writer: Mutex::new(HopIds::default()),
+            }),
         }
     }
+}
 
-    /// The longest matching route's next hop.
+impl std::fmt::Debug for RouteTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RouteTable")
+            .field("v4", &self.inner.v4)
+            .field("v6", &self.inner.v6)
+            .finish()
+    }
+}
+
+impl RouteTable {
+    fn writer(&self) -> std::sync::MutexGuard<'_, HopIds> {
+        // Every change leaves the table whole at each store, so a panicked writer's table is
+        // still usable.
+        self.inner.writer.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds the route `prefix -> nh`, or changes its next hop; returns the next hop it
+    /// replaced. Host bits set in the prefix are ignored (`10.1.2.3/8` is `10.0.0.0/8`). Safe
+    /// to call from any thread while others forward.
+    pub fn insert(&self, prefix: Prefix, nh: NextHop) -> Result<Option<NextHop>, RouteError> {
+        let mut w = self.writer();
+        let id = match w.ids.get(&nh) {
+            Some(&id) => id,
+            None => {
+                let id = w.uses.len();
+                if id >= MAX_NEXT_HOPS {
+                    return Err(RouteError::NextHopsFull);
+                }
+                // Set before any rule points at it: the rule's Release store publishes it.
+                let _ = self.inner.hops[id].set(nh);
+                w.uses.push(0);
+                w.ids.insert(nh, id as u32);
+                id as u32
+            }
+        };
+        let old = match prefix.addr {
+            IpAddr::V4(a) => self.inner.v4.insert(a, prefix.len, id)?,
+            IpAddr::V6(a) => self.inner.v6.insert(a, prefix.len, id)?,
+        };
+        w.uses[id as usize] += 1;
+        Ok(old.map(|o| {
+            w.uses[o as usize] -= 1;
+            self.hop(o)
+        }))
+    }
+
+    /// Adds a route (as [`RouteTable::insert`]), for building a table.
+    pub fn add(&mut self, prefix: Prefix, nh: NextHop) -> Result<(), RouteError> {
+        self.insert(prefix, nh).map(|_| ())
+    }
+
+    /// Removes the route for exactly `prefix`; returns its next hop. Addresses under it fall
+    /// back to the next shorter route.
+    pub fn remove(&self, prefix: Prefix) -> Option<NextHop> {
+        let mut w = self.writer();
+        let old = match prefix.addr {
+            IpAddr::V4(a) => self.inner.v4.remove(a, prefix.len),
+            IpAddr::V6(a) => self.inner.v6.remove(a, prefix.len),
+        }?;
+        w.uses[old as usize] -= 1;
+        Some(self.hop(old))
+    }
+
+    /// The next hop of the route for exactly `prefix`.
+    pub fn get(&self, prefix: Prefix) -> Option<NextHop> {
+        let id = match prefix.addr {
+            IpAddr::V4(a) => self.inner.v4.get(a, prefix.len),
+            IpAddr::V6(a) => self.inner.v6.get(a, prefix.len),
+        }?;
+        Some(self.hop(id))
+    }
+
+    #[inline]
+    fn hop(&self, id: u32) -> NextHop {
+        // Every id in a rule was set before the rule was stored (see `insert`).
+        *self.inner.hops[id as usize]
+            .get()
+            .expect("a rule's next hop is set before the rule")
+    }
+
+    /// The longest matching route's next hop. Lock-free.
     #[inline]
     pub fn lookup(&self, dst: IpAddr) -> Option<NextHop> {
         match dst {
-            IpAddr::V4(a) => {
-                let d = u32::from(a);
-                self.v4
-                    .iter()
-                    .find(|(_, r)| d & r.mask == r.net)
-                    .map(|(_, r)| r.nh)
-            }
+            IpAddr::V4(a) => self.inner.v4.lookup(a).map(|id| self.hop(id)),
             IpAddr::V6(a) => self.lookup_v6(&a),
         }
     }
@@ -124,26 +210,32 @@ impl RouteTable {
     /// packet in the pipeline benchmark).
     #[inline(never)]
     fn lookup_v6(&self, a: &Ipv6Addr) -> Option<NextHop> {
-        let d = u128::from(*a);
-        self.v6
-            .iter()
-            .find(|(_, r)| d & r.mask == r.net)
-            .map(|(_, r)| r.nh)
+        self.inner.v6.lookup(*a).map(|id| self.hop(id))
     }
 
-    /// The ports routes lead to (with repeats).
-    pub fn egress_ports(&self) -> impl Iterator<Item = u16> + '_ {
-        self.v4
-            .iter()
-            .map(|(_, r)| r.nh.port)
-            .chain(self.v6.iter().map(|(_, r)| r.nh.port))
+    /// The ports routes lead to now, each once.
+    pub fn egress_ports(&self) -> Vec<u16> {
+        let w = self.writer();
+        let mut ports: Vec<u16> = (w.uses.iter().enumerate())
+            .filter(|(_, &n)| n > 0)
+            .map(|(id, _)| self.hop(id as u32).port)
+            .collect();
+        ports.sort_unstable();
+        ports.dedup();
+        ports
     }
 
+    /// The number of routes of both families.
     pub fn len(&self) -> usize {
-        self.v4.len() + self.v6.len()
+        self.inner.v4.len() + self.inner.v6.len()
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The IPv4 and IPv6 tables' sizes and work done.
+    pub fn stats(&self) -> (zl_lpm::LpmStats, zl_lpm::LpmStats) {
+        (self.inner.v4.stats(), self.inner.v6.stats())
     }
 }
 
@@ -152,21 +244,18 @@ mod tests {
     use super::*;
 
     fn nh(port: u16) -> NextHop {
-        NextHop {
-            port,
-            mac: MacAddr([2, 0, 0, 0, 0, port as u8]),
-        }
+        NextHop::new(port, MacAddr([2, 0, 0, 0, 0, port as u8]))
     }
 
     #[test]
     fn longest_prefix_wins_for_both_families() {
         let mut t = RouteTable::default();
-        t.add("0.0.0.0/0".parse().unwrap(), nh(0));
-        t.add("10.0.0.0/8".parse().unwrap(), nh(1));
-        t.add("10.1.0.0/16".parse().unwrap(), nh(2));
-        t.add("10.1.2.3/32".parse().unwrap(), nh(3));
-        t.add("2001:db8::/32".parse().unwrap(), nh(4));
-        t.add("2001:db8:1::/48".parse().unwrap(), nh(5));
+        t.add("0.0.0.0/0".parse().unwrap(), nh(0)).unwrap();
+        t.add("10.0.0.0/8".parse().unwrap(), nh(1)).unwrap();
+        t.add("10.1.0.0/16".parse().unwrap(), nh(2)).unwrap();
+        t.add("10.1.2.3/32".parse().unwrap(), nh(3)).unwrap();
+        t.add("2001:db8::/32".parse().unwrap(), nh(4)).unwrap();
+        t.add("2001:db8:1::/48".parse().unwrap(), nh(5)).unwrap();
         let at = |s: &str| t.lookup(s.parse().unwrap()).map(|n| n.port);
         assert_eq!(at("192.0.2.1"), Some(0));
         assert_eq!(at("10.200.0.1"), Some(1));
@@ -175,6 +264,25 @@ mod tests {
         assert_eq!(at("2001:db8:1::9"), Some(5));
         assert_eq!(at("2001:db8:2::9"), Some(4));
         assert_eq!(at("2001:db9::1"), None);
+        assert_eq!(t.egress_ports(), vec![0, 1, 2, 3, 4, 5]);
+    }
+
+    #[test]
+    fn a_clone_is_the_same_table_and_changes_apply_at_once() {
+        let t = RouteTable::default();
+        let control = t.clone();
+        let p: Prefix = "198.51.100.0/24".parse().unwrap();
+        let gw = NextHop {
+            via: Some("192.0.2.1".parse().unwrap()),
+            ..nh(1)
+        };
+        assert_eq!(control.insert(p, gw), Ok(None));
+        assert_eq!(t.lookup("198.51.100.7".parse().unwrap()), Some(gw));
+        assert_eq!(control.insert(p, nh(2)), Ok(Some(gw)));
+        assert_eq!(t.egress_ports(), vec![2], "port 1 has no route left");
+        assert_eq!(control.remove(p), Some(nh(2)));
+        assert_eq!(t.lookup("198.51.100.7".parse().unwrap()), None);
+        assert!(t.is_empty());
     }
 
     #[test]

@@ -76,20 +76,15 @@ fn router(
     ring_capacity: usize,
 ) -> MtRouter {
     let mut table = RouteTable::default();
-    table.add(
-        "192.0.2.0/24".parse().unwrap(),
-        NextHop {
-            port: 2,
-            mac: NEXT_HOP_1,
-        },
-    );
-    table.add(
-        "198.51.100.0/24".parse().unwrap(),
-        NextHop {
-            port: 3,
-            mac: NEXT_HOP_2,
-        },
-    );
+    table
+        .add("192.0.2.0/24".parse().unwrap(), NextHop::new(2, NEXT_HOP_1))
+        .unwrap();
+    table
+        .add(
+            "198.51.100.0/24".parse().unwrap(),
+            NextHop::new(3, NEXT_HOP_2),
+        )
+        .unwrap();
     let mut ports: Vec<Box<dyn Port + Send>> = rx;
     ports.push(Box::new(
         MemoryPort::cycling("out1", 2, Vec::new(), 0).with_capture(),

@@ -50,13 +50,12 @@ fn router(workers: usize, per_port: u64) -> MtRouter {
     .unwrap();
     let mut table = RouteTable::default();
     for (net, port) in [(2u8, 2u16), (3, 3)] {
-        table.add(
-            format!("192.0.{net}.0/24").parse().unwrap(),
-            NextHop {
-                port,
-                mac: MacAddr([2, 0, 0, 0, net, 1]),
-            },
-        );
+        table
+            .add(
+                format!("192.0.{net}.0/24").parse().unwrap(),
+                NextHop::new(port, MacAddr([2, 0, 0, 0, net, 1])),
+            )
+            .unwrap();
     }
     let mut ports: Vec<Box<dyn Port + Send>> = (0..2u8)
         .map(|w| {

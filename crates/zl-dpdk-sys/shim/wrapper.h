@@ -26,3 +26,12 @@ uint16_t zl_rx_burst_frames(uint16_t port_id, uint16_t queue_id, struct rte_mbuf
 uint16_t zl_tx_burst_copy(uint16_t port_id, uint16_t queue_id, struct rte_mempool *mp,
                           const uint8_t *const *frames, const uint16_t *lens, uint16_t nb_pkts,
                           uint16_t *no_mbuf, uint16_t *ring_full);
+
+#include <rte_lpm.h>
+#include <rte_lpm6.h>
+
+/* Longest-prefix-match loops for the LPM comparison benchmark: `rte_lpm_lookup` is static
+ * inline, so the loop over the addresses is here, compiled as DPDK's own callers compile it.
+ * Each returns the sum of the next hops found (0 for a miss) so the work cannot be elided. */
+uint64_t zl_lpm_lookup_sum(const struct rte_lpm *lpm, const uint32_t *ips, uint32_t n);
+uint64_t zl_lpm6_lookup_sum(const struct rte_lpm6 *lpm, const uint8_t *ips, uint32_t n);

@@ -5,6 +5,8 @@
  * burst each way. */
 #include <rte_errno.h>
 #include <rte_ethdev.h>
+#include <rte_lpm.h>
+#include <rte_lpm6.h>
 #include <rte_mbuf.h>
 #include <string.h>
 
@@ -119,4 +121,24 @@ uint16_t zl_tx_burst_copy(uint16_t port_id, uint16_t queue_id, struct rte_mempoo
     *no_mbuf = (uint16_t)(nb_pkts - have);
     *ring_full = (uint16_t)(have - sent);
     return sent;
+}
+
+uint64_t zl_lpm_lookup_sum(const struct rte_lpm *lpm, const uint32_t *ips, uint32_t n) {
+    uint64_t sum = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t nh;
+        if (rte_lpm_lookup(lpm, ips[i], &nh) == 0)
+            sum += nh;
+    }
+    return sum;
+}
+
+uint64_t zl_lpm6_lookup_sum(const struct rte_lpm6 *lpm, const uint8_t *ips, uint32_t n) {
+    uint64_t sum = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t nh;
+        if (rte_lpm6_lookup(lpm, ips + 16 * (size_t)i, &nh) == 0)
+            sum += nh;
+    }
+    return sum;
 }

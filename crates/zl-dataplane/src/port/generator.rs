@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use zl_core::{Ecn, Nanos};
 use zl_port::{Batch, BufPool, Port, PortCounters, PortError, Readiness};
 use zl_qos::DscpSpec;
-use zl_wire::MacAddr;
+use zl_wire::{checksum, MacAddr};
 
 use crate::config::{invalid, ConfigError};
 
@@ -424,7 +424,7 @@ impl GeneratorPort {
                 ip[10..12].copy_from_slice(&[0, 0]);
                 ip[12..16].copy_from_slice(&s.octets());
                 ip[16..20].copy_from_slice(&d.octets());
-                let sum = zl_wire::checksum::checksum(ip);
+                let sum = checksum::checksum(ip);
                 ip[10..12].copy_from_slice(&sum.to_be_bytes());
                 ETH_LEN + IPV4_LEN
             }
@@ -446,13 +446,26 @@ impl GeneratorPort {
             _ => ETH_LEN + IPV4_LEN,
         };
         let udp_len = (size - l4) as u16;
+        let pseudo = match (flow.src, flow.dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                checksum::pseudo_header_sum(&s.octets(), &d.octets(), 17, udp_len.into())
+            }
+            (IpAddr::V6(s), IpAddr::V6(d)) => {
+                checksum::pseudo_header_sum(&s.octets(), &d.octets(), 17, udp_len.into())
+            }
+            _ => 0,
+        };
         let udp = &mut room[l4..l4 + UDP_LEN];
         udp[0..2].copy_from_slice(&flow.src_port.to_be_bytes());
         udp[2..4].copy_from_slice(&g.dst_port.to_be_bytes());
         udp[4..6].copy_from_slice(&udp_len.to_be_bytes());
-        // Checksum 0: "not computed" for IPv4. For IPv6 it is mandatory, but the router never
-        // verifies or rewrites L4, so receivers in tests see a constant; decided: left 0.
         udp[6..8].copy_from_slice(&[0, 0]);
+        // A real checksum (RFC 768; mandatory for IPv6, RFC 8200 §8.1). The payload is zeros,
+        // which add nothing to a one's complement sum, so only the header is summed. The
+        // router's rewrites (TTL / hop limit, DSCP, ECN, MACs) are outside the pseudo-header
+        // and the segment, so it stays valid through the router.
+        let sum = checksum::udp_checksum(pseudo, checksum::ones_complement_sum(udp));
+        udp[6..8].copy_from_slice(&sum.to_be_bytes());
         room[l4 + UDP_LEN..size].fill(0);
     }
 }

@@ -1,0 +1,193 @@
+//! zl-lpm against DPDK's `rte_lpm` / `rte_lpm6` on the same prefixes and addresses, in the
+//! same process: lookup cost (the minimum over rounds of ns per lookup, the two alternating
+//! so that both see the same machine load), table build time and memory. The next-hop sums
+//! of the two must be equal: a cross-check of every lookup against DPDK.
+//!
+//! Tables: `zl_lpm::synth` (the prefix-length distribution of the public BGP tables; its doc
+//! says which). Addresses: 2^20, each inside a random table prefix, one in 8 random (mostly
+//! misses for IPv6, and any route for IPv4).
+//!
+//! Run: `cargo run --release -p zl-dpdk --features dpdk --example lpm_compare`. Results:
+//! docs/performance/lpm.md.
+
+use std::error::Error;
+use std::ffi::CString;
+use std::hint::black_box;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::time::Instant;
+
+use zl_dpdk::{Eal, EalConfig};
+use zl_dpdk_sys as sys;
+use zl_lpm::synth::{self, Rng};
+use zl_lpm::{Lpm4, Lpm6};
+
+const ADDRS: usize = 1 << 20;
+const ROUNDS: usize = 7;
+
+fn ns_per(n: usize, f: impl FnOnce() -> u64) -> (f64, u64) {
+    let t = Instant::now();
+    let sum = black_box(f());
+    (t.elapsed().as_nanos() as f64 / n as f64, sum)
+}
+
+fn value(i: usize) -> u32 {
+    (i % 1000) as u32 + 1
+}
+
+fn v4(n: usize, seed: u64) -> Result<(), Box<dyn Error>> {
+    let table = synth::v4_table(n, seed);
+    let t = Instant::now();
+    let zl = Lpm4::default();
+    for (i, &(a, len)) in table.iter().enumerate() {
+        zl.insert(Ipv4Addr::from(a), len, value(i))?;
+    }
+    let zl_build = t.elapsed();
+
+    let name = CString::new(format!("bench4_{n}"))?;
+    let cfg = sys::rte_lpm_config {
+        max_rules: n as u32 + 16,
+        number_tbl8s: 1 << 16,
+        flags: 0,
+    };
+    let t = Instant::now();
+    // SAFETY: EAL is initialised; `name` and `cfg` outlive the call.
+    let rte = unsafe { sys::rte_lpm_create(name.as_ptr(), -1, &cfg) };
+    if rte.is_null() {
+        return Err("rte_lpm_create failed".into());
+    }
+    for (i, &(a, len)) in table.iter().enumerate() {
+        // SAFETY: `rte` is a live table from rte_lpm_create.
+        let rc = unsafe { sys::rte_lpm_add(rte, a, len, value(i)) };
+        if rc != 0 {
+            return Err(format!("rte_lpm_add {a:#x}/{len}: {rc}").into());
+        }
+    }
+    let rte_build = t.elapsed();
+
+    let mut rng = Rng::new(seed ^ 0xabc);
+    let addrs: Vec<u32> = (0..ADDRS)
+        .map(|i| {
+            if i % 8 == 7 {
+                rng.next_u64() as u32
+            } else {
+                let p = table[(rng.next_u64() % table.len() as u64) as usize];
+                synth::v4_inside(p, &mut rng)
+            }
+        })
+        .collect();
+    let (mut best_zl, mut best_rte) = (f64::MAX, f64::MAX);
+    for _ in 0..ROUNDS {
+        let (z, zsum) = ns_per(ADDRS, || {
+            (addrs.iter())
+                .map(|&a| u64::from(zl.lookup_u32(a).unwrap_or(0)))
+                .sum()
+        });
+        // SAFETY: `rte` is live; `addrs` holds ADDRS addresses.
+        let (r, rsum) = ns_per(ADDRS, || unsafe {
+            sys::zl_lpm_lookup_sum(rte, addrs.as_ptr(), ADDRS as u32)
+        });
+        assert_eq!(zsum, rsum, "zl-lpm and rte_lpm disagree");
+        best_zl = best_zl.min(z);
+        best_rte = best_rte.min(r);
+    }
+    let s = zl.stats();
+    println!(
+        "IPv4 {n:>9} routes | lookup ns: zl-lpm {best_zl:6.2}  rte_lpm {best_rte:6.2}  ratio {:.2} | build ms: zl-lpm {:7.1}  rte_lpm {:7.1} | zl-lpm memory {} MiB root + {} MiB groups ({} in use); rte_lpm as configured {} MiB",
+        best_zl / best_rte,
+        zl_build.as_secs_f64() * 1e3,
+        rte_build.as_secs_f64() * 1e3,
+        s.root_bytes >> 20,
+        s.group_bytes_touched as f64 / (1 << 20) as f64,
+        s.groups_in_use,
+        (4usize << 24) + (cfg.number_tbl8s as usize * 1024) >> 20
+    );
+    // SAFETY: `rte` is live and not used after.
+    unsafe { sys::rte_lpm_free(rte) };
+    Ok(())
+}
+
+fn v6(n: usize, seed: u64) -> Result<(), Box<dyn Error>> {
+    let table = synth::v6_table(n, seed);
+    let t = Instant::now();
+    let zl = Lpm6::default();
+    for (i, &(a, len)) in table.iter().enumerate() {
+        zl.insert(Ipv6Addr::from(a), len, value(i))?;
+    }
+    let zl_build = t.elapsed();
+
+    let name = CString::new(format!("bench6_{n}"))?;
+    let cfg = sys::rte_lpm6_config {
+        max_rules: n as u32 + 16,
+        number_tbl8s: 1 << 19,
+        flags: 0,
+    };
+    let t = Instant::now();
+    // SAFETY: EAL is initialised; `name` and `cfg` outlive the call.
+    let rte = unsafe { sys::rte_lpm6_create(name.as_ptr(), -1, &cfg) };
+    if rte.is_null() {
+        return Err("rte_lpm6_create failed".into());
+    }
+    for (i, &(a, len)) in table.iter().enumerate() {
+        let bytes = a.to_be_bytes();
+        // SAFETY: `rte` is live; `bytes` is 16 bytes.
+        let rc = unsafe { sys::rte_lpm6_add(rte, bytes.as_ptr(), len, value(i)) };
+        if rc != 0 {
+            return Err(format!("rte_lpm6_add {}/{len}: {rc}", Ipv6Addr::from(a)).into());
+        }
+    }
+    let rte_build = t.elapsed();
+
+    let mut rng = Rng::new(seed ^ 0xdef);
+    let addrs: Vec<u128> = (0..ADDRS)
+        .map(|i| {
+            if i % 8 == 7 {
+                (u128::from(rng.next_u64()) << 64) | u128::from(rng.next_u64())
+            } else {
+                let p = table[(rng.next_u64() % table.len() as u64) as usize];
+                synth::v6_inside(p, &mut rng)
+            }
+        })
+        .collect();
+    let bytes: Vec<u8> = addrs.iter().flat_map(|a| a.to_be_bytes()).collect();
+    let (mut best_zl, mut best_rte) = (f64::MAX, f64::MAX);
+    for _ in 0..ROUNDS {
+        let (z, zsum) = ns_per(ADDRS, || {
+            (addrs.iter())
+                .map(|&a| u64::from(zl.lookup(Ipv6Addr::from(a)).unwrap_or(0)))
+                .sum()
+        });
+        // SAFETY: `rte` is live; `bytes` holds ADDRS 16-byte addresses.
+        let (r, rsum) = ns_per(ADDRS, || unsafe {
+            sys::zl_lpm6_lookup_sum(rte, bytes.as_ptr(), ADDRS as u32)
+        });
+        assert_eq!(zsum, rsum, "zl-lpm and rte_lpm6 disagree");
+        best_zl = best_zl.min(z);
+        best_rte = best_rte.min(r);
+    }
+    let s = zl.stats();
+    println!(
+        "IPv6 {n:>9} routes | lookup ns: zl-lpm {best_zl:6.2}  rte_lpm6 {best_rte:6.2}  ratio {:.2} | build ms: zl-lpm {:7.1}  rte_lpm6 {:7.1} | zl-lpm memory {:.1} MiB root + {:.1} MiB groups ({} in use); rte_lpm6 as configured {} MiB",
+        best_zl / best_rte,
+        zl_build.as_secs_f64() * 1e3,
+        rte_build.as_secs_f64() * 1e3,
+        s.root_bytes as f64 / (1 << 20) as f64,
+        s.group_bytes_touched as f64 / (1 << 20) as f64,
+        s.groups_in_use,
+        (4usize << 24) + (cfg.number_tbl8s as usize * 1024) >> 20
+    );
+    // SAFETY: `rte` is live and not used after.
+    unsafe { sys::rte_lpm6_free(rte) };
+    Ok(())
+}
+
+fn main() -> Result<(), Box<dyn Error>> {
+    let mut cfg = EalConfig::no_huge(&format!("zl-lpm-{}", std::process::id()));
+    if let Some(i) = cfg.args.iter().position(|a| a == "-m") {
+        cfg.args[i + 1] = "4096".into();
+    }
+    let _eal = Eal::init(&cfg)?;
+    v4(1_000, 1)?;
+    v4(1_000_000, 2)?;
+    v6(200_000, 3)?;
+    Ok(())
+}

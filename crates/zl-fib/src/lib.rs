@@ -1,0 +1,43 @@
+//! zlrouter's forwarding table fed from the Linux kernel (`[routing] source = "kernel"`).
+//!
+//! Where it sits: between `zl-netlink` (the kernel's routes and neighbours as events) and the
+//! data plane's poll loop. The flow:
+//!
+//! ```text
+//!  kernel (ip route, BIRD/FRR, ARP/NDP)
+//!     | rtnetlink dump + RTM_NEWROUTE/DELROUTE/NEWNEIGH/DELNEIGH
+//!     v
+//!  control thread: FibState::apply (routes, neighbours, static routes) -> Fib snapshot
+//!     | FibHandle::publish (an Arc swapped in, arc-swap: no lock for the reader)
+//!     v
+//!  poll loop: FibReader::refresh between polls, Fib::decide per packet
+//!     | Decision::Resolve -> NeighbourWait::hold (bounded per next hop) + a resolve request
+//!     v                       (lock-free ArrayQueue) back to the control thread
+//! ```
+//!
+//! Contract:
+//! - A [`Fib`] is immutable; the poll loop holds one for a whole poll and picks up the newest
+//!   at one place ([`FibReader::refresh`]), so a packet is routed by one consistent table.
+//! - [`Fib::decide`] is a longest-prefix match over kernel routes on zlrouter's ports and
+//!   static routes (a static route wins over a kernel route for the same prefix), then a
+//!   neighbour lookup of the next hop (the gateway, or the destination itself on a connected
+//!   route); a static route's `next_hop_mac` overrides the neighbour table.
+//! - A next hop without a MAC is [`Decision::Resolve`]: the caller holds at most
+//!   `unres_qlen` packets for it in a [`NeighbourWait`], counts the rest as `no_neighbour`,
+//!   and sends one resolve request; when a snapshot with the MAC arrives the held packets are
+//!   released in order; those waiting longer than the wait's timeout are dropped as
+//!   `no_neighbour`.
+//!
+//! decided: the prefix match is per-length hash maps probed from the longest length in use
+//! (at most 33 / 129 probes, fewer in practice). It holds a full table and updates in O(1);
+//! the full-table LPM of `zl-lpm` replaces it behind [`Fib::decide`] when it lands.
+
+mod follow;
+mod state;
+mod table;
+mod wait;
+
+pub use follow::{FibFollower, ResolveQueue};
+pub use state::{FibState, StaticRoute};
+pub use table::{Decision, Fib, FibHandle, FibReader};
+pub use wait::{Hold, NeighbourWait};

@@ -1,0 +1,199 @@
+//! The immutable forwarding table the poll loop reads, and its publication.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use zl_wire::MacAddr;
+
+/// What the data plane does with a packet to a destination.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Send out of `port` to `mac`.
+    Forward { port: u16, mac: MacAddr },
+    /// The route says `port` via `next_hop`, whose MAC is not known yet: hold the packet
+    /// (bounded) and have the kernel resolve it.
+    Resolve { port: u16, next_hop: IpAddr },
+    /// No route, or the best route leaves through an interface that is not one of zlrouter's
+    /// ports (the kernel's own, e.g. a management port): counted `no_route`.
+    NoRoute,
+    /// A blackhole / unreachable / prohibit route: dropped (counted `no_route`).
+    Reject,
+}
+
+/// Where a chosen route sends packets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Target {
+    /// Out of `port`, to `gateway` or (None) to the destination itself; `mac` overrides the
+    /// neighbour table (a static route's `next_hop_mac`).
+    Port {
+        port: u16,
+        gateway: Option<IpAddr>,
+        mac: Option<MacAddr>,
+    },
+    /// The kernel's interface `oif` is not one of zlrouter's ports.
+    Elsewhere,
+    Reject,
+}
+
+/// Longest-prefix match by per-length hash maps, lengths kept longest first.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PrefixMap {
+    v4: HashMap<(u8, u32), Target>,
+    v6: HashMap<(u8, u128), Target>,
+    v4_lens: Vec<u8>,
+    v6_lens: Vec<u8>,
+}
+
+pub(crate) fn mask4(a: u32, len: u8) -> u32 {
+    if len == 0 {
+        0
+    } else {
+        a & (u32::MAX << (32 - len))
+    }
+}
+
+pub(crate) fn mask6(a: u128, len: u8) -> u128 {
+    if len == 0 {
+        0
+    } else {
+        a & (u128::MAX << (128 - len))
+    }
+}
+
+impl PrefixMap {
+    pub(crate) fn insert(&mut self, dst: IpAddr, len: u8, t: Target) {
+        match dst {
+            IpAddr::V4(a) => {
+                self.v4.insert((len, mask4(a.into(), len)), t);
+                if !self.v4_lens.contains(&len) {
+                    self.v4_lens.push(len);
+                    self.v4_lens.sort_unstable_by(|a, b| b.cmp(a));
+                }
+            }
+            IpAddr::V6(a) => {
+                self.v6.insert((len, mask6(a.into(), len)), t);
+                if !self.v6_lens.contains(&len) {
+                    self.v6_lens.push(len);
+                    self.v6_lens.sort_unstable_by(|a, b| b.cmp(a));
+                }
+            }
+        }
+    }
+
+    pub(crate) fn lookup(&self, dst: IpAddr) -> Option<Target> {
+        match dst {
+            IpAddr::V4(a) => {
+                let a = u32::from(a);
+                self.v4_lens
+                    .iter()
+                    .find_map(|&l| self.v4.get(&(l, mask4(a, l))).copied())
+            }
+            IpAddr::V6(a) => {
+                let a = u128::from(a);
+                self.v6_lens
+                    .iter()
+                    .find_map(|&l| self.v6.get(&(l, mask6(a, l))).copied())
+            }
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.v4.len() + self.v6.len()
+    }
+}
+
+/// One consistent forwarding table: routes and neighbours, by zlrouter port.
+#[derive(Clone, Debug, Default)]
+pub struct Fib {
+    pub(crate) routes: PrefixMap,
+    pub(crate) neighbours: HashMap<(u16, IpAddr), MacAddr>,
+}
+
+impl Fib {
+    /// The decision for a packet to `dst` (see the crate doc).
+    #[inline]
+    pub fn decide(&self, dst: IpAddr) -> Decision {
+        match self.routes.lookup(dst) {
+            None | Some(Target::Elsewhere) => Decision::NoRoute,
+            Some(Target::Reject) => Decision::Reject,
+            Some(Target::Port {
+                port,
+                mac: Some(mac),
+                ..
+            }) => Decision::Forward { port, mac },
+            Some(Target::Port { port, gateway, .. }) => {
+                let next_hop = gateway.unwrap_or(dst);
+                match self.neighbours.get(&(port, next_hop)) {
+                    Some(&mac) => Decision::Forward { port, mac },
+                    None => Decision::Resolve { port, next_hop },
+                }
+            }
+        }
+    }
+
+    /// The MAC of `next_hop` on `port`, if known.
+    pub fn neighbour(&self, port: u16, next_hop: IpAddr) -> Option<MacAddr> {
+        self.neighbours.get(&(port, next_hop)).copied()
+    }
+
+    /// Routes held (both families).
+    pub fn route_count(&self) -> usize {
+        self.routes.len()
+    }
+}
+
+/// The control side's end: publishes new snapshots.
+#[derive(Clone, Debug)]
+pub struct FibHandle {
+    current: Arc<ArcSwap<Fib>>,
+}
+
+impl FibHandle {
+    pub fn new(fib: Fib) -> Self {
+        FibHandle {
+            current: Arc::new(ArcSwap::from_pointee(fib)),
+        }
+    }
+
+    /// Makes `fib` the table every reader picks up at its next refresh.
+    pub fn publish(&self, fib: Fib) {
+        self.current.store(Arc::new(fib));
+    }
+
+    /// A reader for one poll loop.
+    pub fn reader(&self) -> FibReader {
+        FibReader {
+            source: self.current.clone(),
+            held: self.current.load_full(),
+        }
+    }
+}
+
+/// The poll loop's end: holds one snapshot and swaps to the newest at [`FibReader::refresh`].
+#[derive(Debug)]
+pub struct FibReader {
+    source: Arc<ArcSwap<Fib>>,
+    held: Arc<Fib>,
+}
+
+impl FibReader {
+    /// Picks up the newest snapshot (call between polls); true when it changed. A load and a
+    /// pointer compare when nothing changed; never blocks.
+    #[inline]
+    pub fn refresh(&mut self) -> bool {
+        let now = self.source.load();
+        if Arc::ptr_eq(&now, &self.held) {
+            return false;
+        }
+        self.held = arc_swap::Guard::into_inner(now);
+        true
+    }
+
+    /// The snapshot held since the last refresh.
+    #[inline]
+    pub fn fib(&self) -> &Fib {
+        &self.held
+    }
+}

@@ -1,0 +1,231 @@
+//! Longest-prefix match for a full Internet table, read by many forwarding threads while one
+//! control thread at a time changes it.
+//!
+//! [`Lpm4`] is DIR-24-8 as DPDK's `rte_lpm`: a 2^24-entry table indexed by the top 24 bits of
+//! the address, and 256-entry groups for the last byte of the prefixes longer than /24. A
+//! lookup is one load, or two for an address under a prefix longer than /24. [`Lpm6`] is the
+//! same multibit trie with a 2^16-entry root and one 256-entry group per further byte (up to 14
+//! levels; a /48 takes 5 loads). Each entry is 32 bits: the value (a next-hop id up to
+//! [`MAX_VALUE`]) and depth of the longest rule covering it, or a pointer to a group.
+//!
+//! # Contract
+//! - `lookup(addr)` returns the value of the longest rule (prefix) containing `addr`, or `None`.
+//!   It never blocks, never allocates, never takes a lock, and may run on any number of threads
+//!   while `insert` / `remove` run.
+//! - `insert` / `remove` take `&self` and serialise on an internal mutex (the writer's side,
+//!   which readers never touch). A change is applied entry by entry with atomic stores: a lookup
+//!   that runs during a change returns, for its address, either the value before or the value
+//!   after the change, never a value of an unrelated rule and never `None` where both had a
+//!   route. So routes change while the poll loops forward, with no pause and no loss.
+//! - Host bits of a prefix are ignored (`10.1.2.3/8` is `10.0.0.0/8`), as `ip route` does not.
+//! - Memory: the root table (64 MiB for IPv4, 256 KiB for IPv6) and the group capacity are
+//!   reserved up front, zeroed, so the operating system maps pages only as groups are used
+//!   (DPDK sizes its tables the same way, by `number_tbl8s`). A table out of groups refuses the
+//!   insert with [`LpmError::TableFull`] and is left unchanged for lookups.
+//!
+//! # Concurrency: decided
+//! Lock-free readers and one writer updating atomic entries in place, as `rte_lpm` does, rather
+//! than an immutable table swapped whole (arc-swap): a swapped DIR-24-8 copies 64 MiB per
+//! change, and a BGP feed changes thousands of routes a second; in place, adding a /24 is one
+//! store. Entries are whole 32-bit atomics (Release stores, Acquire loads: a group is filled
+//! before the pointer to it is published).
+//!
+//! The hard part is freeing a group (after the last longer prefix under it goes): a reader may
+//! have read the pointer to it just before. `rte_lpm` waits for an RCU grace period, which needs
+//! every reader to report quiescent states. Here readers need not cooperate: each group has a
+//! 5-bit generation, bumped when it is reused; the pointer carries the generation it was linked
+//! with and every entry of a group carries the group's own. A reader that finds a different
+//! generation than its pointer promised starts the lookup again. A freed group keeps its
+//! entries until reused, and a group is only freed when all its entries equal the leaf that
+//! replaces the pointer, so a reader still inside it reads the right answer. Freed groups are
+//! reused first in, first out, so a generation repeats (the one case the check misses) only if
+//! a single lookup is overtaken by 32 rounds through the whole free list. No `unsafe` beyond
+//! allocating the zeroed table (see `trie.rs`).
+//!
+//! `tests/concurrent.rs` checks the contract with readers racing a writer that splits, fills
+//! and frees groups; `tests/oracle.rs` checks lookups against a naive longest-match scan.
+
+mod entry;
+pub mod synth;
+mod trie;
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+pub use entry::{MAX_GROUPS, MAX_VALUE};
+
+/// Why a rule was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LpmError {
+    /// The prefix length exceeds the address width.
+    PrefixTooLong { len: u32, max: u32 },
+    /// The value does not fit an entry (more than [`MAX_VALUE`]).
+    ValueTooLarge(u32),
+    /// Every 256-entry group is in use; the table is unchanged.
+    TableFull,
+}
+
+impl std::fmt::Display for LpmError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LpmError::PrefixTooLong { len, max } => {
+                write!(f, "prefix length {len} exceeds {max}")
+            }
+            LpmError::ValueTooLarge(v) => write!(f, "value {v} exceeds {MAX_VALUE}"),
+            LpmError::TableFull => write!(f, "the table's groups are all in use"),
+        }
+    }
+}
+
+impl std::error::Error for LpmError {}
+
+/// A table's size.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LpmStats {
+    /// Rules (prefixes) in the table.
+    pub rules: usize,
+    /// 256-entry groups linked into the table.
+    pub groups_in_use: usize,
+    /// Groups the table can hold.
+    pub group_capacity: usize,
+    /// Entries stored since the table was made (the work of every change, for tests that
+    /// bound it).
+    pub entry_writes: u64,
+    /// The root table's size.
+    pub root_bytes: usize,
+    /// Group memory ever used (the high-water mark of groups, 1 KiB each).
+    pub group_bytes_touched: usize,
+}
+
+macro_rules! family {
+    ($name:ident, $addr:ty, $int:ty, $width:expr, $root:expr, $groups:expr, $doc:expr) => {
+        #[doc = $doc]
+        pub struct $name {
+            trie: trie::Trie,
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                Self::with_groups($groups)
+            }
+        }
+
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($name))
+                    .field("stats", &self.stats())
+                    .finish()
+            }
+        }
+
+        impl $name {
+            /// The default group capacity.
+            pub const DEFAULT_GROUPS: u32 = $groups;
+
+            /// An empty table with room for `groups` 256-entry groups (at most
+            /// [`MAX_GROUPS`]).
+            pub fn with_groups(groups: u32) -> Self {
+                $name {
+                    trie: trie::Trie::new($width, $root, groups),
+                }
+            }
+
+            fn key(addr: $addr) -> u128 {
+                u128::from(<$int>::from(addr)) << (128 - $width)
+            }
+
+            /// Adds the rule `addr/len -> value`, or changes its value; returns the value it
+            /// replaced.
+            pub fn insert(
+                &self,
+                addr: $addr,
+                len: u8,
+                value: u32,
+            ) -> Result<Option<u32>, LpmError> {
+                self.trie.insert(Self::key(addr), u32::from(len), value)
+            }
+
+            /// Removes the rule `addr/len`; returns its value. Addresses under it fall back to
+            /// the next shorter rule.
+            pub fn remove(&self, addr: $addr, len: u8) -> Option<u32> {
+                self.trie.remove(Self::key(addr), u32::from(len))
+            }
+
+            /// The value of the rule `addr/len` exactly (not a longest match).
+            pub fn get(&self, addr: $addr, len: u8) -> Option<u32> {
+                self.trie.get(Self::key(addr), u32::from(len))
+            }
+
+            /// The number of rules.
+            pub fn len(&self) -> usize {
+                self.trie.len()
+            }
+
+            pub fn is_empty(&self) -> bool {
+                self.len() == 0
+            }
+
+            pub fn stats(&self) -> LpmStats {
+                self.trie.stats()
+            }
+        }
+    };
+}
+
+family!(
+    Lpm4,
+    Ipv4Addr,
+    u32,
+    32,
+    24,
+    1 << 16,
+    "IPv4 longest-prefix match, DIR-24-8 (see the crate doc). The default capacity of 65 536 \
+     groups holds a /25../32 under that many distinct /24s (a public BGP table has a few \
+     thousand at most)."
+);
+family!(
+    Lpm6,
+    Ipv6Addr,
+    u128,
+    128,
+    16,
+    1 << 19,
+    "IPv6 longest-prefix match: a 16-bit root and 8-bit strides (see the crate doc). The default \
+     capacity of 524 288 groups (512 MiB reserved, mapped as used) holds a public IPv6 table \
+     several times over."
+);
+
+impl Lpm4 {
+    /// The value of the longest rule containing `addr`.
+    #[inline]
+    pub fn lookup(&self, addr: Ipv4Addr) -> Option<u32> {
+        self.lookup_u32(u32::from(addr))
+    }
+
+    /// [`Lpm4::lookup`] of a host-order address: the DIR-24-8 walk, unrolled (one root load,
+    /// at most one group load).
+    #[inline]
+    pub fn lookup_u32(&self, addr: u32) -> Option<u32> {
+        let t = &self.trie.t;
+        loop {
+            // Acquire: see `trie::Trie::lookup`.
+            let e = t.root[(addr >> 8) as usize].load(std::sync::atomic::Ordering::Acquire);
+            if !entry::is_ext(e) {
+                return entry::value(e);
+            }
+            let i = (entry::child(e) << 8) | (addr & 0xff) as usize;
+            let c = t.groups[i].load(std::sync::atomic::Ordering::Acquire);
+            // The group was recycled under us (see the crate doc): read the root again.
+            if entry::own_gen(c) == entry::child_gen(e) {
+                return entry::value(c);
+            }
+        }
+    }
+}
+
+impl Lpm6 {
+    /// The value of the longest rule containing `addr`.
+    #[inline]
+    pub fn lookup(&self, addr: Ipv6Addr) -> Option<u32> {
+        self.trie.lookup(u128::from(addr))
+    }
+}
