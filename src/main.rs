@@ -14,7 +14,7 @@ mod stats_view;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Parser, Subcommand};
 use zl_core::Nanos;
-use zl_dataplane::config::{PortKind, PortParams};
+use zl_dataplane::config::{PortKind, PortParams, RouteSource};
 use zl_dataplane::metrics::{ControlThread, MetricsHub};
 use zl_dataplane::mt::MtRouter;
 use zl_dataplane::port::FileAccess;
@@ -161,6 +161,39 @@ fn open_port(i: usize, p: &PortParams) -> Result<Option<BoxedPort>, BuildError> 
         }
         _ => Ok(None),
     }
+}
+
+/// `[routing] source = "kernel"`: maps each AF_XDP port to its kernel interface and starts
+/// following the kernel's routes and neighbours. Ports of other kinds have no kernel
+/// interface (a DPDK port's NIC is the PMD's, not the kernel's): routes never lead to them,
+/// and the start-up says so.
+fn follow_kernel(dp: &mut Dataplane, cfg: &RouterConfig) -> Result<()> {
+    let mut ports = Vec::new();
+    for (i, p) in cfg.ports.iter().enumerate() {
+        if p.kind != PortKind::AfXdp {
+            note!(
+                "zlrouter: warning: port `{}` is not an AF_XDP port: with routing.source = \"kernel\" \
+                 only AF_XDP ports have a kernel interface (ARP, NDP, the kernel's routes); \
+                 only static [[routes]] lead to `{}`",
+                p.name,
+                p.name
+            );
+            continue;
+        }
+        let ifname = p
+            .af_xdp
+            .as_ref()
+            .and_then(|t| t.get("ifname"))
+            .and_then(|v| v.as_str())
+            .unwrap_or(&p.name);
+        let ifindex = zl_afxdp::interface_index(ifname)
+            .with_context(|| format!("port `{}` (routing.source = \"kernel\")", p.name))?;
+        ports.push((ifindex, i as u16));
+    }
+    dp.follow_kernel(ports, cfg.routing.unres_qlen as usize)
+        .context(
+        "reading the kernel's routes and neighbours through netlink (routing.source = \"kernel\")",
+    )
 }
 
 /// The port supplier of both routers: AF_XDP and DPDK ports are opened here.
@@ -326,6 +359,9 @@ fn run(
         return run_threaded(mt, &cfg, quiet);
     }
     let mut dp = build(&cfg, &base, &mut dpdk, FileAccess::Open)?;
+    if cfg.routing.source == RouteSource::Kernel {
+        follow_kernel(&mut dp, &cfg)?;
+    }
     let mut session = Session::start(&dp, &cfg, quiet)?;
     let end = Nanos::from_secs_f64(cfg.run.duration_s);
     let drain = Nanos::from_secs_f64(cfg.run.drain_s);

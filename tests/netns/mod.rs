@@ -745,7 +745,12 @@ pub fn table_value(table: &str, line_start: &str, key: &str) -> Option<u64> {
         .lines()
         .find(|l| l.trim_start().starts_with(line_start))?;
     let at = line.find(key)? + key.len();
-    line[at..].split_whitespace().next()?.parse().ok()
+    line[at..]
+        .split_whitespace()
+        .next()?
+        .trim_end_matches(')')
+        .parse()
+        .ok()
 }
 
 /// The router's Prometheus text from its metrics endpoint `addr` (a `[metrics] listen`

@@ -201,6 +201,48 @@ pub struct ForwardingParams {
     pub bridge: Vec<[String; 2]>,
 }
 
+/// Where routes and next-hop MACs come from (`[routing] source`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RouteSource {
+    /// Only the config's `[[routes]]`, each with its `next_hop_mac`.
+    #[default]
+    Static,
+    /// The kernel's main table and neighbour table, dumped at start and followed through
+    /// rtnetlink while forwarding (`ip route`, BIRD, FRR, ARP, NDP); `[[routes]]` mixed in
+    /// (a static route wins for its prefix, its `next_hop_mac` overriding the neighbour
+    /// table). Needs AF_XDP ports (their interfaces are the kernel's) and the single-thread
+    /// loop (`rx_workers = 0`).
+    Kernel,
+}
+
+/// `[routing]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoutingParams {
+    #[serde(default)]
+    pub source: RouteSource,
+    /// Kernel routing: packets held per next hop while the kernel resolves its MAC (as the
+    /// kernel's `unres_qlen`); more are dropped as `no_neighbour`.
+    #[serde(default = "RoutingParams::default_unres_qlen")]
+    pub unres_qlen: u32,
+}
+
+impl RoutingParams {
+    fn default_unres_qlen() -> u32 {
+        32
+    }
+}
+
+impl Default for RoutingParams {
+    fn default() -> Self {
+        RoutingParams {
+            source: RouteSource::Static,
+            unres_qlen: Self::default_unres_qlen(),
+        }
+    }
+}
+
 /// `[[routes]]`: one static route.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -248,6 +290,8 @@ pub struct RouterConfig {
     pub forwarding: ForwardingParams,
     #[serde(default)]
     pub routes: Vec<RouteParams>,
+    #[serde(default)]
+    pub routing: RoutingParams,
     /// QoS of every egress port without its own `qos`; one best-effort tail-drop class of
     /// 1000 packets when absent.
     #[serde(default)]
@@ -267,6 +311,9 @@ pub const DEFAULT_CONFIG: &str = include_str!("../../../configs/default.toml");
 #[derive(Clone, Debug)]
 pub enum Forwarding {
     Router(RouteTable),
+    /// Kernel routing (`[routing] source = "kernel"`): the config's static routes, mixed into
+    /// the kernel's table once the data plane follows it (`Dataplane::follow_kernel`).
+    Kernel(Vec<zl_fib::StaticRoute>),
     /// `peer[i]`: where frames received on port i go (`None`: dropped as no route).
     Bridge(Vec<Option<u16>>),
 }
@@ -276,6 +323,8 @@ impl Forwarding {
     pub fn is_egress(&self, port: u16) -> bool {
         match self {
             Forwarding::Router(table) => table.egress_ports().contains(&port),
+            // Any port the kernel routes through.
+            Forwarding::Kernel(_) => true,
             Forwarding::Bridge(peer) => peer.contains(&Some(port)),
         }
     }
@@ -468,6 +517,7 @@ impl RouterConfig {
                     ));
                 }
                 let table = RouteTable::default();
+                let mut statics = Vec::new();
                 for (i, rt) in self.routes.iter().enumerate() {
                     let key = |f: &str| format!("routes[{i}].{f}");
                     let prefix: Prefix = rt.prefix.parse().map_err(|e: String| {
@@ -491,6 +541,13 @@ impl RouterConfig {
                             "a MAC address like 02:00:00:00:00:01",
                         )
                     })?;
+                    statics.push(zl_fib::StaticRoute {
+                        dst: prefix.addr,
+                        prefix_len: prefix.len,
+                        port,
+                        gateway: None,
+                        mac: Some(mac),
+                    });
                     match table.insert(prefix, NextHop::new(port, mac)) {
                         Ok(None) => {}
                         Ok(Some(_)) => {
@@ -509,7 +566,10 @@ impl RouterConfig {
                         }
                     }
                 }
-                Ok(Forwarding::Router(table))
+                Ok(match self.routing.source {
+                    RouteSource::Static => Forwarding::Router(table),
+                    RouteSource::Kernel => Forwarding::Kernel(statics),
+                })
             }
             Mode::Bridge => {
                 if !self.routes.is_empty() {

@@ -34,8 +34,9 @@ use crate::config::Forwarding;
 use crate::egress::{Egress, Link};
 use crate::forward::Forwarder;
 use crate::route::RouteTable;
-use crate::stats::{FateCounters, Fates, GroupStats};
+use crate::stats::{DropCause, FateCounters, Fates, GroupStats};
 use crate::view::Observer;
+use zl_fib::{Hold, NeighbourWait};
 
 pub use crate::egress::{QueueLengthHistogram, QLEN_BUCKETS, QLEN_SAMPLE_EVERY};
 
@@ -74,6 +75,9 @@ impl UnknownPort {
             Forwarding::Router(table) => (table.egress_ports().into_iter())
                 .find(missing)
                 .map(|p| ("a route", p)),
+            Forwarding::Kernel(statics) => {
+                (statics.iter().map(|r| r.port).find(missing)).map(|p| ("a route", p))
+            }
             Forwarding::Bridge(peer) => {
                 (peer.iter().flatten().copied().find(missing)).map(|p| ("a bridge peer", p))
             }
@@ -115,7 +119,20 @@ pub struct Dataplane {
     fates: Fates,
     now: Nanos,
     polls: u64,
+    /// Kernel routing: packets waiting for their next hop's MAC (bounded per next hop).
+    neighbour_wait: NeighbourWait<PacketBuf>,
+    /// Scratch for released / expired waiting packets (no allocation per poll once grown).
+    released: Vec<(u16, zl_wire::MacAddr, PacketBuf)>,
+    expired: Vec<PacketBuf>,
 }
+
+/// How long a next hop's packets wait for its MAC: the kernel gives up after
+/// `mcast_solicit` (3) probes `retrans_time` (1 s) apart.
+const NEIGHBOUR_WAIT: Nanos = Nanos::from_millis(3000);
+/// Next hops that may have packets waiting at once.
+const NEIGHBOUR_WAIT_HOPS: usize = 256;
+/// Packets per next hop when the config does not say (`routing.unres_qlen`).
+const DEFAULT_UNRES_QLEN: usize = 32;
 
 impl Dataplane {
     /// Assembles a data plane from built parts (see `crate::build` for the config path).
@@ -140,7 +157,87 @@ impl Dataplane {
             fates: Fates::new(groups),
             now: Nanos::ZERO,
             polls: 0,
+            neighbour_wait: NeighbourWait::new(
+                DEFAULT_UNRES_QLEN,
+                NEIGHBOUR_WAIT_HOPS,
+                NEIGHBOUR_WAIT,
+            ),
+            released: Vec::new(),
+            expired: Vec::new(),
         })
+    }
+
+    /// Kernel routing (`[routing] source = "kernel"`): dumps the kernel's main table and
+    /// neighbour table in the calling thread's namespace and follows them on a control thread
+    /// from now on; `ports` maps each kernel interface index to its port index;
+    /// `unres_qlen` bounds the packets held per unresolved next hop.
+    pub fn follow_kernel(
+        &mut self,
+        ports: Vec<(u32, u16)>,
+        unres_qlen: usize,
+    ) -> std::io::Result<()> {
+        let Forwarding::Kernel(statics) = self.forwarder.forwarding() else {
+            return Err(std::io::Error::other(
+                "the config's routing.source is not \"kernel\"",
+            ));
+        };
+        let state = zl_fib::FibState::new(ports, statics.clone());
+        let resolve = zl_fib::ResolveQueue::new(1024);
+        let (handle, follower) = zl_fib::FibFollower::start(state, resolve.clone())?;
+        self.forwarder.set_kernel_fib(crate::forward::KernelFib {
+            reader: handle.reader(),
+            resolve,
+            follower: Some(std::sync::Arc::new(follower)),
+        });
+        self.neighbour_wait = NeighbourWait::new(unres_qlen, NEIGHBOUR_WAIT_HOPS, NEIGHBOUR_WAIT);
+        Ok(())
+    }
+
+    /// Kernel routing, once per poll (between polls: the loop's one place to take in a new
+    /// table): the newest table, the waiting packets it resolves (forwarded now, in arrival
+    /// order) and those that waited too long (`no_neighbour`).
+    fn follow_table(&mut self, now: Nanos) {
+        let changed = self.forwarder.refresh();
+        if self.neighbour_wait.is_empty() {
+            return;
+        }
+        if changed {
+            let mut released = std::mem::take(&mut self.released);
+            if let Some(fib) = self.forwarder.kernel_fib() {
+                self.neighbour_wait.release(fib, &mut released);
+            }
+            for (_, _, buf) in released.drain(..) {
+                // Routed again with the new table: its MAC, TTL and queue as any packet.
+                self.forward_and_admit(now, buf);
+            }
+            self.released = released;
+        }
+        let mut expired = std::mem::take(&mut self.expired);
+        self.neighbour_wait.expire(now, &mut expired);
+        for buf in expired.drain(..) {
+            self.count_drop(buf, DropCause::NoNeighbour);
+        }
+        self.expired = expired;
+    }
+
+    /// A packet whose next hop has no MAC yet: held (asking the kernel to resolve the next
+    /// hop for the first one) or, past the bound, dropped as `no_neighbour`.
+    fn hold_for_neighbour(&mut self, now: Nanos, buf: PacketBuf, dst: Option<std::net::IpAddr>) {
+        let Some((port, hop)) = dst.and_then(|d| self.forwarder.unresolved(d)) else {
+            return self.count_drop(buf, DropCause::NoNeighbour);
+        };
+        match self.neighbour_wait.hold(now, port, hop, buf) {
+            Hold::HeldFirst => self.forwarder.request_resolve(port, hop),
+            Hold::Held => {}
+            Hold::Full(buf) => self.count_drop(buf, DropCause::NoNeighbour),
+        }
+    }
+
+    /// Counts a discarded packet (`Fates::dropped`) and recycles its buffer.
+    #[inline]
+    fn count_drop(&mut self, buf: PacketBuf, cause: DropCause) {
+        self.fates.dropped(&buf, cause);
+        self.pool.free(buf);
     }
 
     /// Fate of every packet received so far.
@@ -164,7 +261,11 @@ impl Dataplane {
     }
     /// Packets waiting in every egress queue.
     pub fn queued(&self) -> u64 {
-        self.slots.iter().map(|s| s.egress.qos.len() as u64).sum()
+        self.slots
+            .iter()
+            .map(|s| s.egress.qos.len() as u64)
+            .sum::<u64>()
+            + self.neighbour_wait.len() as u64
     }
     /// Buffers handed out by the pool right now (queued packets plus none in flight between
     /// polls): the memory bound the configured buffers impose.
@@ -190,6 +291,7 @@ impl Dataplane {
     pub fn poll(&mut self, now: Nanos) -> Result<usize, PortError> {
         self.now = now;
         self.polls = self.polls.wrapping_add(1);
+        self.follow_table(now);
         let mut rx = self.rx.take().unwrap_or_default();
         let result = self.receive(now, &mut rx);
         self.rx = Some(rx);
@@ -246,16 +348,24 @@ impl Dataplane {
     /// The receive stage (`crate::forward`, then the egress port's list observed once) and
     /// the egress port's admission of one received packet.
     #[inline]
-    fn process(&mut self, now: Nanos, mut buf: PacketBuf) {
+    fn process(&mut self, now: Nanos, buf: PacketBuf) {
         self.fates.arrives(&buf);
+        self.forward_and_admit(now, buf);
+    }
+
+    /// [`Dataplane::process`] after the receive count: also the path of a packet released
+    /// from the neighbour wait.
+    #[inline]
+    fn forward_and_admit(&mut self, now: Nanos, mut buf: PacketBuf) {
         // The parsed headers stay in this one place from the parse to the last rewrite.
         let mut parsed = None;
         let meta = match self.forwarder.forward_in_place(&mut buf, &mut parsed) {
             Ok(meta) => meta,
-            Err(cause) => {
-                self.fates.dropped(&buf, cause);
-                return self.pool.free(buf);
+            Err(DropCause::NoNeighbour) => {
+                let dst = parsed.as_ref().map(|i| i.dst);
+                return self.hold_for_neighbour(now, buf, dst);
             }
+            Err(cause) => return self.count_drop(buf, cause),
         };
         let egress = &mut self.slots[buf.out_port as usize].egress;
         let observed = egress.observe(meta.flow, now, &mut self.rng);
@@ -417,6 +527,13 @@ impl Dataplane {
                 }
             }
         }
+        // Packets still waiting for a next hop's MAC are not sent.
+        let mut waiting = std::mem::take(&mut self.expired);
+        self.neighbour_wait.expire(Nanos(u64::MAX), &mut waiting);
+        for buf in waiting.drain(..) {
+            self.count_drop(buf, DropCause::Shutdown);
+        }
+        self.expired = waiting;
         for s in &mut self.slots {
             if let Err(e) = s.port.flush() {
                 if first.is_ok() {
@@ -435,7 +552,6 @@ mod tests {
     use crate::config::RouterConfig;
     use crate::priority::PriorityParams;
     use crate::route::{NextHop, RouteTable};
-    use crate::stats::DropCause;
     use rand::SeedableRng;
     use std::sync::Arc;
     use zl_port::MemoryPort;

@@ -2,8 +2,8 @@
 //! and own MACs) or bridge -> the packet's AQM metadata. Everything a packet goes through
 //! before its egress port's QoS (classify, meter, admission, queue).
 //!
-//! [`Forwarder::forward_in_place`] is called by the single-thread loop (`Dataplane::process`)
-//! and by the receive workers of the multi-threaded split (`crate::mt`), so both forward with the same
+//! [`Forwarder::forward`] is called by the single-thread loop (`Dataplane::process`) and by the
+//! receive workers of the multi-threaded split (`crate::mt`), so both forward with the same
 //! semantics and the same drop causes: `parse_error` (router mode: the frame is not Ethernet +
 //! IPv4/IPv6), `no_route` (no route matched, or a bridge port without a peer), `ttl_expired`.
 
@@ -14,13 +14,49 @@ use zl_wire::{MacAddr, PacketInfo, ParseConfig, TtlOutcome};
 
 use crate::config::Forwarding;
 use crate::priority::PriorityMap;
-use crate::route::RouteTable;
+use crate::route::{NextHop, RouteTable};
 use crate::stats::DropCause;
 
-/// Forwarding state shared by every receive path; read-only while forwarding.
+/// What forwarding decided for a packet it keeps (the egress port is in `buf.out_port`).
+#[derive(Clone, Debug)]
+pub struct Ingress {
+    /// The parsed headers, as rewritten (TTL, MACs); `None` for a bridged frame that did not
+    /// parse (bridges forward any frame).
+    pub info: Option<PacketInfo>,
+    /// The AQM's view of the packet (length, flow, ECN, priority, weight; color green until
+    /// metered).
+    pub meta: PacketMeta,
+}
+
+/// Kernel routing's table as the poll loop sees it: the snapshot reader and the queue of
+/// resolve requests to the control thread (`zl_fib`).
+#[derive(Clone, Debug)]
+pub struct KernelFib {
+    pub reader: zl_fib::FibReader,
+    pub resolve: std::sync::Arc<zl_fib::ResolveQueue>,
+    /// The control thread following the kernel, stopped when the last holder goes.
+    pub follower: Option<std::sync::Arc<zl_fib::FibFollower>>,
+}
+
+impl KernelFib {
+    /// The config's static routes alone, followed by nothing (until
+    /// `Dataplane::follow_kernel`).
+    fn statics_only(statics: &[zl_fib::StaticRoute]) -> Self {
+        let state = zl_fib::FibState::new([], statics.to_vec());
+        KernelFib {
+            reader: zl_fib::FibHandle::new(state.snapshot()).reader(),
+            resolve: zl_fib::ResolveQueue::new(1),
+            follower: None,
+        }
+    }
+}
+
+/// Forwarding state shared by every receive path; read-only while forwarding (kernel
+/// routing's snapshot is swapped between polls, [`Forwarder::refresh`]).
 #[derive(Clone, Debug)]
 pub struct Forwarder {
     forwarding: Forwarding,
+    kernel: Option<KernelFib>,
     parse: ParseConfig,
     priority: PriorityMap,
     /// Each port's own MAC, by port index: the source MAC of routed frames leaving it.
@@ -34,11 +70,48 @@ impl Forwarder {
         priority: PriorityMap,
         macs: Vec<MacAddr>,
     ) -> Self {
+        let kernel = match &forwarding {
+            Forwarding::Kernel(statics) => Some(KernelFib::statics_only(statics)),
+            _ => None,
+        };
         Forwarder {
             forwarding,
+            kernel,
             parse,
             priority,
             macs,
+        }
+    }
+
+    /// Kernel routing: routes by `fib` from now on.
+    pub fn set_kernel_fib(&mut self, fib: KernelFib) {
+        self.kernel = Some(fib);
+    }
+
+    /// Kernel routing: picks up the newest table (the poll loop calls this once per poll,
+    /// the one place it sees route and neighbour changes); true when it changed.
+    #[inline]
+    pub fn refresh(&mut self) -> bool {
+        self.kernel.as_mut().is_some_and(|k| k.reader.refresh())
+    }
+
+    /// Kernel routing: the table held now.
+    pub fn kernel_fib(&self) -> Option<&zl_fib::Fib> {
+        self.kernel.as_ref().map(|k| k.reader.fib())
+    }
+
+    /// Kernel routing: the port and next hop whose MAC `dst` waits for, if it does.
+    pub fn unresolved(&self, dst: std::net::IpAddr) -> Option<(u16, std::net::IpAddr)> {
+        match self.kernel_fib()?.decide(dst) {
+            zl_fib::Decision::Resolve { port, next_hop } => Some((port, next_hop)),
+            _ => None,
+        }
+    }
+
+    /// Kernel routing: asks the control thread to have `next_hop` resolved (wait-free).
+    pub fn request_resolve(&self, port: u16, next_hop: std::net::IpAddr) {
+        if let Some(k) = &self.kernel {
+            k.resolve.request(port, next_hop);
         }
     }
 
@@ -50,22 +123,28 @@ impl Forwarder {
     pub fn routes(&self) -> Option<&RouteTable> {
         match &self.forwarding {
             Forwarding::Router(table) => Some(table),
-            Forwarding::Bridge(_) => None,
+            Forwarding::Kernel(_) | Forwarding::Bridge(_) => None,
         }
     }
     pub fn parse_config(&self) -> &ParseConfig {
         &self.parse
     }
 
-    /// Parses `buf` into `info` and routes it (longest-prefix match, TTL / hop-limit
-    /// decrement, next-hop MAC as destination and the egress port's MAC as source) or bridges
-    /// it (to the peer of `buf.in_port`, unchanged), setting `buf.out_port`; returns the AQM's
-    /// view of the packet (length, flow, ECN, priority, weight; color green until metered).
-    /// A packet forwarding discards comes back as its cause; the caller counts it and frees
-    /// the buffer. The parsed headers are written in place (`zl_wire::parse_into`), so that
-    /// the ~140 bytes of a `PacketInfo` are not copied through return values per packet; they
-    /// stay `None` for a bridged frame that did not parse (bridges forward any frame), and
-    /// hold nothing of use after an `Err`.
+    /// Parses `buf` and routes it (longest-prefix match, TTL / hop-limit decrement, next-hop
+    /// MAC as destination and the egress port's MAC as source) or bridges it (to the peer of
+    /// `buf.in_port`, unchanged), setting `buf.out_port`. A packet forwarding discards comes
+    /// back as its cause; the caller counts it and frees the buffer.
+    #[inline]
+    pub fn forward(&self, buf: &mut PacketBuf) -> Result<Ingress, DropCause> {
+        let mut info = None;
+        let meta = self.forward_in_place(buf, &mut info)?;
+        Ok(Ingress { info, meta })
+    }
+
+    /// [`Forwarder::forward`] with the parsed headers (its `Ingress::info`) written to `info`
+    /// instead of returned: for a caller that keeps them in place (`Dataplane::process`), so
+    /// that the ~140 bytes of a `PacketInfo` are not copied through the return values per
+    /// packet (`zl_wire::parse_into`). After an `Err`, `info` holds nothing of use.
     #[inline]
     pub fn forward_in_place(
         &self,
@@ -80,6 +159,16 @@ impl Forwarder {
                 None => return Err(DropCause::NoRoute),
             },
             (Forwarding::Router(_), _, _) => return Err(DropCause::ParseError),
+            (Forwarding::Kernel(_), Ok(()), Some(info)) => {
+                match self.kernel_fib().map(|f| f.decide(info.dst)) {
+                    Some(zl_fib::Decision::Forward { port, mac }) => Some(NextHop::new(port, mac)),
+                    // The caller holds it for the next hop (`Forwarder::unresolved`) or
+                    // counts it.
+                    Some(zl_fib::Decision::Resolve { .. }) => return Err(DropCause::NoNeighbour),
+                    _ => return Err(DropCause::NoRoute),
+                }
+            }
+            (Forwarding::Kernel(_), _, _) => return Err(DropCause::ParseError),
             (Forwarding::Bridge(peer), _, _) => {
                 match peer.get(buf.in_port as usize).copied().flatten() {
                     Some(p) => {

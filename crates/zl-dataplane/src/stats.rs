@@ -28,10 +28,14 @@ pub enum DropCause {
     /// Multi-threaded forwarding (`crate::mt`): a receive worker found the ring to its
     /// packet's egress port full. Always 0 on the single-thread loop.
     RingFull,
+    /// Kernel routing (`[routing] source = "kernel"`): the next hop's MAC was not known and
+    /// its wait queue (`routing.unres_qlen` packets per next hop) was full, or it was not
+    /// resolved within the wait's timeout.
+    NoNeighbour,
 }
 
 impl DropCause {
-    pub const ALL: [DropCause; 8] = [
+    pub const ALL: [DropCause; 9] = [
         DropCause::ParseError,
         DropCause::NoRoute,
         DropCause::TtlExpired,
@@ -40,6 +44,7 @@ impl DropCause {
         DropCause::Tail,
         DropCause::Shutdown,
         DropCause::RingFull,
+        DropCause::NoNeighbour,
     ];
     pub const fn index(self) -> usize {
         self as usize
@@ -54,6 +59,7 @@ impl DropCause {
             DropCause::Tail => "tail",
             DropCause::Shutdown => "shutdown",
             DropCause::RingFull => "ring_full",
+            DropCause::NoNeighbour => "no_neighbour",
         }
     }
     /// The cause of an AQM verdict that discards, `None` for admitting verdicts.

@@ -172,7 +172,7 @@ impl FibHandle {
 }
 
 /// The poll loop's end: holds one snapshot and swaps to the newest at [`FibReader::refresh`].
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct FibReader {
     source: Arc<ArcSwap<Fib>>,
     held: Arc<Fib>,
