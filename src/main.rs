@@ -20,7 +20,7 @@ use zl_dataplane::mt::MtRouter;
 use zl_dataplane::port::FileAccess;
 use zl_dataplane::{
     build_threaded, build_with_ports, check_with_ports, report, BoxedPort, BuildError, Dataplane,
-    Observer, PortSupplier, RouterConfig, RouterView, StopReason, DEFAULT_CONFIG,
+    Observer, PortSupplier, RouterConfig, RouterView, Snapshot, StopReason, DEFAULT_CONFIG,
 };
 
 #[derive(Parser)]
@@ -54,6 +54,10 @@ enum Command {
         /// No progress line.
         #[arg(long, short)]
         quiet: bool,
+        /// Print the final statistics as JSON (the schema of docs/operations.md) instead of
+        /// the table; the line saying why the run stopped goes to stderr.
+        #[arg(long)]
+        json: bool,
     },
     /// Load and validate a config (and build it, opening its files), then exit.
     Check { config: PathBuf },
@@ -65,6 +69,9 @@ enum Command {
         /// Print the Prometheus text as served instead of the summary.
         #[arg(long)]
         raw: bool,
+        /// Print the live statistics as JSON (`GET /stats.json`, the schema of `run --json`).
+        #[arg(long, conflicts_with = "raw")]
+        json: bool,
     },
 }
 
@@ -315,22 +322,23 @@ impl Session {
         })
     }
 
-    /// Ends the progress line, prints the final table (whatever stopped the run, a failed
-    /// port included), `extra` lines and why the run stopped. `secs` is the run's length as
-    /// the loop's clock saw it, drain included.
+    /// Ends the progress line, prints the final counters at `now` (the run's length as the
+    /// loop's clock saw it, drain included: whatever stopped the run, a failed port included),
+    /// the `extra` line (not in JSON) and why the run stopped.
     fn end(
         self,
         router: &dyn RouterView,
-        secs: f64,
+        now: Nanos,
         result: Result<StopReason, zl_port::PortError>,
         extra: Option<String>,
+        json: bool,
     ) -> Result<()> {
         end_progress_line();
-        outln!("{}", report::render(router, secs))?;
-        if let Some(line) = extra {
+        print_final(&Snapshot::take(router, now), json)?;
+        if let (Some(line), false) = (extra, json) {
             outln!("{line}")?;
         }
-        finish(result, self.server)
+        finish(result, self.server, json)
     }
 }
 
@@ -340,6 +348,7 @@ fn run(
     seed: Option<u64>,
     metrics: Option<String>,
     quiet: bool,
+    json: bool,
 ) -> Result<()> {
     let (mut cfg, base) = load(config.as_deref())?;
     if let Some(d) = duration {
@@ -356,7 +365,7 @@ fn run(
     if cfg.run.rx_workers > 0 {
         let supply: &mut PortSupplier<'_> = &mut ports(&cfg, &mut dpdk);
         let mt = build_threaded(&cfg, &base, supply, cfg.run.rx_workers as usize)?;
-        return run_threaded(mt, &cfg, quiet);
+        return run_threaded(mt, &cfg, quiet, json);
     }
     let mut dp = build(&cfg, &base, &mut dpdk, FileAccess::Open)?;
     if cfg.routing.source == RouteSource::Kernel {
@@ -371,13 +380,12 @@ fn run(
     } else {
         dp.run_virtual(end, drain, stop, PROGRESS_PERIOD, progress)
     };
-    let secs = dp.now().as_secs_f64();
-    session.end(&dp, secs, result, None)
+    session.end(&dp, dp.now(), result, None, json)
 }
 
 /// Runs the threaded router (`run.rx_workers` receive workers and one transmit worker) on the
 /// monotonic clock, whatever the ports (generator and pcap ports then offer in real time).
-fn run_threaded(mut mt: MtRouter, cfg: &RouterConfig, quiet: bool) -> Result<()> {
+fn run_threaded(mut mt: MtRouter, cfg: &RouterConfig, quiet: bool, json: bool) -> Result<()> {
     let mut session = Session::start(&mt, cfg, quiet)?;
     if !quiet {
         note!(
@@ -394,7 +402,6 @@ fn run_threaded(mut mt: MtRouter, cfg: &RouterConfig, quiet: bool) -> Result<()>
         PROGRESS_PERIOD,
         &mut session.progress,
     );
-    let secs = mt.now().as_secs_f64();
     let per_worker: Vec<String> = mt
         .worker_totals()
         .iter()
@@ -405,29 +412,49 @@ fn run_threaded(mut mt: MtRouter, cfg: &RouterConfig, quiet: bool) -> Result<()>
         per_worker.len(),
         per_worker.join(" / ")
     );
-    session.end(&mt, secs, result, Some(threads))
+    session.end(&mt, mt.now(), result, Some(threads), json)
 }
 
 /// Prints why the run stopped and stops the control thread.
-fn finish(result: Result<StopReason, zl_port::PortError>, server: ControlThread) -> Result<()> {
-    match result {
-        Ok(StopReason::Finished) => {
-            outln!("stopped: every source finished and every queue drained")?
+fn finish(
+    result: Result<StopReason, zl_port::PortError>,
+    server: ControlThread,
+    json: bool,
+) -> Result<()> {
+    // With --json, stdout carries one JSON document and nothing else.
+    let say = |line: &str| -> Result<()> {
+        if json {
+            note!("{line}");
+            Ok(())
+        } else {
+            outln!("{line}")
         }
+    };
+    match result {
+        Ok(StopReason::Finished) => say("stopped: every source finished and every queue drained")?,
         Ok(StopReason::DrainTimeout) => {
-            outln!("stopped: drain time over; what was queued is counted as shutdown drops")?
+            say("stopped: drain time over; what was queued is counted as shutdown drops")?
         }
         Ok(StopReason::Interrupted) => {
-            outln!("stopped: interrupted; what was queued is counted as shutdown drops")?
+            say("stopped: interrupted; what was queued is counted as shutdown drops")?
         }
         Err(e) => {
-            outln!("stopped: a port failed; what was queued is counted as shutdown drops")?;
+            say("stopped: a port failed; what was queued is counted as shutdown drops")?;
             server.stop();
             return Err(e.into());
         }
     }
     server.stop();
     Ok(())
+}
+
+/// Prints the final statistics: the table, or the snapshot as JSON.
+fn print_final(snap: &Snapshot, json: bool) -> Result<()> {
+    if json {
+        outln!("{}", snap.to_json())
+    } else {
+        outln!("{}", report::render(snap))
+    }
 }
 
 fn check(config: &Path) -> Result<()> {
@@ -448,7 +475,7 @@ fn check(config: &Path) -> Result<()> {
 /// How long `zlrouter stats` waits to connect, and then for the whole answer.
 const STATS_TIMEOUT: Duration = Duration::from_secs(5);
 
-fn stats(addr: &str, raw: bool) -> Result<()> {
+fn stats(addr: &str, raw: bool, json: bool) -> Result<()> {
     let endpoint = || format!("the router's metrics endpoint at {addr}");
     let target = addr
         .to_socket_addrs()
@@ -475,7 +502,8 @@ fn stats(addr: &str, raw: bool) -> Result<()> {
         ),
         _ => anyhow!("reading from {}: {e}", endpoint()),
     };
-    s.write_all(format!("GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+    let path = if json { "/stats.json" } else { "/metrics" };
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
         .map_err(timed_out)?;
     let mut body = String::new();
     s.read_to_string(&mut body).map_err(timed_out)?;
@@ -485,7 +513,7 @@ fn stats(addr: &str, raw: bool) -> Result<()> {
     if !head.starts_with("HTTP/1.0 200") && !head.starts_with("HTTP/1.1 200") {
         bail!("{addr} answered: {}", head.lines().next().unwrap_or(""));
     }
-    if raw {
+    if raw || json {
         out(format_args!("{text}"))
     } else {
         out(format_args!("{}", stats_view::summarize(text)))
@@ -515,9 +543,10 @@ fn main() {
             seed,
             metrics,
             quiet,
-        } => run(config, duration, seed, metrics, quiet),
+            json,
+        } => run(config, duration, seed, metrics, quiet, json),
         Command::Check { config } => check(&config),
-        Command::Stats { addr, raw } => stats(&addr, raw),
+        Command::Stats { addr, raw, json } => stats(&addr, raw, json),
     };
     if let Err(e) = result {
         note!("zlrouter: {}", error_text(&e));

@@ -3,8 +3,8 @@
 //!
 //! Checked: no panic for any text. A config that validates either builds or fails with a
 //! `BuildError` (a pcap file that is not there, a port kind this build opens elsewhere): the
-//! supplier refuses every external port, and `base` is an empty directory, so nothing outside
-//! it is read or written. The input is the TOML text itself (lossy UTF-8), so the corpus can be
+//! supplier refuses every external port, and the build is `check_with_ports` (what
+//! `zlrouter check` runs), which writes no file; `base` is an empty directory. The input is the TOML text itself (lossy UTF-8), so the corpus can be
 //! seeded with `configs/*.toml`.
 #![no_main]
 
@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use zl_dataplane::{build_with_ports, RouterConfig};
+use zl_dataplane::{check_with_ports, RouterConfig};
 
 fn base() -> &'static PathBuf {
     static BASE: OnceLock<PathBuf> = OnceLock::new();
@@ -36,5 +36,5 @@ fuzz_target!(|data: &[u8]| {
     if cfg.run.pool_buffers.is_some_and(|n| n > 1 << 16) {
         return;
     }
-    let _ = build_with_ports(&cfg, base(), &mut |_, _| Ok(None));
+    let _ = check_with_ports(&cfg, base(), &mut |_, _| Ok(None));
 });

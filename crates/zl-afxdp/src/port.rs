@@ -264,8 +264,7 @@ impl AfXdpPort {
             return;
         };
         for s in &mut live.sockets {
-            let queued = s.tx_queued();
-            s.abandon(u64::from(queued));
+            s.abandon_queued();
             s.abandon_rx();
             add_counters(&mut self.retired, &s.counters());
             if let Ok(k) = s.kernel_stats() {
@@ -353,8 +352,7 @@ impl AfXdpPort {
             AfXdpError::InterfaceGone { detail, .. } => {
                 // What is still on the TX rings will never leave: counted, not lost.
                 for sock in self.sockets_mut() {
-                    let queued = sock.tx_queued();
-                    sock.abandon(u64::from(queued));
+                    sock.abandon_queued();
                 }
                 Err(PortError::InterfaceGone {
                     port: self.name.clone(),

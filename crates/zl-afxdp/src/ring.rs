@@ -249,6 +249,18 @@ impl<T: Copy> ProducerRing<T> {
     pub(crate) fn outstanding(&mut self) -> u32 {
         self.raw.size - self.free(self.raw.size)
     }
+
+    /// Calls `f` on every published entry the kernel has not consumed yet (for counting what
+    /// is abandoned when the socket is given up).
+    pub(crate) fn for_each_outstanding(&mut self, mut f: impl FnMut(T)) {
+        let n = self.outstanding();
+        let first = self.cached_prod.wrapping_sub(n);
+        for i in 0..n {
+            // The slots between the kernel's consumer index and ours are entries we wrote and
+            // published; the kernel only reads them, and we do not rewrite them here.
+            f(self.raw.read(first.wrapping_add(i)));
+        }
+    }
 }
 
 /// A ring we consume from (RX, completion).

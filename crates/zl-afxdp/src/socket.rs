@@ -525,8 +525,7 @@ impl XskSocket {
         while self.tx.outstanding() > 0 && idle < max_kicks {
             let before = self.tx.outstanding();
             if let Err(e) = self.kick_tx() {
-                let left = self.tx.outstanding();
-                self.abandon(u64::from(left));
+                self.abandon_queued();
                 return Err(e);
             }
             self.reclaim();
@@ -536,16 +535,22 @@ impl XskSocket {
                 idle = 0;
             }
         }
-        let left = self.tx.outstanding();
-        self.abandon(u64::from(left));
-        Ok(left)
+        Ok(self.abandon_queued())
     }
 
-    /// Moves `n` frames from `tx_packets` to `tx_abandoned`.
-    pub(crate) fn abandon(&mut self, n: u64) {
+    /// Moves every frame still on the TX ring from `tx_packets` and `tx_bytes` to
+    /// `tx_abandoned` (issue 13: the bytes stayed counted as sent). Returns how many.
+    pub(crate) fn abandon_queued(&mut self) -> u32 {
+        let (mut n, mut bytes) = (0u64, 0u64);
+        self.tx.for_each_outstanding(|d| {
+            n += 1;
+            bytes += u64::from(d.len);
+        });
         let n = n.min(self.counters.tx_packets);
         self.counters.tx_packets -= n;
+        self.counters.tx_bytes -= bytes.min(self.counters.tx_bytes);
         self.counters.tx_abandoned += n;
+        n as u32
     }
 
     /// Stages and flushes a burst; returns how many frames were accepted.

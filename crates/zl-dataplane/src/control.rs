@@ -1,5 +1,6 @@
 //! The control thread: a current-thread tokio runtime that serves the metrics endpoint
-//! (`GET /metrics`, Prometheus text from a [`MetricsHub`]) and turns SIGINT / SIGTERM /
+//! (`GET /metrics`, Prometheus text, and `GET /stats.json`, both from a [`MetricsHub`]'s last
+//! snapshot) and turns SIGINT / SIGTERM /
 //! SIGHUP into the forwarding loop's stop flag. It never touches the forwarding thread beyond
 //! the hub's atomics and that flag.
 //!
@@ -232,6 +233,13 @@ async fn serve(mut sock: tokio::net::TcpStream, hub: Arc<MetricsHub>) {
                 body.len()
             )
         }
+        Route::StatsJson => {
+            let body = hub.snapshot().to_json();
+            format!(
+                "HTTP/1.0 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+        }
         Route::NotFound => "HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n".to_owned(),
     };
     let _ = sock.write_all(resp.as_bytes()).await;
@@ -242,12 +250,14 @@ async fn serve(mut sock: tokio::net::TcpStream, hub: Arc<MetricsHub>) {
 pub enum Route {
     /// `GET /metrics`.
     Metrics,
+    /// `GET /stats.json`: the last snapshot as JSON.
+    StatsJson,
     /// Anything else, malformed requests included.
     NotFound,
 }
 
 /// Routes a request head (the bytes read so far, at most 4 KiB, any content): only a first
-/// line starting `GET /metrics` is served. Never panics (fuzzed: `fuzz/fuzz_targets/
+/// line starting `GET /metrics` or `GET /stats.json` is served. Never panics (fuzzed: `fuzz/fuzz_targets/
 /// metrics_request.rs`).
 pub fn route(head: &[u8]) -> Route {
     let line = std::str::from_utf8(head)
@@ -257,6 +267,8 @@ pub fn route(head: &[u8]) -> Route {
         .unwrap_or("");
     if line.starts_with("GET /metrics") {
         Route::Metrics
+    } else if line.starts_with("GET /stats.json") {
+        Route::StatsJson
     } else {
         Route::NotFound
     }

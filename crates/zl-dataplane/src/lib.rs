@@ -14,7 +14,7 @@
 
 pub mod build;
 pub mod config;
-mod control;
+pub mod control;
 pub mod dataplane;
 pub mod egress;
 pub mod forward;
@@ -24,6 +24,7 @@ pub mod port;
 pub mod priority;
 pub mod report;
 pub mod route;
+pub mod snapshot;
 pub mod stats;
 pub mod view;
 
@@ -32,5 +33,6 @@ pub use build::{
 };
 pub use config::{ConfigError, RouterConfig, DEFAULT_CONFIG};
 pub use dataplane::{Dataplane, StopReason};
+pub use snapshot::Snapshot;
 pub use stats::{DropCause, FateCounters, Fates, GroupStats};
 pub use view::{NoObserver, Observer, RouterView};

@@ -1,499 +1,46 @@
 //! The Prometheus text endpoint and the control thread.
 //!
 //! The forwarding thread never waits on anything here: at a low rate (the driver's progress
-//! period) it stores its counters into a [`MetricsHub`] of atomics ([`MetricsHub::publish`]).
-//! A control thread ([`ControlThread`], in `control.rs`) runs a small tokio runtime that serves
-//! `GET /metrics` (encoded with
-//! `prometheus-client` from those atomics on each scrape) and turns SIGINT / SIGTERM into the
-//! loop's stop flag. Bound to loopback unless the config names another address.
+//! period) it takes a [`Snapshot`] of its counters and swaps it into a [`MetricsHub`]
+//! ([`MetricsHub::publish`], an `ArcSwap` store: no lock, the loop never waits for a
+//! reader). A control thread ([`ControlThread`], in `control.rs`) runs a small tokio runtime
+//! that serves `GET /metrics` (encoded with `prometheus-client` from the last snapshot on each
+//! scrape) and `GET /stats.json` (the same snapshot as JSON), and turns SIGINT / SIGTERM into
+//! the loop's stop flag. Bound to loopback unless the config names another address.
 //!
-//! Orderings: every value is stored and loaded `Relaxed`. Each series is a single atomic
-//! written by one thread, so a scrape sees each counter's value as of some publish; series
-//! are not a consistent snapshot of each other (a scrape can land mid-publish), which
-//! Prometheus counters do not promise either.
+//! Consistency: a scrape reads one snapshot, taken at one instant by the loop, so its series
+//! agree with each other (the conservation identity holds between them; see
+//! [`crate::snapshot::TotalsSnapshot`] for the threaded run's in-flight term).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, MetricEncoder, NoLabelSet};
+use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
-use zl_core::{Color, Nanos};
-use zl_qos::{SojournHistogram, SOJOURN_BUCKETS};
+use zl_core::Nanos;
 
 pub use crate::control::{ControlError, ControlThread};
-use crate::dataplane::QLEN_BUCKETS;
+use crate::snapshot::{qlen_bounds, sojourn_bounds_s, PortSnapshot, Snapshot};
 use crate::stats::DropCause;
 use crate::view::RouterView;
 
-type Labels = Vec<(&'static str, String)>;
-
-#[derive(Debug)]
-struct Series {
-    labels: Labels,
-    value: AtomicU64,
-}
-
-#[derive(Debug)]
-struct Hist {
-    labels: Labels,
-    /// Upper bounds (the last is `f64::MAX`, encoded as `+Inf`).
-    bounds: Vec<f64>,
-    /// Per-bucket counts (not cumulative).
-    buckets: Vec<AtomicU64>,
-    /// f64 bits.
-    sum: AtomicU64,
-    count: AtomicU64,
-}
-
-#[derive(Debug)]
-enum Values {
-    Scalar(Vec<Series>),
-    Hist(Vec<Hist>),
-}
-
-#[derive(Debug)]
-struct Family {
-    name: &'static str,
-    help: &'static str,
-    kind: MetricType,
-    values: Values,
-}
-
-/// Walks the data plane's counters in a fixed order; building records the layout, publishing
-/// stores into it.
-trait Visit {
-    fn family(&mut self, name: &'static str, help: &'static str, kind: MetricType);
-    fn value(&mut self, labels: &dyn Fn() -> Labels, v: u64);
-    fn hist(
-        &mut self,
-        labels: &dyn Fn() -> Labels,
-        bounds: &dyn Fn() -> Vec<f64>,
-        buckets: &[u64],
-        sum: f64,
-        count: u64,
-    );
-}
-
-fn walk(dp: &dyn RouterView, now: Nanos, v: &mut dyn Visit) {
-    use MetricType::{Counter, Gauge};
-    v.family(
-        "zlrouter_virtual_time_seconds",
-        "Time of the last publish (virtual or monotonic).",
-        Gauge,
-    );
-    v.value(&Vec::new, now.as_secs_f64().to_bits());
-    let ports: Vec<(String, zl_port::PortCounters)> = (0..dp.port_count())
-        .map(|p| (dp.port_name(p).to_owned(), dp.port_counters(p)))
-        .collect();
-    type Field = (
-        &'static str,
-        &'static str,
-        fn(&zl_port::PortCounters) -> u64,
-    );
-    let fields: [Field; 11] = [
-        (
-            "zlrouter_port_rx_packets_total",
-            "Frames received by the port.",
-            |c| c.rx_packets,
-        ),
-        (
-            "zlrouter_port_rx_bytes_total",
-            "Bytes received by the port.",
-            |c| c.rx_bytes,
-        ),
-        (
-            "zlrouter_port_rx_no_buffer_total",
-            "Frames dropped at receive: no free buffer.",
-            |c| c.rx_no_buffer,
-        ),
-        (
-            "zlrouter_port_rx_ring_full_total",
-            "Frames dropped at receive: ring full.",
-            |c| c.rx_ring_full,
-        ),
-        (
-            "zlrouter_port_rx_too_long_total",
-            "Frames dropped at receive: longer than a buffer.",
-            |c| c.rx_too_long,
-        ),
-        (
-            "zlrouter_port_tx_packets_total",
-            "Frames transmitted by the port.",
-            |c| c.tx_packets,
-        ),
-        (
-            "zlrouter_port_tx_bytes_total",
-            "Bytes transmitted by the port.",
-            |c| c.tx_bytes,
-        ),
-        (
-            "zlrouter_port_tx_ring_full_total",
-            "Frames dropped at transmit: ring full.",
-            |c| c.tx_ring_full,
-        ),
-        (
-            "zlrouter_port_tx_no_buffer_total",
-            "Frames dropped at transmit: ENOBUFS / EAGAIN.",
-            |c| c.tx_no_buffer,
-        ),
-        (
-            "zlrouter_port_tx_errors_total",
-            "Frames dropped at transmit: other errors.",
-            |c| c.tx_errors,
-        ),
-        (
-            "zlrouter_port_tx_link_gone_total",
-            "Frames dropped at transmit: the interface was gone.",
-            |c| c.tx_link_gone,
-        ),
-    ];
-    for (name, help, get) in fields {
-        v.family(name, help, Counter);
-        for (port, c) in &ports {
-            v.value(&|| vec![("port", port.clone())], get(c));
-        }
-    }
-    let t = dp.totals();
-    v.family(
-        "zlrouter_received_packets_total",
-        "Packets the ports handed to the data plane.",
-        Counter,
-    );
-    v.value(&Vec::new, t.received);
-    v.family(
-        "zlrouter_forwarded_packets_total",
-        "Packets handed to an egress port.",
-        Counter,
-    );
-    v.value(&Vec::new, t.forwarded);
-    v.family(
-        "zlrouter_marked_packets_total",
-        "Packets admitted with a congestion mark.",
-        Counter,
-    );
-    v.value(&Vec::new, t.marked);
-    v.family(
-        "zlrouter_dropped_packets_total",
-        "Packets the data plane discarded, by cause.",
-        Counter,
-    );
-    for c in DropCause::ALL {
-        v.value(&|| vec![("cause", c.name().to_owned())], t.drops_of(c));
-    }
-    v.family(
-        "zlrouter_queued_packets",
-        "Packets waiting in egress queues.",
-        Gauge,
-    );
-    v.value(&Vec::new, dp.queued());
-
-    type ColorField = (&'static str, &'static str, fn(&zl_qos::ColorStats) -> u64);
-    let color_fields: [ColorField; 6] = [
-        (
-            "zlrouter_class_enqueued_packets_total",
-            "Packets admitted to the class queue, by color.",
-            |s| s.enqueued,
-        ),
-        (
-            "zlrouter_class_dequeued_packets_total",
-            "Packets that left the class queue, by color.",
-            |s| s.dequeued,
-        ),
-        (
-            "zlrouter_class_marked_packets_total",
-            "Packets marked by the class's AQM, by color.",
-            |s| s.marks,
-        ),
-        (
-            "zlrouter_class_early_drops_total",
-            "AQM early drops, by color.",
-            |s| s.early_drops,
-        ),
-        (
-            "zlrouter_class_forced_drops_total",
-            "AQM forced drops, by color.",
-            |s| s.forced_drops,
-        ),
-        (
-            "zlrouter_class_tail_drops_total",
-            "Tail drops (queue full), by color.",
-            |s| s.tail_drops,
-        ),
-    ];
-    for (name, help, get) in color_fields {
-        v.family(name, help, Counter);
-        for p in 0..dp.port_count() {
-            let qos = dp.qos(p);
-            for (ci, class) in qos.class_names().iter().enumerate() {
-                let Some(cs) = qos.class_stats(ci) else {
-                    continue;
-                };
-                for color in Color::ALL {
-                    let labels = || {
-                        vec![
-                            ("port", dp.port_name(p).to_owned()),
-                            ("class", class.clone()),
-                            ("color", color.name().to_owned()),
-                        ]
-                    };
-                    v.value(&labels, get(cs.color(color)));
-                }
-            }
-        }
-    }
-    v.family(
-        "zlrouter_class_queue_packets",
-        "Current length of the class queue.",
-        Gauge,
-    );
-    for p in 0..dp.port_count() {
-        let qos = dp.qos(p);
-        for (ci, class) in qos.class_names().iter().enumerate() {
-            let len = qos.queue_len(ci).map_or(0, |(packets, _)| packets as u64);
-            v.value(
-                &|| {
-                    vec![
-                        ("port", dp.port_name(p).to_owned()),
-                        ("class", class.clone()),
-                    ]
-                },
-                len,
-            );
-        }
-    }
-    v.family(
-        "zlrouter_class_sojourn_seconds",
-        "Time packets spent in the class queue, by color.",
-        MetricType::Histogram,
-    );
-    let sojourn_bounds = || {
-        (0..SOJOURN_BUCKETS)
-            .map(|k| {
-                if k + 1 == SOJOURN_BUCKETS {
-                    f64::MAX
-                } else {
-                    SojournHistogram::bucket_floor_us(k + 1) as f64 * 1e-6
-                }
-            })
-            .collect()
-    };
-    for p in 0..dp.port_count() {
-        let qos = dp.qos(p);
-        for (ci, class) in qos.class_names().iter().enumerate() {
-            let Some(cs) = qos.class_stats(ci) else {
-                continue;
-            };
-            for color in Color::ALL {
-                let h = &cs.color(color).sojourn;
-                let labels = || {
-                    vec![
-                        ("port", dp.port_name(p).to_owned()),
-                        ("class", class.clone()),
-                        ("color", color.name().to_owned()),
-                    ]
-                };
-                v.hist(
-                    &labels,
-                    &sojourn_bounds,
-                    &h.buckets,
-                    h.sum_ns as f64 * 1e-9,
-                    h.count,
-                );
-            }
-        }
-    }
-    v.family(
-        "zlrouter_class_queue_length_packets",
-        "Class queue length, sampled every 8 polls.",
-        MetricType::Histogram,
-    );
-    let qlen_bounds = || {
-        (0..QLEN_BUCKETS)
-            .map(|k| {
-                if k + 1 == QLEN_BUCKETS {
-                    f64::MAX
-                } else {
-                    ((1u64 << k) - 1) as f64
-                }
-            })
-            .collect()
-    };
-    for p in 0..dp.port_count() {
-        let hists = dp.qlen_hist(p);
-        for (ci, class) in dp.qos(p).class_names().iter().enumerate() {
-            let Some(h) = hists.get(ci) else {
-                continue;
-            };
-            v.hist(
-                &|| {
-                    vec![
-                        ("port", dp.port_name(p).to_owned()),
-                        ("class", class.clone()),
-                    ]
-                },
-                &qlen_bounds,
-                &h.buckets,
-                h.sum as f64,
-                h.count(),
-            );
-        }
-    }
-    v.family(
-        "zlrouter_zombie_estimated_flows",
-        "Active flows at the egress estimated by its Zombie List, 1/P(t) (+Inf while P = 0).",
-        Gauge,
-    );
-    for p in 0..dp.port_count() {
-        if let Some(n) = dp.estimated_flows(p) {
-            v.value(&|| vec![("port", dp.port_name(p).to_owned())], n.to_bits());
-        }
-    }
-    v.family(
-        "zlrouter_group_packets_total",
-        "Generator flow groups: packets by fate.",
-        Counter,
-    );
-    for g in dp.groups() {
-        for (fate, n) in [
-            ("offered", g.fate.received),
-            ("forwarded", g.fate.forwarded),
-            ("dropped", g.fate.dropped()),
-            ("marked", g.fate.marked),
-        ] {
-            v.value(
-                &|| vec![("group", g.name.clone()), ("fate", fate.to_owned())],
-                n,
-            );
-        }
-    }
-}
-
-struct Builder(Vec<Family>);
-
-impl Visit for Builder {
-    fn family(&mut self, name: &'static str, help: &'static str, kind: MetricType) {
-        let values = if matches!(kind, MetricType::Histogram) {
-            Values::Hist(Vec::new())
-        } else {
-            Values::Scalar(Vec::new())
-        };
-        self.0.push(Family {
-            name,
-            help,
-            kind,
-            values,
-        });
-    }
-    fn value(&mut self, labels: &dyn Fn() -> Labels, v: u64) {
-        if let Some(Family {
-            values: Values::Scalar(s),
-            ..
-        }) = self.0.last_mut()
-        {
-            s.push(Series {
-                labels: labels(),
-                value: AtomicU64::new(v),
-            });
-        }
-    }
-    fn hist(
-        &mut self,
-        labels: &dyn Fn() -> Labels,
-        bounds: &dyn Fn() -> Vec<f64>,
-        buckets: &[u64],
-        sum: f64,
-        count: u64,
-    ) {
-        if let Some(Family {
-            values: Values::Hist(h),
-            ..
-        }) = self.0.last_mut()
-        {
-            h.push(Hist {
-                labels: labels(),
-                bounds: bounds(),
-                buckets: buckets.iter().map(|&b| AtomicU64::new(b)).collect(),
-                sum: AtomicU64::new(sum.to_bits()),
-                count: AtomicU64::new(count),
-            });
-        }
-    }
-}
-
-struct Publisher<'a> {
-    families: &'a [Family],
-    family: usize,
-    series: usize,
-}
-
-impl Visit for Publisher<'_> {
-    fn family(&mut self, _: &'static str, _: &'static str, _: MetricType) {
-        self.family = self.family.wrapping_add(1);
-        self.series = 0;
-    }
-    fn value(&mut self, _: &dyn Fn() -> Labels, v: u64) {
-        if let Some(Family {
-            values: Values::Scalar(s),
-            ..
-        }) = self.families.get(self.family)
-        {
-            if let Some(x) = s.get(self.series) {
-                x.value.store(v, Ordering::Relaxed);
-            }
-        }
-        self.series += 1;
-    }
-    fn hist(
-        &mut self,
-        _: &dyn Fn() -> Labels,
-        _: &dyn Fn() -> Vec<f64>,
-        buckets: &[u64],
-        sum: f64,
-        count: u64,
-    ) {
-        if let Some(Family {
-            values: Values::Hist(h),
-            ..
-        }) = self.families.get(self.family)
-        {
-            if let Some(x) = h.get(self.series) {
-                for (a, &b) in x.buckets.iter().zip(buckets) {
-                    a.store(b, Ordering::Relaxed);
-                }
-                x.sum.store(sum.to_bits(), Ordering::Relaxed);
-                x.count.store(count, Ordering::Relaxed);
-            }
-        }
-        self.series += 1;
-    }
-}
-
-/// The published counters of one data plane.
+/// The last published snapshot of one router.
 #[derive(Debug)]
 pub struct MetricsHub {
-    families: Vec<Family>,
+    last: ArcSwap<Snapshot>,
     /// Connections the metrics endpoint failed to accept (file descriptors exhausted, ...);
     /// written by the control thread.
     accept_errors: AtomicU64,
 }
 
-/// Families whose values are f64 bits rather than integers.
-fn is_float(name: &str) -> bool {
-    matches!(
-        name,
-        "zlrouter_virtual_time_seconds" | "zlrouter_zombie_estimated_flows"
-    )
-}
-
 impl MetricsHub {
-    /// Lays out one series per port, class, color and cause of `dp`.
+    /// A hub whose first snapshot is `dp` at time 0.
     pub fn new(dp: &dyn RouterView) -> Self {
-        let mut b = Builder(Vec::new());
-        walk(dp, Nanos::ZERO, &mut b);
         MetricsHub {
-            families: b.0,
+            last: ArcSwap::from_pointee(Snapshot::take(dp, Nanos::ZERO)),
             accept_errors: AtomicU64::new(0),
         }
     }
@@ -509,20 +56,28 @@ impl MetricsHub {
         self.accept_errors.load(Ordering::Relaxed)
     }
 
-    /// Stores the current counters (called by the forwarding thread at a low rate).
+    /// Takes and stores the current snapshot (called by the forwarding thread at a low rate).
     pub fn publish(&self, now: Nanos, dp: &dyn RouterView) {
-        let mut p = Publisher {
-            families: &self.families,
-            family: usize::MAX,
-            series: 0,
-        };
-        walk(dp, now, &mut p);
+        self.store(Snapshot::take(dp, now));
+    }
+
+    /// Stores a snapshot the caller took.
+    pub fn store(&self, snap: Snapshot) {
+        self.last.store(Arc::new(snap));
+    }
+
+    /// The last published snapshot.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.last.load_full()
     }
 
     /// The Prometheus text exposition of the last publish.
-    pub fn encode(self: &Arc<Self>) -> String {
+    pub fn encode(&self) -> String {
         let mut registry = Registry::default();
-        registry.register_collector(Box::new(HubCollector(self.clone())));
+        registry.register_collector(Box::new(SnapshotCollector(
+            self.snapshot(),
+            self.accept_errors(),
+        )));
         let mut out = String::new();
         // Cannot fail: writing to a String.
         let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
@@ -531,61 +86,358 @@ impl MetricsHub {
 }
 
 #[derive(Debug)]
-struct HubCollector(Arc<MetricsHub>);
+struct SnapshotCollector(Arc<Snapshot>, u64);
 
-impl Collector for HubCollector {
-    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        for f in &self.0.families {
-            // prometheus-client appends `_total` to counters itself.
-            let name = f.name.strip_suffix("_total").unwrap_or(f.name);
-            let mut me = encoder.encode_descriptor(name, f.help, None, f.kind)?;
-            match &f.values {
-                Values::Scalar(series) => {
-                    for s in series {
-                        let raw = s.value.load(Ordering::Relaxed);
-                        // An unlabelled series is written bare (`name value`, not `name{} value`).
-                        if s.labels.is_empty() {
-                            encode_scalar(&mut me, f, raw)?;
-                        } else {
-                            encode_scalar(&mut me.encode_family(&s.labels)?, f, raw)?;
-                        }
-                    }
-                }
-                Values::Hist(hs) => {
-                    for h in hs {
-                        let buckets: Vec<(f64, u64)> = h
-                            .bounds
-                            .iter()
-                            .zip(&h.buckets)
-                            .map(|(&b, c)| (b, c.load(Ordering::Relaxed)))
-                            .collect();
-                        let mut fe = me.encode_family(&h.labels)?;
-                        fe.encode_histogram::<NoLabelSet>(
-                            f64::from_bits(h.sum.load(Ordering::Relaxed)),
-                            h.count.load(Ordering::Relaxed),
-                            &buckets,
-                            None,
-                        )?;
-                    }
-                }
+type Labels = Vec<(&'static str, String)>;
+
+/// One metric family written from the snapshot.
+struct Family<'a, 'b> {
+    enc: &'a mut DescriptorEncoder<'b>,
+}
+
+impl<'b> Family<'_, 'b> {
+    fn scalar<V: ScalarValue>(
+        &mut self,
+        name: &str,
+        help: &str,
+        kind: MetricType,
+        series: impl IntoIterator<Item = (Labels, V)>,
+    ) -> Result<(), std::fmt::Error> {
+        // prometheus-client appends `_total` to counters itself.
+        let name = name.strip_suffix("_total").unwrap_or(name);
+        let mut me = self.enc.encode_descriptor(name, help, None, kind)?;
+        for (labels, v) in series {
+            // An unlabelled series is written bare (`name value`, not `name{} value`).
+            if labels.is_empty() {
+                v.encode(&mut me, kind)?;
+            } else {
+                v.encode(&mut me.encode_family(&labels)?, kind)?;
             }
         }
-        let mut me = encoder.encode_descriptor(
-            "zlrouter_metrics_accept_errors",
-            "Connections the metrics endpoint failed to accept (e.g. out of file descriptors); \
-             each is logged, and accepting resumes after a back-off",
-            None,
-            MetricType::Counter,
-        )?;
-        me.encode_counter::<NoLabelSet, _, u64>(&self.0.accept_errors(), None)?;
+        Ok(())
+    }
+
+    fn histogram(
+        &mut self,
+        name: &str,
+        help: &str,
+        bounds: &[f64],
+        series: impl IntoIterator<Item = (Labels, f64, u64, Vec<u64>)>,
+    ) -> Result<(), std::fmt::Error> {
+        let mut me = self
+            .enc
+            .encode_descriptor(name, help, None, MetricType::Histogram)?;
+        for (labels, sum, count, buckets) in series {
+            let b: Vec<(f64, u64)> = bounds.iter().copied().zip(buckets).collect();
+            me.encode_family(&labels)?
+                .encode_histogram::<NoLabelSet>(sum, count, &b, None)?;
+        }
         Ok(())
     }
 }
 
-fn encode_scalar(e: &mut MetricEncoder<'_>, f: &Family, raw: u64) -> Result<(), std::fmt::Error> {
-    match (f.kind, is_float(f.name)) {
-        (MetricType::Counter, _) => e.encode_counter::<NoLabelSet, _, u64>(&raw, None),
-        (_, true) => e.encode_gauge(&f64::from_bits(raw)),
-        (_, false) => e.encode_gauge(&(raw.min(i64::MAX as u64) as i64)),
+/// A series' value: integers as counters or gauges, floats as gauges.
+trait ScalarValue {
+    fn encode(
+        &self,
+        e: &mut prometheus_client::encoding::MetricEncoder<'_>,
+        kind: MetricType,
+    ) -> Result<(), std::fmt::Error>;
+}
+
+impl ScalarValue for u64 {
+    fn encode(
+        &self,
+        e: &mut prometheus_client::encoding::MetricEncoder<'_>,
+        kind: MetricType,
+    ) -> Result<(), std::fmt::Error> {
+        match kind {
+            MetricType::Counter => e.encode_counter::<NoLabelSet, _, u64>(self, None),
+            _ => e.encode_gauge(&((*self).min(i64::MAX as u64) as i64)),
+        }
+    }
+}
+
+impl ScalarValue for f64 {
+    fn encode(
+        &self,
+        e: &mut prometheus_client::encoding::MetricEncoder<'_>,
+        _: MetricType,
+    ) -> Result<(), std::fmt::Error> {
+        e.encode_gauge(self)
+    }
+}
+
+fn port_label(p: &PortSnapshot) -> Labels {
+    vec![("port", p.name.clone())]
+}
+
+impl Collector for SnapshotCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        use MetricType::{Counter, Gauge};
+        let s = &*self.0;
+        let mut f = Family { enc: &mut encoder };
+        f.scalar(
+            "zlrouter_virtual_time_seconds",
+            "Time of the last publish (virtual or monotonic).",
+            Gauge,
+            [(Vec::new(), s.time_s)],
+        )?;
+        type PortField = (&'static str, &'static str, fn(&PortSnapshot) -> u64);
+        let fields: [PortField; 14] = [
+            (
+                "zlrouter_port_rx_packets_total",
+                "Frames received by the port.",
+                |c| c.rx_packets,
+            ),
+            (
+                "zlrouter_port_rx_bytes_total",
+                "Bytes received by the port.",
+                |c| c.rx_bytes,
+            ),
+            (
+                "zlrouter_port_rx_no_buffer_total",
+                "Frames dropped at receive: no free buffer.",
+                |c| c.rx_no_buffer,
+            ),
+            (
+                "zlrouter_port_rx_ring_full_total",
+                "Frames dropped at receive: ring full.",
+                |c| c.rx_ring_full,
+            ),
+            (
+                "zlrouter_port_rx_too_long_total",
+                "Frames dropped at receive: longer than a buffer.",
+                |c| c.rx_too_long,
+            ),
+            (
+                "zlrouter_port_tx_packets_total",
+                "Frames transmitted by the port.",
+                |c| c.tx_packets,
+            ),
+            (
+                "zlrouter_port_tx_bytes_total",
+                "Bytes transmitted by the port.",
+                |c| c.tx_bytes,
+            ),
+            (
+                "zlrouter_port_tx_ring_full_total",
+                "Frames dropped at transmit: ring full.",
+                |c| c.tx_ring_full,
+            ),
+            (
+                "zlrouter_port_tx_no_buffer_total",
+                "Frames dropped at transmit: ENOBUFS / EAGAIN.",
+                |c| c.tx_no_buffer,
+            ),
+            (
+                "zlrouter_port_tx_errors_total",
+                "Frames dropped at transmit: other errors.",
+                |c| c.tx_errors,
+            ),
+            (
+                "zlrouter_port_tx_link_gone_total",
+                "Frames dropped at transmit: the interface was gone.",
+                |c| c.tx_link_gone,
+            ),
+            (
+                "zlrouter_classifier_unmapped_total",
+                "Egress packets whose code point had no class mapping (default class).",
+                |c| c.classifier.unmapped,
+            ),
+            (
+                "zlrouter_classifier_unparsed_total",
+                "Egress packets without a parsable code point (default class).",
+                |c| c.classifier.unparsed,
+            ),
+            (
+                "zlrouter_classifier_invalid_class_total",
+                "Egress packets with a class index the engine does not have (dropped).",
+                |c| c.classifier.invalid_class,
+            ),
+        ];
+        for (name, help, get) in fields {
+            f.scalar(
+                name,
+                help,
+                Counter,
+                s.ports.iter().map(|p| (port_label(p), get(p))),
+            )?;
+        }
+        let t = &s.totals;
+        f.scalar(
+            "zlrouter_received_packets_total",
+            "Packets the ports handed to the data plane.",
+            Counter,
+            [(Vec::new(), t.received)],
+        )?;
+        f.scalar(
+            "zlrouter_forwarded_packets_total",
+            "Packets handed to an egress port.",
+            Counter,
+            [(Vec::new(), t.forwarded)],
+        )?;
+        f.scalar(
+            "zlrouter_marked_packets_total",
+            "Packets admitted with a congestion mark.",
+            Counter,
+            [(Vec::new(), t.marked)],
+        )?;
+        f.scalar(
+            "zlrouter_dropped_packets_total",
+            "Packets the data plane discarded, by cause.",
+            Counter,
+            DropCause::ALL
+                .iter()
+                .map(|&c| (vec![("cause", c.name().to_owned())], s.drops_of(c))),
+        )?;
+        f.scalar(
+            "zlrouter_queued_packets",
+            "Packets waiting in egress queues.",
+            Gauge,
+            [(Vec::new(), t.queued)],
+        )?;
+        f.scalar(
+            "zlrouter_in_flight_packets",
+            "Packets counted received and not yet forwarded, dropped or queued (threaded runs; 0 otherwise).",
+            Gauge,
+            [(Vec::new(), t.in_flight as f64)],
+        )?;
+        let class_labels = |p: &PortSnapshot, class: &str| -> Labels {
+            vec![("port", p.name.clone()), ("class", class.to_owned())]
+        };
+        let colors = || {
+            s.ports.iter().flat_map(move |p| {
+                p.classes.iter().flat_map(move |c| {
+                    c.colors.iter().map(move |k| {
+                        let mut l = class_labels(p, &c.name);
+                        l.push(("color", k.color.to_owned()));
+                        (l, k)
+                    })
+                })
+            })
+        };
+        type ColorField = (
+            &'static str,
+            &'static str,
+            fn(&crate::snapshot::ColorSnapshot) -> u64,
+        );
+        let color_fields: [ColorField; 6] = [
+            (
+                "zlrouter_class_enqueued_packets_total",
+                "Packets admitted to the class queue, by color.",
+                |k| k.enqueued,
+            ),
+            (
+                "zlrouter_class_dequeued_packets_total",
+                "Packets that left the class queue, by color.",
+                |k| k.sent,
+            ),
+            (
+                "zlrouter_class_marked_packets_total",
+                "Packets marked by the class's AQM, by color.",
+                |k| k.marked,
+            ),
+            (
+                "zlrouter_class_early_drops_total",
+                "AQM early drops, by color.",
+                |k| k.early_drops,
+            ),
+            (
+                "zlrouter_class_forced_drops_total",
+                "AQM forced drops, by color.",
+                |k| k.forced_drops,
+            ),
+            (
+                "zlrouter_class_tail_drops_total",
+                "Tail drops (queue full), by color.",
+                |k| k.tail_drops,
+            ),
+        ];
+        for (name, help, get) in color_fields {
+            f.scalar(name, help, Counter, colors().map(|(l, k)| (l, get(k))))?;
+        }
+        f.scalar(
+            "zlrouter_class_queue_packets",
+            "Current length of the class queue.",
+            Gauge,
+            s.ports.iter().flat_map(|p| {
+                p.classes
+                    .iter()
+                    .map(move |c| (class_labels(p, &c.name), c.backlog_packets as u64))
+            }),
+        )?;
+        f.histogram(
+            "zlrouter_class_sojourn_seconds",
+            "Time packets spent in the class queue, by color.",
+            &sojourn_bounds_s(),
+            colors().map(|(l, k)| {
+                (
+                    l,
+                    k.sojourn.sum_s,
+                    k.sojourn.count,
+                    k.sojourn.buckets.clone(),
+                )
+            }),
+        )?;
+        f.histogram(
+            "zlrouter_class_queue_length_packets",
+            "Class queue length, sampled every 8 polls.",
+            &qlen_bounds(),
+            s.ports.iter().flat_map(|p| {
+                p.classes.iter().filter_map(move |c| {
+                    let q = c.queue_length.as_ref()?;
+                    Some((
+                        class_labels(p, &c.name),
+                        q.sum as f64,
+                        q.count,
+                        q.buckets.clone(),
+                    ))
+                })
+            }),
+        )?;
+        f.scalar(
+            "zlrouter_zombie_estimated_flows",
+            "Active flows at the egress estimated by its Zombie List, 1/P(t) (+Inf while P = 0).",
+            Gauge,
+            s.ports
+                .iter()
+                .filter_map(|p| Some((port_label(p), p.zombie?.estimated_flows))),
+        )?;
+        f.scalar(
+            "zlrouter_zombie_table_full_events_total",
+            "Zombie List updates the occurrence table had no entry for (the list unchanged).",
+            Counter,
+            s.ports
+                .iter()
+                .filter_map(|p| Some((port_label(p), p.zombie?.table_full_events))),
+        )?;
+        f.scalar(
+            "zlrouter_group_packets_total",
+            "Generator flow groups: packets by fate.",
+            Counter,
+            s.groups.iter().flat_map(|g| {
+                [
+                    ("offered", g.offered),
+                    ("forwarded", g.forwarded),
+                    ("dropped", g.dropped),
+                    ("marked", g.marked),
+                ]
+                .map(|(fate, n)| {
+                    (
+                        vec![("group", g.name.clone()), ("fate", fate.to_owned())],
+                        n,
+                    )
+                })
+            }),
+        )?;
+        f.scalar(
+            "zlrouter_metrics_accept_errors_total",
+            "Connections the metrics endpoint failed to accept (e.g. out of file descriptors); \
+             each is logged, and accepting resumes after a back-off",
+            Counter,
+            [(Vec::new(), self.1)],
+        )?;
+        Ok(())
     }
 }

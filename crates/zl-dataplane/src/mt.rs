@@ -717,7 +717,7 @@ impl RouterView for MtRouter {
     fn qlen_hist(&self, port: usize) -> &[QueueLengthHistogram] {
         &self.egress[port].qlen_hist
     }
-    fn estimated_flows(&self, port: usize) -> Option<f64> {
-        self.zombie(port).map(ZombieList::estimated_flows)
+    fn zombie_list(&self, port: usize) -> Option<&ZombieList> {
+        self.zombie(port)
     }
 }

@@ -1,12 +1,11 @@
 //! The final statistics, printed like `tc -s qdisc`: per port, per class and color with each
-//! drop cause, per generator flow group, and the conservation line.
+//! drop cause, per generator flow group, and the conservation line; read from a
+//! [`Snapshot`], as the JSON output and the metrics endpoint are.
 
 use std::fmt::Write;
 
-use zl_core::Color;
-
+use crate::snapshot::Snapshot;
 use crate::stats::DropCause;
-use crate::view::RouterView;
 
 fn rate(bytes: u64, secs: f64) -> String {
     if secs <= 0.0 {
@@ -22,17 +21,17 @@ fn rate(bytes: u64, secs: f64) -> String {
     }
 }
 
-/// Renders the final table. `secs` is the run's length (for rates).
-pub fn render(dp: &dyn RouterView, secs: f64) -> String {
+/// Renders the final table from `snap` (rates over its `time_s`, the run's length).
+pub fn render(snap: &Snapshot) -> String {
     let mut out = String::new();
-    let t = dp.totals();
+    let secs = snap.time_s;
+    let t = &snap.totals;
     let _ = writeln!(out, "== ports (over {secs:.3} s)");
-    for p in 0..dp.port_count() {
-        let c = dp.port_counters(p);
+    for c in &snap.ports {
         let _ = writeln!(
             out,
             "port {:<10} rx {} pkt {} B ({})  tx {} pkt {} B ({})  rx_drop nobuf {} ring {} long {}  tx_drop ring {} nobuf {} err {} gone {}",
-            dp.port_name(p),
+            c.name,
             c.rx_packets,
             c.rx_bytes,
             rate(c.rx_bytes, secs),
@@ -52,28 +51,26 @@ pub fn render(dp: &dyn RouterView, secs: f64) -> String {
         out,
         "\n== egress classes (per color: sent / marks / drops early forced tail; sojourn mean max)"
     );
-    for p in 0..dp.port_count() {
-        let qos = dp.qos(p);
+    for p in &snap.ports {
         let mut any = false;
-        for (ci, name) in qos.class_names().iter().enumerate() {
-            let Some(cs) = qos.class_stats(ci) else {
-                continue;
-            };
-            let tot = cs.total();
-            if tot.arrivals() == 0 && tot.dequeued == 0 {
+        for cs in &p.classes {
+            let arrived: u64 = cs.colors.iter().map(|k| k.arrived).sum();
+            let sent: u64 = cs.colors.iter().map(|k| k.sent).sum();
+            let sent_bytes: u64 = cs.colors.iter().map(|k| k.sent_bytes).sum();
+            if arrived == 0 && sent == 0 {
                 continue;
             }
             if !any {
-                match dp.estimated_flows(p) {
-                    Some(n) => {
+                match &p.zombie {
+                    Some(z) => {
                         let _ = writeln!(
                             out,
-                            "port {}: active flows (Zombie List, 1/P(t)) {n:.1}",
-                            dp.port_name(p)
+                            "port {}: active flows (Zombie List, 1/P(t)) {:.1}",
+                            p.name, z.estimated_flows
                         );
                     }
                     None => {
-                        let _ = writeln!(out, "port {}:", dp.port_name(p));
+                        let _ = writeln!(out, "port {}:", p.name);
                     }
                 }
                 any = true;
@@ -81,52 +78,71 @@ pub fn render(dp: &dyn RouterView, secs: f64) -> String {
             let _ = writeln!(
                 out,
                 "  class {:<6} sent {} pkt {} B ({})  backlog {}p {}B",
-                name,
-                tot.dequeued,
-                tot.dequeued_bytes,
-                rate(tot.dequeued_bytes, secs),
-                cs.len_packets,
-                cs.len_bytes
+                cs.name,
+                sent,
+                sent_bytes,
+                rate(sent_bytes, secs),
+                cs.backlog_packets,
+                cs.backlog_bytes
             );
-            for color in Color::ALL {
-                let k = cs.color(color);
-                if k.arrivals() == 0 && k.dequeued == 0 {
+            for k in &cs.colors {
+                if k.arrived == 0 && k.sent == 0 {
                     continue;
                 }
                 let _ = writeln!(
                     out,
                     "    {:<6} arrived {:>8} sent {:>8} marked {:>6} dropped early {:>6} forced {:>6} tail {:>6}  sojourn mean {:.3} ms max {:.3} ms",
-                    color.name(),
-                    k.arrivals(),
-                    k.dequeued,
-                    k.marks,
+                    k.color,
+                    k.arrived,
+                    k.sent,
+                    k.marked,
                     k.early_drops,
                     k.forced_drops,
                     k.tail_drops,
-                    k.sojourn.mean().as_millis_f64(),
-                    k.sojourn.max_ns as f64 * 1e-6
+                    k.sojourn.mean_s * 1e3,
+                    k.sojourn.max_s * 1e3
                 );
             }
         }
+        if let Some(z) = p.zombie.filter(|z| z.table_full_events > 0) {
+            let _ = writeln!(
+                out,
+                "  zombie list: occurrence table full {} times",
+                z.table_full_events
+            );
+        }
+        let c = &p.classifier;
+        if c.unmapped + c.unparsed + c.invalid_class > 0 && any {
+            let _ = writeln!(
+                out,
+                "  classifier: unmapped {} unparsed {} invalid_class {}",
+                c.unmapped, c.unparsed, c.invalid_class
+            );
+        }
     }
-    if !dp.groups().is_empty() {
+    if !snap.groups.is_empty() {
         let _ = writeln!(out, "\n== generator flow groups");
         let _ = writeln!(
             out,
             "  {:<14} {:>5} {:>10} {:>10} {:>10} {:>8} {:>8}  label",
             "group", "flows", "offered", "forwarded", "dropped", "drop%", "marked"
         );
-        for g in dp.groups() {
+        for g in &snap.groups {
+            let ratio = if g.offered == 0 {
+                0.0
+            } else {
+                g.dropped as f64 / g.offered as f64
+            };
             let _ = writeln!(
                 out,
                 "  {:<14} {:>5} {:>10} {:>10} {:>10} {:>7.2}% {:>8}  {}",
                 g.name,
                 g.flows,
-                g.fate.received,
-                g.fate.forwarded,
-                g.fate.dropped(),
-                100.0 * g.fate.drop_ratio(),
-                g.fate.marked,
+                g.offered,
+                g.forwarded,
+                g.dropped,
+                100.0 * ratio,
+                g.marked,
                 if g.misbehaving { "misbehaving" } else { "" }
             );
         }
@@ -134,16 +150,21 @@ pub fn render(dp: &dyn RouterView, secs: f64) -> String {
     let _ = writeln!(out, "\n== fate of every received packet");
     let mut causes = String::new();
     for c in DropCause::ALL {
-        let _ = write!(causes, " {} {}", c.name(), t.drops_of(c));
+        let _ = write!(causes, " {} {}", c.name(), snap.drops_of(c));
     }
+    let in_flight = if t.in_flight != 0 {
+        format!(" + in flight {}", t.in_flight)
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         out,
-        "received {} = forwarded {} + dropped {} ({}) + queued {}   marked {}",
+        "received {} = forwarded {} + dropped {} ({}) + queued {}{in_flight}   marked {}",
         t.received,
         t.forwarded,
-        t.dropped(),
+        t.dropped,
         causes.trim_start(),
-        dp.queued(),
+        t.queued,
         t.marked
     );
     out

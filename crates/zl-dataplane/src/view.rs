@@ -5,6 +5,7 @@
 use zl_core::Nanos;
 use zl_port::{PacketBuf, PortCounters};
 use zl_qos::QosEngine;
+use zl_zombie::ZombieList;
 
 use crate::dataplane::Dataplane;
 use crate::egress::QueueLengthHistogram;
@@ -26,8 +27,12 @@ pub trait RouterView {
     fn qos(&self, port: usize) -> &QosEngine<PacketBuf>;
     /// Queue-length samples per class of `port`.
     fn qlen_hist(&self, port: usize) -> &[QueueLengthHistogram];
-    /// Active flows at `port`'s egress estimated by its Zombie List, when it has one.
-    fn estimated_flows(&self, port: usize) -> Option<f64>;
+    /// The Zombie List of `port`'s egress, when it has one.
+    fn zombie_list(&self, port: usize) -> Option<&ZombieList>;
+    /// Active flows at `port`'s egress estimated by its Zombie List (1/P(t)), when it has one.
+    fn estimated_flows(&self, port: usize) -> Option<f64> {
+        self.zombie_list(port).map(ZombieList::estimated_flows)
+    }
 }
 
 /// Called by a loop's driver at a low rate (every `period` of its clock) with the router
@@ -69,7 +74,7 @@ impl RouterView for Dataplane {
     fn qlen_hist(&self, port: usize) -> &[QueueLengthHistogram] {
         &self.slots()[port].egress.qlen_hist
     }
-    fn estimated_flows(&self, port: usize) -> Option<f64> {
-        self.slots()[port].egress.estimated_flows()
+    fn zombie_list(&self, port: usize) -> Option<&ZombieList> {
+        self.slots()[port].egress.zombie.as_deref()
     }
 }

@@ -75,3 +75,26 @@ fn a_duplicate_prefix_is_refused_with_its_key() {
         .unwrap_err();
     assert!(err.to_string().contains("routes[3].prefix"), "{err}");
 }
+
+/// The load time of a 1 M-route config, printed (a measurement for docs/performance/lpm.md,
+/// not an assertion): `cargo test --release -p zl-dataplane --test route_load -- --ignored
+/// --nocapture`.
+#[test]
+#[ignore]
+fn million_routes_load_time() {
+    let text = config(1_000_000);
+    let t = std::time::Instant::now();
+    let cfg = RouterConfig::from_toml(&text).unwrap();
+    let parsed = t.elapsed();
+    let Forwarding::Router(table) = cfg.forwarding().unwrap() else {
+        panic!("router mode");
+    };
+    let built = t.elapsed() - parsed;
+    assert_eq!(table.len(), 1_000_000);
+    println!(
+        "1 M routes ({} MiB of TOML): parsed in {:.2} s, table built in {:.2} s",
+        text.len() >> 20,
+        parsed.as_secs_f64(),
+        built.as_secs_f64()
+    );
+}

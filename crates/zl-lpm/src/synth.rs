@@ -3,7 +3,7 @@
 //!
 //! The prefix-length shares are rounded from the prefix-length distributions published for
 //! the default-free zone in 2024 (bgp.potaroo.net's AS65000 IPv4 and AS131072 IPv6 reports;
-//! Geoff Huston, "BGP in 2023", APNIC blog): IPv4 about 60 % /24, then /22, /23, /21, /20,
+//! Geoff Huston, "BGP in 2023", APNIC blog): IPv4 about 62 % /24, then /22, /23, /21, /20,
 //! nothing longer than /24; IPv6 about half /48, then /32, /44, /40, /36, /29. Our rounding,
 //! not a copy of one day's table: the shape is what matters for an LPM (how many prefixes
 //! end within the root table, how many need groups, how they cluster).
@@ -12,41 +12,41 @@
 //! prefixes are spread over 1.0.0.0 - 223.255.255.255; IPv6 prefixes cluster as allocations
 //! do: /29 - /32 blocks under 2000::/3 and the longer prefixes inside them.
 
-/// IPv4 `(length, per mille of the table)`.
+/// IPv4 `(length, per 100 000 of the table)`.
 pub const V4_SHARES: &[(u8, u32)] = &[
-    (8, 1),
-    (12, 1),
-    (13, 1),
-    (14, 2),
-    (15, 3),
-    (16, 14),
-    (17, 9),
-    (18, 15),
-    (19, 27),
-    (20, 43),
-    (21, 50),
-    (22, 110),
-    (23, 105),
-    (24, 619),
+    (8, 2),
+    (12, 60),
+    (13, 120),
+    (14, 250),
+    (15, 350),
+    (16, 1_400),
+    (17, 900),
+    (18, 1_500),
+    (19, 2_700),
+    (20, 4_300),
+    (21, 5_000),
+    (22, 11_000),
+    (23, 10_500),
+    (24, 61_918),
 ];
 
-/// IPv6 `(length, per mille of the table)`.
+/// IPv6 `(length, per 100 000 of the table)`.
 pub const V6_SHARES: &[(u8, u32)] = &[
-    (28, 10),
-    (29, 40),
-    (32, 120),
-    (33, 10),
-    (34, 10),
-    (35, 5),
-    (36, 40),
-    (38, 15),
-    (40, 60),
-    (42, 20),
-    (44, 70),
-    (45, 20),
-    (46, 30),
-    (47, 20),
-    (48, 530),
+    (28, 1_000),
+    (29, 4_000),
+    (32, 12_000),
+    (33, 1_000),
+    (34, 1_000),
+    (35, 500),
+    (36, 4_000),
+    (38, 1_500),
+    (40, 6_000),
+    (42, 2_000),
+    (44, 7_000),
+    (45, 2_000),
+    (46, 3_000),
+    (47, 2_000),
+    (48, 53_000),
 ];
 
 /// A small seeded generator (xorshift64*): tables need spread, not statistics.
@@ -84,6 +84,13 @@ pub fn v4_table(n: usize, seed: u64) -> Vec<(u32, u8)> {
     let mut seen = std::collections::HashSet::with_capacity(n);
     let mut out = Vec::with_capacity(n);
     for len in lengths(V4_SHARES, n) {
+        // 223 << 24 addresses hold 223 << (len - 8) prefixes of length `len`: asking for more
+        // than half of them would make the draw below crawl or never end.
+        let shares = V4_SHARES.iter().find(|s| s.0 == len).map_or(0, |s| s.1);
+        assert!(
+            n as u64 * u64::from(shares) / 100_000 <= (223u64 << (len - 8)) / 2,
+            "a table of {n} needs more /{len}s than the address space has"
+        );
         loop {
             let a = (rng.next_u64() >> 32) as u32;
             let a = (1 << 24) + a % (223 << 24);
@@ -147,6 +154,8 @@ mod tests {
         assert_eq!(t.len(), 10_000);
         let s24 = t.iter().filter(|p| p.1 == 24).count();
         assert!((6100..=6300).contains(&s24), "{s24} /24s");
+        let t = v4_table(1_000_000, 2);
+        assert_eq!(t.iter().filter(|p| p.1 == 8).count(), 20);
         assert!(t.iter().all(|p| p.0 >> 24 >= 1 && p.0 >> 24 <= 223));
         let t6 = v6_table(10_000, 1);
         assert_eq!(t6.len(), 10_000);

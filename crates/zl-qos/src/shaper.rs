@@ -61,6 +61,18 @@ impl ShaperParams {
             return Err(QosConfigError::new("max_packet_bytes", "must be > 0"));
         }
         let largest = self.max_packet_bytes as u64 + self.overhead_bytes as u64;
+        // Checked before burst_bytes, whose range starts at `largest`: a huge overhead would
+        // otherwise be reported as an empty burst_bytes range.
+        if largest > MAX_BURST_BYTES {
+            return Err(QosConfigError::new(
+                "overhead_bytes",
+                format!(
+                    "{} bytes is too large: max_packet_bytes ({}) + overhead_bytes must be at \
+                     most {MAX_BURST_BYTES}",
+                    self.overhead_bytes, self.max_packet_bytes
+                ),
+            ));
+        }
         let depth = self.burst_bytes.unwrap_or(largest);
         if depth < largest || depth > MAX_BURST_BYTES {
             return Err(QosConfigError::new(
@@ -154,6 +166,24 @@ impl Shaper {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 13 defect 9: `overhead_bytes = 4294967295` was reported as "`burst_bytes` ...
+    /// 4294968809 is outside 4294968809 ..= 2147483648", an empty range naming the wrong key.
+    #[test]
+    fn a_huge_overhead_is_reported_on_overhead_bytes() {
+        let p = ShaperParams {
+            rate_bps: 1_000_000,
+            burst_bytes: None,
+            overhead_bytes: u32::MAX,
+            max_packet_bytes: 1514,
+        };
+        let e = p.build().unwrap_err().to_string();
+        assert!(
+            e.contains("overhead_bytes") && !e.contains("burst_bytes"),
+            "{e}"
+        );
+        assert!(e.contains("4294967295"), "{e}");
+    }
 
     #[test]
     fn back_to_back_at_next_send_time() {

@@ -1,0 +1,324 @@
+//! One typed snapshot of a router's counters, taken at one instant by the thread that owns
+//! them: what the final table ([`crate::report`]), the JSON output (`zlrouter run --json`,
+//! `GET /stats.json`, `zlrouter stats --json`) and the Prometheus endpoint
+//! ([`crate::metrics`]) all read, so the three cannot disagree and a scrape sees one
+//! consistent picture (the conservation identity holds in every snapshot of the
+//! single-thread loop; see [`TotalsSnapshot::in_flight`] for the threaded one).
+//!
+//! The JSON schema is this module's types as serde writes them (documented with examples in
+//! docs/operations.md). [`SCHEMA_VERSION`] changes when a field is removed or changes
+//! meaning; new fields (a new drop cause, new per-port counters) are added without a change,
+//! so readers must ignore fields they do not know. Drop causes are a map keyed by
+//! [`DropCause::name`], so a cause added to [`DropCause::ALL`] appears everywhere at once.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use zl_core::{Color, Nanos};
+use zl_port::PortCounters;
+use zl_qos::{ColorStats, SojournHistogram, SOJOURN_BUCKETS};
+
+use crate::dataplane::QLEN_BUCKETS;
+use crate::stats::{DropCause, FateCounters};
+use crate::view::RouterView;
+
+/// The schema's version (the `schema` field).
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Everything the table, the JSON output and the metrics endpoint show.
+#[derive(Clone, Debug, Serialize)]
+pub struct Snapshot {
+    pub schema: u32,
+    /// The loop's clock when taken (virtual or monotonic), seconds.
+    pub time_s: f64,
+    pub ports: Vec<PortSnapshot>,
+    pub totals: TotalsSnapshot,
+    pub groups: Vec<GroupSnapshot>,
+}
+
+/// One port: its I/O counters and its egress (classes, Zombie List).
+#[derive(Clone, Debug, Serialize)]
+pub struct PortSnapshot {
+    pub name: String,
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub rx_no_buffer: u64,
+    pub rx_ring_full: u64,
+    pub rx_too_long: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    pub tx_ring_full: u64,
+    pub tx_no_buffer: u64,
+    pub tx_errors: u64,
+    pub tx_link_gone: u64,
+    pub classifier: ClassifierSnapshot,
+    /// The egress Zombie List, when the port has one.
+    pub zombie: Option<ZombieSnapshot>,
+    pub classes: Vec<ClassSnapshot>,
+}
+
+/// The egress classifier's counters (`zl_qos::ClassifierStats`).
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct ClassifierSnapshot {
+    /// Code points without a table entry (sent to the default class).
+    pub unmapped: u64,
+    /// Packets without a parsable code point (sent to the default class).
+    pub unparsed: u64,
+    /// Packets with a class index the engine does not have (dropped).
+    pub invalid_class: u64,
+}
+
+/// A port's Zombie List.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct ZombieSnapshot {
+    /// Active flows estimated as 1/P(t) (`null` in JSON while P(t) = 0).
+    pub estimated_flows: f64,
+    /// Updates the occurrence table had no entry for (the list unchanged; see
+    /// `ZombieList::table_full_events`).
+    pub table_full_events: u64,
+}
+
+/// One class of a port's egress.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClassSnapshot {
+    pub name: String,
+    /// Queue length now.
+    pub backlog_packets: u32,
+    pub backlog_bytes: u64,
+    /// Per color, in the order green, yellow, red.
+    pub colors: Vec<ColorSnapshot>,
+    /// Queue-length samples: `buckets[0]` empty, `buckets[k]` 2^(k-1) .. 2^k - 1 packets.
+    pub queue_length: Option<QueueLengthSnapshot>,
+}
+
+/// One color of a class.
+#[derive(Clone, Debug, Serialize)]
+pub struct ColorSnapshot {
+    pub color: &'static str,
+    /// Packets offered to the class's AQM (`enqueued` + its drops).
+    pub arrived: u64,
+    pub enqueued: u64,
+    pub enqueued_bytes: u64,
+    pub sent: u64,
+    pub sent_bytes: u64,
+    pub marked: u64,
+    pub early_drops: u64,
+    pub forced_drops: u64,
+    pub tail_drops: u64,
+    pub sojourn: SojournSnapshot,
+}
+
+/// Queue sojourn: log2 buckets of microseconds (`buckets[k]` counts sojourns from
+/// `bucket_floor_us(k)`), their sum and the maximum.
+#[derive(Clone, Debug, Serialize)]
+pub struct SojournSnapshot {
+    pub count: u64,
+    pub sum_s: f64,
+    pub mean_s: f64,
+    pub max_s: f64,
+    pub buckets: Vec<u64>,
+}
+
+/// Queue-length samples.
+#[derive(Clone, Debug, Serialize)]
+pub struct QueueLengthSnapshot {
+    pub count: u64,
+    pub sum: u64,
+    pub buckets: Vec<u64>,
+}
+
+/// The fate of every received packet.
+///
+/// Identity: `received = forwarded + dropped + queued + in_flight`, exact in every snapshot.
+/// `in_flight` is 0 in every snapshot of the single-thread loop and in every final one; a
+/// live snapshot of a threaded run may catch packets a receive worker has counted as
+/// received that the transmit worker has not yet taken from its ring (the receive side's
+/// counters lead).
+#[derive(Clone, Debug, Serialize)]
+pub struct TotalsSnapshot {
+    pub received: u64,
+    pub received_bytes: u64,
+    pub forwarded: u64,
+    pub forwarded_bytes: u64,
+    pub marked: u64,
+    pub dropped: u64,
+    pub drops: BTreeMap<&'static str, u64>,
+    pub queued: u64,
+    pub in_flight: i64,
+}
+
+/// A generator flow group.
+#[derive(Clone, Debug, Serialize)]
+pub struct GroupSnapshot {
+    pub name: String,
+    pub port: String,
+    pub misbehaving: bool,
+    pub flows: u32,
+    pub offered: u64,
+    pub forwarded: u64,
+    pub dropped: u64,
+    pub marked: u64,
+    pub drops: BTreeMap<&'static str, u64>,
+}
+
+fn drops_map(f: &FateCounters) -> BTreeMap<&'static str, u64> {
+    DropCause::ALL
+        .iter()
+        .map(|&c| (c.name(), f.drops_of(c)))
+        .collect()
+}
+
+fn sojourn(h: &SojournHistogram) -> SojournSnapshot {
+    SojournSnapshot {
+        count: h.count,
+        sum_s: h.sum_ns as f64 * 1e-9,
+        mean_s: h.mean().as_secs_f64(),
+        max_s: h.max_ns as f64 * 1e-9,
+        buckets: h.buckets.to_vec(),
+    }
+}
+
+fn color(color: Color, k: &ColorStats) -> ColorSnapshot {
+    ColorSnapshot {
+        color: color.name(),
+        arrived: k.arrivals(),
+        enqueued: k.enqueued,
+        enqueued_bytes: k.enqueued_bytes,
+        sent: k.dequeued,
+        sent_bytes: k.dequeued_bytes,
+        marked: k.marks,
+        early_drops: k.early_drops,
+        forced_drops: k.forced_drops,
+        tail_drops: k.tail_drops,
+        sojourn: sojourn(&k.sojourn),
+    }
+}
+
+fn port(view: &dyn RouterView, p: usize) -> PortSnapshot {
+    let c: PortCounters = view.port_counters(p);
+    let qos = view.qos(p);
+    let cls = qos.classifier_stats();
+    let hists = view.qlen_hist(p);
+    let classes = qos
+        .class_names()
+        .iter()
+        .enumerate()
+        .filter_map(|(ci, name)| {
+            let cs = qos.class_stats(ci)?;
+            Some(ClassSnapshot {
+                name: name.clone(),
+                backlog_packets: cs.len_packets,
+                backlog_bytes: cs.len_bytes,
+                colors: Color::ALL.iter().map(|&k| color(k, cs.color(k))).collect(),
+                queue_length: hists.get(ci).map(|h| QueueLengthSnapshot {
+                    count: h.count(),
+                    sum: h.sum,
+                    buckets: h.buckets.to_vec(),
+                }),
+            })
+        })
+        .collect();
+    PortSnapshot {
+        name: view.port_name(p).to_owned(),
+        rx_packets: c.rx_packets,
+        rx_bytes: c.rx_bytes,
+        rx_no_buffer: c.rx_no_buffer,
+        rx_ring_full: c.rx_ring_full,
+        rx_too_long: c.rx_too_long,
+        tx_packets: c.tx_packets,
+        tx_bytes: c.tx_bytes,
+        tx_ring_full: c.tx_ring_full,
+        tx_no_buffer: c.tx_no_buffer,
+        tx_errors: c.tx_errors,
+        tx_link_gone: c.tx_link_gone,
+        classifier: ClassifierSnapshot {
+            unmapped: cls.unmapped,
+            unparsed: cls.unparsed,
+            invalid_class: cls.invalid_class,
+        },
+        zombie: view.zombie_list(p).map(|z| ZombieSnapshot {
+            estimated_flows: z.estimated_flows(),
+            table_full_events: z.table_full_events(),
+        }),
+        classes,
+    }
+}
+
+impl Snapshot {
+    /// Takes the snapshot of `view` at `now` (called by the thread that owns the counters,
+    /// between polls).
+    pub fn take(view: &dyn RouterView, now: Nanos) -> Snapshot {
+        let t = view.totals();
+        let queued = view.queued();
+        let dropped = t.dropped();
+        let accounted = t.forwarded as i128 + dropped as i128 + queued as i128;
+        Snapshot {
+            schema: SCHEMA_VERSION,
+            time_s: now.as_secs_f64(),
+            ports: (0..view.port_count()).map(|p| port(view, p)).collect(),
+            totals: TotalsSnapshot {
+                received: t.received,
+                received_bytes: t.received_bytes,
+                forwarded: t.forwarded,
+                forwarded_bytes: t.forwarded_bytes,
+                marked: t.marked,
+                dropped,
+                drops: drops_map(&t),
+                queued,
+                in_flight: (t.received as i128 - accounted) as i64,
+            },
+            groups: view
+                .groups()
+                .iter()
+                .map(|g| GroupSnapshot {
+                    name: g.name.clone(),
+                    port: g.port.clone(),
+                    misbehaving: g.misbehaving,
+                    flows: g.flows,
+                    offered: g.fate.received,
+                    forwarded: g.fate.forwarded,
+                    dropped: g.fate.dropped(),
+                    marked: g.fate.marked,
+                    drops: drops_map(&g.fate),
+                })
+                .collect(),
+        }
+    }
+
+    /// The snapshot as pretty JSON (the schema of docs/operations.md).
+    pub fn to_json(&self) -> String {
+        // Cannot fail: every map key is a string and every value serializable.
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+
+    /// Drops of `cause` in the totals (0 for a cause the snapshot does not know).
+    pub fn drops_of(&self, cause: DropCause) -> u64 {
+        self.totals.drops.get(cause.name()).copied().unwrap_or(0)
+    }
+}
+
+/// Upper bounds of the sojourn buckets in seconds (the last is `f64::MAX`, Prometheus' +Inf).
+pub fn sojourn_bounds_s() -> Vec<f64> {
+    (0..SOJOURN_BUCKETS)
+        .map(|k| {
+            if k + 1 == SOJOURN_BUCKETS {
+                f64::MAX
+            } else {
+                SojournHistogram::bucket_floor_us(k + 1) as f64 * 1e-6
+            }
+        })
+        .collect()
+}
+
+/// Upper bounds of the queue-length buckets in packets (the last is `f64::MAX`).
+pub fn qlen_bounds() -> Vec<f64> {
+    (0..QLEN_BUCKETS)
+        .map(|k| {
+            if k + 1 == QLEN_BUCKETS {
+                f64::MAX
+            } else {
+                ((1u64 << k) - 1) as f64
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Runs every cargo-fuzz target in fuzz/ for a bounded time, each starting from its committed
+# corpus fuzz/corpus/<target>/ (read only: new inputs go to fuzz/corpus-run/<target>/, which
+# is ignored). A crash, leak, timeout or out-of-memory fails the run and prints the input as
+# hex. Per target it prints the executions done (libFuzzer's stat::number_of_executed_units).
+#
+#   ZLR_FUZZ_SECONDS   seconds per target (default 60)
+#   ZLR_REQUIRE_ENV=1  a missing nightly toolchain fails instead of skipping
+set -uo pipefail
+cd "$(dirname "$0")/.."
+secs=${ZLR_FUZZ_SECONDS:-60}
+
+if ! rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
+    echo "!!! NO NIGHTLY TOOLCHAIN: cargo-fuzz needs nightly (-Zsanitizer); the fuzz targets"
+    echo "!!! were NOT built or run. Install it: rustup toolchain install nightly"
+    [ "${ZLR_REQUIRE_ENV:-}" = 1 ] && exit 1
+    exit 0
+fi
+if ! cargo fuzz --version >/dev/null 2>&1; then
+    cargo install cargo-fuzz --locked || { echo "!!! installing cargo-fuzz failed"; exit 1; }
+fi
+
+cargo +nightly fuzz build -O || { echo "!!! the fuzz targets do not build"; exit 1; }
+failed=0
+for t in $(cargo +nightly fuzz list); do
+    corpus=fuzz/corpus/$t
+    run=fuzz/corpus-run/$t
+    artifacts=fuzz/artifacts/$t
+    if [ ! -d "$corpus" ]; then
+        echo "!!! $t has no committed corpus ($corpus)"
+        failed=1
+        continue
+    fi
+    rm -rf "$run" "$artifacts"
+    mkdir -p "$run" "$artifacts"
+    log=$(mktemp)
+    # -timeout: one input running 60 s is a hang (a build under ASan takes up to 20 s); -rss_limit_mb: a leak or a huge allocation.
+    if cargo +nightly fuzz run -O "$t" "$run" "$corpus" -- \
+        -max_total_time="$secs" -timeout=60 -rss_limit_mb=2048 -print_final_stats=1 \
+        -artifact_prefix="$artifacts/" >"$log" 2>&1; then
+        execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$')
+        cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1)
+        echo "fuzz $t: ok, ${execs:-?} executions in ${secs} s, $cov, corpus $(ls "$corpus" | wc -l) + $(ls "$run" | wc -l) new inputs"
+    else
+        failed=1
+        echo "!!! fuzz $t FAILED; the end of libFuzzer's output:"
+        tail -n 60 "$log"
+        for f in "$artifacts"/*; do
+            [ -f "$f" ] || continue
+            echo "!!! input that fails $t ($f, $(stat -c %s "$f") bytes), hex:"
+            od -An -tx1 -v "$f" | head -n 200
+        done
+    fi
+    rm -f "$log"
+done
+exit $failed
