@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod mt;
 pub mod port;
 pub mod priority;
+pub mod reload;
 pub mod report;
 pub mod route;
 pub mod snapshot;
