@@ -18,10 +18,9 @@ use zl_dataplane::config::{PortKind, PortParams, RouteSource};
 use zl_dataplane::metrics::{ControlThread, MetricsHub};
 use zl_dataplane::mt::MtRouter;
 use zl_dataplane::port::FileAccess;
-use zl_dataplane::view::ViewObserver;
 use zl_dataplane::{
-    build_with_ports, check_with_ports, report, BoxedPort, BuildError, Dataplane, Observer,
-    RouterConfig, RouterView, Snapshot, StopReason, DEFAULT_CONFIG,
+    build_threaded, build_with_ports, check_with_ports, report, BoxedPort, BuildError, Dataplane,
+    Observer, PortSupplier, RouterConfig, RouterView, Snapshot, StopReason, DEFAULT_CONFIG,
 };
 
 #[derive(Parser)]
@@ -204,7 +203,18 @@ fn follow_kernel(dp: &mut Dataplane, cfg: &RouterConfig) -> Result<()> {
     )
 }
 
-/// Builds the data plane, opening AF_XDP and DPDK ports here. With
+/// The port supplier of both routers: AF_XDP and DPDK ports are opened here.
+fn ports<'a>(
+    cfg: &'a RouterConfig,
+    dpdk: &'a mut dpdk_ports::DpdkOpener,
+) -> impl FnMut(usize, &PortParams) -> Result<Option<BoxedPort>, BuildError> + 'a {
+    move |i, p| match p.kind {
+        PortKind::Dpdk => dpdk.open(cfg, i, p).map(Some),
+        _ => open_port(i, p),
+    }
+}
+
+/// Builds the single-thread data plane, opening AF_XDP and DPDK ports here. With
 /// [`FileAccess::CheckOnly`] (`zlrouter check`) no file is written.
 fn build(
     cfg: &RouterConfig,
@@ -212,13 +222,10 @@ fn build(
     dpdk: &mut dpdk_ports::DpdkOpener,
     access: FileAccess,
 ) -> Result<Dataplane, BuildError> {
-    let mut supply = |i: usize, p: &PortParams| match p.kind {
-        PortKind::Dpdk => dpdk.open(cfg, i, p).map(Some),
-        _ => open_port(i, p),
-    };
+    let supply: &mut PortSupplier<'_> = &mut ports(cfg, dpdk);
     match access {
-        FileAccess::Open => build_with_ports(cfg, base, &mut supply),
-        FileAccess::CheckOnly => check_with_ports(cfg, base, &mut supply),
+        FileAccess::Open => build_with_ports(cfg, base, supply),
+        FileAccess::CheckOnly => check_with_ports(cfg, base, supply),
     }
 }
 
@@ -237,30 +244,25 @@ fn load(config: Option<&Path>) -> Result<(RouterConfig, PathBuf)> {
     }
 }
 
+/// How often a loop shows its progress and publishes the metrics, in the loop's clock.
+const PROGRESS_PERIOD: Nanos = Nanos::from_millis(100);
+
 /// The progress line on stderr, at most twice a second of wall time.
 struct Progress {
     quiet: bool,
     last: Option<Instant>,
-    hub: Option<Arc<MetricsHub>>,
+    hub: Arc<MetricsHub>,
 }
 
-impl Observer for Progress {
-    fn progress(&mut self, now: Nanos, dp: &Dataplane) {
-        self.show(now, dp);
-    }
-}
-
-impl ViewObserver for Progress {
-    fn progress(&mut self, now: Nanos, view: &dyn RouterView) {
-        self.show(now, view);
+impl<R: RouterView> Observer<R> for Progress {
+    fn progress(&mut self, now: Nanos, router: &R) {
+        self.show(now, router);
     }
 }
 
 impl Progress {
     fn show(&mut self, now: Nanos, dp: &dyn RouterView) {
-        if let Some(h) = &self.hub {
-            h.publish(now, dp);
-        }
+        self.hub.publish(now, dp);
         if self.quiet
             || self
                 .last
@@ -286,6 +288,60 @@ impl Progress {
     }
 }
 
+/// The monotonic clock from now, for a live loop.
+fn monotonic() -> impl Fn() -> Nanos + Sync {
+    let start = Instant::now();
+    move || Nanos(start.elapsed().as_nanos().min(u64::MAX as u128) as u64)
+}
+
+/// What runs beside either loop: the stop flag (raised by SIGINT / SIGTERM through the control
+/// thread), the control thread with the metrics endpoint, and the progress observer.
+struct Session {
+    stop: Arc<AtomicBool>,
+    server: ControlThread,
+    progress: Progress,
+}
+
+impl Session {
+    fn start(router: &dyn RouterView, cfg: &RouterConfig, quiet: bool) -> Result<Self> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let hub = Arc::new(MetricsHub::new(router));
+        let server = ControlThread::start(cfg.metrics.listen.as_deref(), hub.clone(), stop.clone())
+            .context("starting the control thread")?;
+        if let Some(addr) = server.local_addr() {
+            note!("zlrouter: metrics on http://{addr}/metrics");
+        }
+        Ok(Session {
+            stop,
+            server,
+            progress: Progress {
+                quiet,
+                last: None,
+                hub,
+            },
+        })
+    }
+
+    /// Ends the progress line, prints the final counters at `now` (the run's length as the
+    /// loop's clock saw it, drain included: whatever stopped the run, a failed port included),
+    /// the `extra` line (not in JSON) and why the run stopped.
+    fn end(
+        self,
+        router: &dyn RouterView,
+        now: Nanos,
+        result: Result<StopReason, zl_port::PortError>,
+        extra: Option<String>,
+        json: bool,
+    ) -> Result<()> {
+        end_progress_line();
+        print_final(&Snapshot::take(router, now), json)?;
+        if let (Some(line), false) = (extra, json) {
+            outln!("{line}")?;
+        }
+        finish(result, self.server, json)
+    }
+}
+
 fn run(
     config: Option<PathBuf>,
     duration: Option<f64>,
@@ -305,88 +361,58 @@ fn run(
         // A bare port stays on loopback (`ControlThread::start`), as in the config.
         cfg.metrics.listen = Some(m);
     }
-    let mut dp = build(
-        &cfg,
-        &base,
-        &mut dpdk_ports::DpdkOpener::open_all(),
-        FileAccess::Open,
-    )?;
+    let mut dpdk = dpdk_ports::DpdkOpener::open_all();
     if cfg.run.rx_workers > 0 {
-        let mt = MtRouter::from_dataplane(dp, &cfg, cfg.run.rx_workers as usize)?;
+        let supply: &mut PortSupplier<'_> = &mut ports(&cfg, &mut dpdk);
+        let mt = build_threaded(&cfg, &base, supply, cfg.run.rx_workers as usize)?;
         return run_threaded(mt, &cfg, quiet, json);
     }
+    let mut dp = build(&cfg, &base, &mut dpdk, FileAccess::Open)?;
     if cfg.routing.source == RouteSource::Kernel {
         follow_kernel(&mut dp, &cfg)?;
     }
-    let stop = Arc::new(AtomicBool::new(false));
-    let hub = Arc::new(MetricsHub::new(&dp));
-    let server = ControlThread::start(cfg.metrics.listen.as_deref(), hub.clone(), stop.clone())
-        .context("starting the control thread")?;
-    if let Some(addr) = server.local_addr() {
-        note!("zlrouter: metrics on http://{addr}/metrics");
-    }
-    let mut progress = Progress {
-        quiet,
-        last: None,
-        hub: Some(hub.clone()),
-    };
+    let mut session = Session::start(&dp, &cfg, quiet)?;
     let end = Nanos::from_secs_f64(cfg.run.duration_s);
     let drain = Nanos::from_secs_f64(cfg.run.drain_s);
+    let (stop, progress) = (&session.stop, &mut session.progress);
     let result = if dp.has_live_ports() {
-        let start = Instant::now();
-        let mut clock = || Nanos(start.elapsed().as_nanos().min(u64::MAX as u128) as u64);
-        dp.run_live(&stop, &mut clock, Nanos::from_millis(100), &mut progress)
+        dp.run_live(stop, &mut monotonic(), PROGRESS_PERIOD, progress)
     } else {
-        dp.run_virtual(end, drain, &stop, Nanos::from_millis(100), &mut progress)
+        dp.run_virtual(end, drain, stop, PROGRESS_PERIOD, progress)
     };
-    end_progress_line();
-    // The run's length as the loop's clock saw it, drain included. The table is printed
-    // whatever stopped the run, a failed port included.
-    print_final(&Snapshot::take(&dp, dp.now()), json)?;
-    finish(result, server, json)
+    session.end(&dp, dp.now(), result, None, json)
 }
 
 /// Runs the threaded router (`run.rx_workers` receive workers and one transmit worker) on the
 /// monotonic clock, whatever the ports (generator and pcap ports then offer in real time).
 fn run_threaded(mut mt: MtRouter, cfg: &RouterConfig, quiet: bool, json: bool) -> Result<()> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let hub = Arc::new(MetricsHub::new(&mt));
-    let server = ControlThread::start(cfg.metrics.listen.as_deref(), hub.clone(), stop.clone())
-        .context("starting the control thread")?;
-    if let Some(addr) = server.local_addr() {
-        note!("zlrouter: metrics on http://{addr}/metrics");
-    }
+    let mut session = Session::start(&mt, cfg, quiet)?;
     if !quiet {
         note!(
             "zlrouter: {} receive worker(s) and one transmit worker",
             mt.params().rx_workers
         );
     }
-    let mut progress = Progress {
-        quiet,
-        last: None,
-        hub: Some(hub.clone()),
-    };
     let drain = Nanos::from_secs_f64(cfg.run.drain_s);
-    let start = Instant::now();
-    let clock = || Nanos(start.elapsed().as_nanos().min(u64::MAX as u128) as u64);
-    let result = mt.run(&clock, &stop, drain, Nanos::from_millis(100), &mut progress);
-    end_progress_line();
-    print_final(&Snapshot::take(&mt, mt.now()), json)?;
-    if json {
-        return finish(result, server, json);
-    }
+    let clock = monotonic();
+    let result = mt.run(
+        &clock,
+        &session.stop,
+        drain,
+        PROGRESS_PERIOD,
+        &mut session.progress,
+    );
     let per_worker: Vec<String> = mt
         .worker_totals()
         .iter()
         .map(|w| w.received.to_string())
         .collect();
-    outln!(
+    let threads = format!(
         "threads: {} receive workers (received {}) and one transmit worker",
         per_worker.len(),
         per_worker.join(" / ")
-    )?;
-    finish(result, server, json)
+    );
+    session.end(&mt, mt.now(), result, Some(threads), json)
 }
 
 /// Prints why the run stopped and stops the control thread.

@@ -69,7 +69,7 @@ struct Samples(Vec<(f64, u64)>);
 
 impl Observer for Samples {
     fn progress(&mut self, now: Nanos, dp: &Dataplane) {
-        let out = &dp.slots()[1];
+        let out = &dp.slots()[1].egress;
         if let (true, Some(n), Some(cap)) = (
             now >= Nanos::from_millis(500),
             out.estimated_flows(),

@@ -1,4 +1,8 @@
-//! Turning a validated [`RouterConfig`] into a running [`Dataplane`].
+//! Turning a validated [`RouterConfig`] into a running router: the single-thread
+//! [`Dataplane`] ([`build_with_ports`]) or the threaded [`MtRouter`] ([`build_threaded`]),
+//! both from the same parts ([`RouterParts`]), so the ports, the egress stages (and which
+//! Zombie List a ZL-RED class decides on: `crate::egress::port_egress`), the forwarding and
+//! the flow groups are built in one place.
 
 use std::path::Path;
 
@@ -10,7 +14,10 @@ use zl_port::{BufPool, Port, BATCH_CAPACITY, DEFAULT_BUF_SIZE};
 use crate::config::{
     invalid, parse_mac, ConfigError, PortKind, PortParams, RouterConfig, MAX_POOL_BUFFERS,
 };
-use crate::dataplane::{port_qos, Dataplane, PortSlot, QueueLengthHistogram};
+use crate::dataplane::{Dataplane, PortSlot};
+use crate::egress::{port_egress, Threading};
+use crate::forward::Forwarder;
+use crate::mt::{MtParams, MtRouter, RING_PACKETS};
 use crate::port::{FileAccess, GeneratorPort, GeneratorSetup, PcapPort, SinkPort};
 use crate::stats::GroupStats;
 
@@ -59,7 +66,7 @@ pub fn build_with_ports(
     base: &Path,
     supply: &mut PortSupplier<'_>,
 ) -> Result<Dataplane, BuildError> {
-    build_inner(cfg, base, supply, FileAccess::Open)
+    build_dataplane(cfg, base, supply, FileAccess::Open)
 }
 
 /// [`build_with_ports`] for `zlrouter check`: every check a build makes, without writing a
@@ -70,21 +77,98 @@ pub fn check_with_ports(
     base: &Path,
     supply: &mut PortSupplier<'_>,
 ) -> Result<Dataplane, BuildError> {
-    build_inner(cfg, base, supply, FileAccess::CheckOnly)
+    build_dataplane(cfg, base, supply, FileAccess::CheckOnly)
 }
 
-fn build_inner(
+fn build_dataplane(
     cfg: &RouterConfig,
     base: &Path,
     supply: &mut PortSupplier<'_>,
     access: FileAccess,
 ) -> Result<Dataplane, BuildError> {
+    let parts = build_parts(cfg, base, supply, Threading::Single, access)?;
+    let pool = BufPool::new(parts.pool_buffers, DEFAULT_BUF_SIZE);
+    Dataplane::new(
+        parts.slots,
+        pool,
+        parts.forwarder,
+        Xoshiro256PlusPlus::seed_from_u64(stream_seed(cfg.run.seed, 0)),
+        cfg.run.work_budget,
+        parts.groups,
+    )
+    // `validate` has checked every route's and bridge peer's port.
+    .map_err(|e| invalid("routes", e.port, e.to_string()).into())
+}
+
+/// Builds the threaded router of `cfg` with `rx_workers` receive workers (ports supplied as
+/// for [`build_with_ports`]). Each worker's pool gets `run.pool_buffers` buffers (default:
+/// what the single-thread pool would get, plus the rings of the egress ports).
+pub fn build_threaded(
+    cfg: &RouterConfig,
+    base: &Path,
+    supply: &mut PortSupplier<'_>,
+    rx_workers: usize,
+) -> Result<MtRouter, BuildError> {
+    if matches!(cfg.forwarding()?, crate::config::Forwarding::Kernel(_)) {
+        return Err(invalid(
+            "routing.source",
+            "\"kernel\"",
+            "\"static\" with rx_workers > 0: kernel routing runs on the single-thread loop (rx_workers = 0)",
+        )
+        .into());
+    }
+    let parts = build_parts(cfg, base, supply, Threading::Threaded, FileAccess::Open)?;
+    let pool_per_worker = match cfg.run.pool_buffers {
+        Some(n) => n as usize,
+        None => {
+            (parts.pool_buffers + parts.egress_ports * RING_PACKETS).min(MAX_POOL_BUFFERS as usize)
+        }
+    };
+    let params = MtParams {
+        rx_workers: rx_workers.max(1),
+        ring_capacity: RING_PACKETS,
+        pool_per_worker,
+        work_budget: cfg.run.work_budget.max(1) as usize,
+        seed: cfg.run.seed,
+    };
+    Ok(MtRouter::new(
+        parts.slots,
+        parts.forwarder,
+        parts.groups,
+        params,
+    ))
+}
+
+/// What both routers are assembled from.
+struct RouterParts {
+    slots: Vec<PortSlot>,
+    forwarder: Forwarder,
+    groups: Vec<GroupStats>,
+    /// Buffers of the single-thread pool: every egress port's class queues plus four bursts
+    /// per port, or `run.pool_buffers`.
+    pool_buffers: usize,
+    /// Ports a route or bridge pair sends to.
+    egress_ports: usize,
+}
+
+/// Validates `cfg` and builds its ports (asking `supply` first), their egress stages for
+/// `threading`, the forwarder and the generator flow groups; pcap ports open their files
+/// as `access` says.
+fn build_parts(
+    cfg: &RouterConfig,
+    base: &Path,
+    supply: &mut PortSupplier<'_>,
+    threading: Threading,
+    access: FileAccess,
+) -> Result<RouterParts, BuildError> {
     cfg.validate()?;
     let end = Nanos::from_secs_f64(cfg.run.duration_s);
     let mut slots = Vec::with_capacity(cfg.ports.len());
     let mut groups = Vec::new();
     let forwarding = cfg.forwarding()?;
     let mut ring_total: u64 = 0;
+    let mut egress_ports = 0;
+    let mut macs = Vec::with_capacity(cfg.ports.len());
     for (i, p) in cfg.ports.iter().enumerate() {
         let idx = i as u16;
         let mac = parse_mac(&p.mac)
@@ -99,15 +183,17 @@ fn build_inner(
             .classes
             .iter()
             .any(|c| matches!(c.buffer, Some(zl_qos::BufferRule::SqrtNLive { .. })));
-        let (qos, zombie) = port_qos(
+        let egress = port_egress(
             &qos_params,
             &qos_key,
             cfg.metrics.flow_estimate || live_sizing,
             cfg.metrics.flow_estimate_zombie,
+            threading,
         )?;
         // Only queues packets can reach hold buffers: a port no route or bridge pair sends
         // to keeps its (empty) engine but adds nothing to the pool.
         if forwarding.is_egress(idx) {
+            egress_ports += 1;
             ring_total += qos_params
                 .classes
                 .iter()
@@ -180,32 +266,19 @@ fn build_inner(
             }
             (None, PortKind::Sink) => Box::new(SinkPort::new(&p.name)),
         };
-        let classes = qos.class_names().len();
-        slots.push(PortSlot {
-            port,
-            mac,
-            qos,
-            held_until: None,
-            qlen_hist: vec![QueueLengthHistogram::default(); classes],
-            zombie,
-        });
+        macs.push(mac);
+        slots.push(PortSlot { port, egress });
     }
-    let pool_n = match cfg.run.pool_buffers {
+    let pool_buffers = match cfg.run.pool_buffers {
         Some(n) => n as usize,
         None => (ring_total + 4 * BATCH_CAPACITY as u64 * cfg.ports.len() as u64)
             .min(MAX_POOL_BUFFERS as u64) as usize,
     };
-    let pool = BufPool::new(pool_n, DEFAULT_BUF_SIZE);
-    Dataplane::new(
+    Ok(RouterParts {
         slots,
-        pool,
-        forwarding,
-        cfg.parse,
-        cfg.priority.build()?,
-        Xoshiro256PlusPlus::seed_from_u64(stream_seed(cfg.run.seed, 0)),
-        cfg.run.work_budget,
+        forwarder: Forwarder::new(forwarding, cfg.parse, cfg.priority.build()?, macs),
         groups,
-    )
-    // `validate` has checked every route's and bridge peer's port.
-    .map_err(|e| invalid("routes", e.port, e.to_string()).into())
+        pool_buffers,
+        egress_ports,
+    })
 }

@@ -1,139 +1,50 @@
-//! The poll-mode loop: rx burst -> parse -> route or bridge -> classify -> meter -> AQM
-//! admission -> per-class queue -> schedule -> shape -> tx burst.
+//! The single-thread poll-mode loop: rx burst -> parse -> route or bridge -> [Zombie List
+//! observation] -> classify -> meter -> AQM admission -> per-class queue -> schedule -> shape
+//! -> tx burst.
 //!
-//! One [`Dataplane`] runs on one thread and owns its ports, its buffer pool and one
-//! `zl_qos::QosEngine` per egress port. [`Dataplane::poll`] does one round at a given `now`:
-//! it receives bursts from each port until `work_budget` packets (checked between bursts, so
-//! at most `work_budget + 31`), pushes each through forwarding and its egress port's QoS
-//! engine, and after each burst lets every egress port send what its scheduler and shaper
-//! release. A packet admitted to a port with nothing queued whose shaper lets it go leaves at
-//! once (`Dataplane::cut_through`), so a queue whose link keeps up stays empty instead of
+//! It is the one-worker case of the threaded router ([`crate::mt`]): the same receive stage
+//! (`Forwarder::forward_in_place`, then the egress port's list observed once) and the same
+//! egress stage ([`Egress`]: admit / transmit / tick / shutdown), called on one thread with
+//! no ring between them. One [`Dataplane`] owns its ports, its buffer pool and one [`Egress`]
+//! per port. [`Dataplane::poll`] does one round at a given `now`: it receives bursts from
+//! each port until `work_budget` packets (checked between bursts, so at most
+//! `work_budget + 31`), pushes each through forwarding and its egress port's admission, and
+//! after each burst lets every egress port send what its scheduler and shaper release. A
+//! packet admitted to a port with nothing queued whose shaper lets it go leaves at once (the
+//! cut-through of [`Egress::admit`]), so a queue whose link keeps up stays empty instead of
 //! holding the burst, which an AQM would read as congestion. The driver chooses the clock:
-//! [`Dataplane::run_virtual`] jumps virtual time from
-//! event to event (the next packet of a pcap or generator port, or the time a shaper releases
-//! a held packet), so a run is deterministic with its seed; a live driver passes the
-//! monotonic clock.
+//! [`Dataplane::run_virtual`] jumps virtual time from event to event (the next packet of a
+//! pcap or generator port, or the time a shaper releases a held packet), so a run is
+//! deterministic with its seed; a live driver passes the monotonic clock.
+//!
+//! Between two polls (`Dataplane::poll` returns, the driver calls its observer and picks the
+//! next time) is the one place where the loop may take in changes from outside.
 //!
 //! Nothing here allocates per packet: buffers come from the pool, batches and queues are
 //! reserved at build time, counters are fixed arrays.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 use rand_xoshiro::Xoshiro256PlusPlus;
 use zl_core::Nanos;
-use zl_port::{Batch, BufPool, PacketBuf, Port, PortCounters, PortError, Readiness};
-use zl_qos::{Dequeue, QosEngine, QosParams};
-use zl_wire::{MacAddr, ParseConfig};
+use zl_port::{Batch, BufPool, PacketBuf, PortCounters, PortError, Readiness};
 
-use zl_zombie::{ZombieList, ZombieParams};
-
-use crate::config::{invalid, ConfigError, Forwarding};
+use crate::build::BoxedPort;
+use crate::config::Forwarding;
+use crate::egress::{Egress, Link};
 use crate::forward::Forwarder;
-use crate::priority::PriorityMap;
 use crate::route::RouteTable;
-use crate::stats::{DropCause, FateCounters, GroupStats};
+use crate::stats::{DropCause, FateCounters, Fates, GroupStats};
+use crate::view::Observer;
 use zl_fib::{Hold, NeighbourWait};
 
-/// A port plus what the data plane keeps beside it.
+pub use crate::egress::{QueueLengthHistogram, QLEN_BUCKETS, QLEN_SAMPLE_EVERY};
+
+/// A port and its egress stage, as both loops hold them.
 pub struct PortSlot {
-    pub port: Box<dyn Port + Send>,
-    pub mac: MacAddr,
-    pub qos: QosEngine<PacketBuf>,
-    /// The shaper holds the head packet until then.
-    pub held_until: Option<Nanos>,
-    /// Queue-length samples per class (every [`QLEN_SAMPLE_EVERY`] polls), log2 buckets
-    /// (`[0] = empty, [k] = 2^(k-1)..2^k - 1`).
-    pub qlen_hist: Vec<QueueLengthHistogram>,
-    /// The port's Zombie List when its active flows are estimated (`metrics.flow_estimate` or
-    /// a `sqrt-n-live` buffer rule). It observes every packet offered to the port's egress,
-    /// once, before admission. decided: it is also the list of every SRED / ZL-RED policy of
-    /// the port (the paper keeps one list per output link), which decide on that one
-    /// observation instead of observing a list of their own (built by `port_qos`).
-    pub zombie: Option<Arc<ZombieList>>,
+    pub port: BoxedPort,
+    pub egress: Egress,
 }
-
-/// Builds the QoS engine of one egress port from `params` (whose errors are reported under
-/// `qos_key`) and, when `estimate` asks for the port's flow estimate, the port's Zombie List,
-/// shared with the engine's SRED / ZL-RED policies (`QosEngine::with_zombie_list`).
-///
-/// The list's parameters: `estimate_params` (`metrics.flow_estimate_zombie`) when given, else
-/// those of the port's SRED / ZL-RED policies (so turning the estimate on leaves their
-/// configuration as written), else the defaults (M = 1000, occurrence table: an observation
-/// reads F and T in any mode, and a scan would read all M zombies per packet).
-/// decided: `estimate_params` that differ from the policies' `zombie` settings are an error
-/// naming both keys, not a silent override.
-pub(crate) fn port_qos(
-    params: &QosParams,
-    qos_key: &str,
-    estimate: bool,
-    estimate_params: Option<ZombieParams>,
-) -> Result<(QosEngine<PacketBuf>, Option<Arc<ZombieList>>), ConfigError> {
-    let qos_err = |e: zl_qos::QosConfigError| ConfigError::Qos {
-        key: format!("{qos_key}.{}", e.key),
-        reason: e.reason,
-    };
-    if !estimate {
-        return Ok((QosEngine::new(params).map_err(qos_err)?, None));
-    }
-    const ESTIMATE_KEY: &str = "metrics.flow_estimate_zombie";
-    let (key, zp) = match (estimate_params, params.zombie_params().map_err(qos_err)?) {
-        (Some(m), Some((k, p))) if m != p => {
-            return Err(invalid(
-                ESTIMATE_KEY,
-                format!("{m:?}"),
-                format!(
-                    "the settings of `{qos_key}.{k}` ({p:?}): the port's flow estimate and its \
-                     SRED / ZL-RED policies share one Zombie List; set them equal or leave \
-                     `{ESTIMATE_KEY}` out"
-                ),
-            ))
-        }
-        (Some(m), _) => (ESTIMATE_KEY.to_owned(), m),
-        (None, Some((k, p))) => (format!("{qos_key}.{k}"), p),
-        (None, None) => (ESTIMATE_KEY.to_owned(), ZombieParams::default()),
-    };
-    let zc = zp
-        .validate()
-        .map_err(|e| invalid(key, format!("{zp:?}"), e.to_string()))?;
-    let list = Arc::new(ZombieList::new(zc));
-    let engine = QosEngine::with_zombie_list(params, &list).map_err(qos_err)?;
-    Ok((engine, Some(list)))
-}
-
-impl PortSlot {
-    /// Active flows at this egress estimated as 1/P(t), when estimated.
-    pub fn estimated_flows(&self) -> Option<f64> {
-        self.zombie.as_ref().map(|z| z.estimated_flows())
-    }
-}
-
-/// Buckets of the queue-length histogram: 0, 1, 2-3, 4-7, ..., >= 2^14.
-pub const QLEN_BUCKETS: usize = 16;
-
-/// Samples of a queue's length in packets, log2 buckets, with their sum (for the mean).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct QueueLengthHistogram {
-    /// `[0]` = empty, `[k]` = `2^(k-1) ..= 2^k - 1`, the last bucket open-ended.
-    pub buckets: [u64; QLEN_BUCKETS],
-    pub sum: u64,
-}
-
-impl QueueLengthHistogram {
-    #[inline]
-    pub fn record(&mut self, len: u32) {
-        let bucket = (u32::BITS - len.leading_zeros()) as usize;
-        self.buckets[bucket.min(QLEN_BUCKETS - 1)] += 1;
-        self.sum += len as u64;
-    }
-    pub fn count(&self) -> u64 {
-        self.buckets.iter().sum()
-    }
-}
-
-/// Queue lengths are sampled every this many polls (each sample reads every class's length
-/// with `QosEngine::queue_len`, which copies no counters).
-pub const QLEN_SAMPLE_EVERY: u64 = 8;
 
 /// How a run ended (a failed port is the `Err` of the run instead).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -146,53 +57,6 @@ pub enum StopReason {
     Interrupted,
 }
 
-/// Called by the loop at a low rate (every `period` of the driver's time).
-pub trait Observer {
-    fn progress(&mut self, now: Nanos, dp: &Dataplane);
-}
-
-/// An observer that does nothing.
-pub struct NoObserver;
-impl Observer for NoObserver {
-    fn progress(&mut self, _: Nanos, _: &Dataplane) {}
-}
-
-/// Applies `count` to the totals and to the flow group a buffer's tag names (`tag` = group
-/// index + 1; 0 or an unknown tag: the totals only).
-#[inline]
-fn count_fate(
-    totals: &mut FateCounters,
-    groups: &mut [GroupStats],
-    tag: u32,
-    count: impl Fn(&mut FateCounters),
-) {
-    count(totals);
-    count_group(groups, tag, count);
-}
-
-/// Counts a packet leaving its queue for the port in its flow group; returns its length for
-/// the totals (which the callers add up per burst).
-#[inline]
-fn departs(groups: &mut [GroupStats], b: &PacketBuf) -> u64 {
-    let len = b.len() as u64;
-    count_group(groups, b.tag, |c| {
-        c.forwarded += 1;
-        c.forwarded_bytes += len;
-    });
-    len
-}
-
-/// Applies `count` to the flow group a buffer's tag names only (the caller counts the totals).
-#[inline]
-fn count_group(groups: &mut [GroupStats], tag: u32, count: impl Fn(&mut FateCounters)) {
-    if let Some(g) = (tag as usize)
-        .checked_sub(1)
-        .and_then(|i| groups.get_mut(i))
-    {
-        count(&mut g.fate);
-    }
-}
-
 /// [`Dataplane::new`] was given forwarding that sends packets to a port it does not have.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{what} leads to port index {port}, but the data plane has {ports} ports")]
@@ -201,6 +65,45 @@ pub struct UnknownPort {
     pub what: &'static str,
     pub port: u16,
     pub ports: usize,
+}
+
+impl UnknownPort {
+    /// Refuses forwarding that names a port index out of `ports`.
+    pub(crate) fn check(forwarding: &Forwarding, ports: usize) -> Result<(), UnknownPort> {
+        let missing = |p: &u16| *p as usize >= ports;
+        let unknown = match forwarding {
+            Forwarding::Router(table) => (table.egress_ports().into_iter())
+                .find(missing)
+                .map(|p| ("a route", p)),
+            Forwarding::Kernel(statics) => {
+                (statics.iter().map(|r| r.port).find(missing)).map(|p| ("a route", p))
+            }
+            Forwarding::Bridge(peer) => {
+                (peer.iter().flatten().copied().find(missing)).map(|p| ("a bridge peer", p))
+            }
+        };
+        match unknown {
+            Some((what, port)) => Err(UnknownPort { what, port, ports }),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The single-thread loop's link to a port: its send, and the loop's own pool.
+struct PoolLink<'a> {
+    port: &'a mut BoxedPort,
+    pool: &'a mut BufPool,
+}
+
+impl Link for PoolLink<'_> {
+    #[inline]
+    fn send(&mut self, now: Nanos, batch: &mut Batch) -> Result<(), PortError> {
+        self.port.send(now, batch, self.pool).map(|_| ())
+    }
+    #[inline]
+    fn recycle(&mut self, buf: PacketBuf) {
+        self.pool.free(buf);
+    }
 }
 
 /// The forwarding engine of one thread.
@@ -213,12 +116,7 @@ pub struct Dataplane {
     /// The receive batch; taken out for the length of a poll so `process` can borrow `self`
     /// (`Option` so that taking it allocates no stand-in batch).
     rx: Option<Batch>,
-    tx: Batch,
-    /// Per port: packets that left their queue at once on arrival (see
-    /// `Dataplane::cut_through`), sent first at the port's next transmit.
-    pending: Vec<Batch>,
-    totals: FateCounters,
-    groups: Vec<GroupStats>,
+    fates: Fates,
     now: Nanos,
     polls: u64,
     /// Kernel routing: packets waiting for their next hop's MAC (bounded per next hop).
@@ -240,46 +138,23 @@ impl Dataplane {
     /// Assembles a data plane from built parts (see `crate::build` for the config path).
     /// Forwarding that names a port index `slots` does not have (a route's port, a bridge
     /// peer) is refused.
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
         slots: Vec<PortSlot>,
         pool: BufPool,
-        forwarding: Forwarding,
-        parse: ParseConfig,
-        priority: PriorityMap,
+        forwarder: Forwarder,
         rng: Xoshiro256PlusPlus,
         work_budget: u32,
         groups: Vec<GroupStats>,
     ) -> Result<Self, UnknownPort> {
-        let ports = slots.len();
-        let missing = |p: &u16| *p as usize >= ports;
-        let unknown = match &forwarding {
-            Forwarding::Router(table) => (table.egress_ports().into_iter())
-                .find(missing)
-                .map(|p| ("a route", p)),
-            Forwarding::Kernel(statics) => {
-                (statics.iter().map(|r| r.port).find(missing)).map(|p| ("a route", p))
-            }
-            Forwarding::Bridge(peer) => {
-                (peer.iter().flatten().copied().find(missing)).map(|p| ("a bridge peer", p))
-            }
-        };
-        if let Some((what, port)) = unknown {
-            return Err(UnknownPort { what, port, ports });
-        }
-        let macs = slots.iter().map(|s| s.mac).collect();
-        let pending = slots.iter().map(|_| Batch::new()).collect();
+        UnknownPort::check(forwarder.forwarding(), slots.len())?;
         Ok(Dataplane {
-            forwarder: Forwarder::new(forwarding, parse, priority, macs),
+            forwarder,
             slots,
             pool,
             rng,
             budget: work_budget.max(1) as usize,
             rx: Some(Batch::new()),
-            tx: Batch::new(),
-            pending,
-            totals: FateCounters::default(),
-            groups,
+            fates: Fates::new(groups),
             now: Nanos::ZERO,
             polls: 0,
             neighbour_wait: NeighbourWait::new(
@@ -318,8 +193,9 @@ impl Dataplane {
         Ok(())
     }
 
-    /// Kernel routing, once per poll: the newest table, the waiting packets it resolves
-    /// (forwarded now, in arrival order) and those that waited too long (`no_neighbour`).
+    /// Kernel routing, once per poll (between polls: the loop's one place to take in a new
+    /// table): the newest table, the waiting packets it resolves (forwarded now, in arrival
+    /// order) and those that waited too long (`no_neighbour`).
     fn follow_table(&mut self, now: Nanos) {
         let changed = self.forwarder.refresh();
         if self.neighbour_wait.is_empty() {
@@ -357,15 +233,22 @@ impl Dataplane {
         }
     }
 
+    /// Counts a discarded packet (`Fates::dropped`) and recycles its buffer.
+    #[inline]
+    fn count_drop(&mut self, buf: PacketBuf, cause: DropCause) {
+        self.fates.dropped(&buf, cause);
+        self.pool.free(buf);
+    }
+
     /// Fate of every packet received so far.
     pub fn totals(&self) -> &FateCounters {
-        &self.totals
+        &self.fates.totals
     }
     /// Fate per generator flow group.
     pub fn groups(&self) -> &[GroupStats] {
-        &self.groups
+        &self.fates.groups
     }
-    /// The ports, their engines and histograms.
+    /// The ports and their egress stages.
     pub fn slots(&self) -> &[PortSlot] {
         &self.slots
     }
@@ -376,9 +259,12 @@ impl Dataplane {
             .map(|s| (s.port.name().to_owned(), s.port.counters()))
             .collect()
     }
-    /// Packets waiting in every egress queue, and for a next hop's MAC (kernel routing).
+    /// Packets waiting in every egress queue.
     pub fn queued(&self) -> u64 {
-        self.slots.iter().map(|s| s.qos.len() as u64).sum::<u64>()
+        self.slots
+            .iter()
+            .map(|s| s.egress.qos.len() as u64)
+            .sum::<u64>()
             + self.neighbour_wait.len() as u64
     }
     /// Buffers handed out by the pool right now (queued packets plus none in flight between
@@ -399,17 +285,9 @@ impl Dataplane {
         self.now
     }
 
-    #[inline]
-    fn count_drop(&mut self, buf: PacketBuf, cause: DropCause) {
-        count_fate(&mut self.totals, &mut self.groups, buf.tag, |c| {
-            c.drop(cause)
-        });
-        self.pool.free(buf);
-    }
-
-    /// One poll at `now`: receive up to the work budget per port, forward and enqueue, and
-    /// after each burst transmit what the schedulers and shapers release. Returns the packets
-    /// received.
+    /// One poll at `now`: receive up to the work budget per port, forward and admit, and
+    /// after each burst transmit what the schedulers and shapers release; then each egress's
+    /// tick and a last transmit. Returns the packets received.
     pub fn poll(&mut self, now: Nanos) -> Result<usize, PortError> {
         self.now = now;
         self.polls = self.polls.wrapping_add(1);
@@ -417,7 +295,9 @@ impl Dataplane {
         let mut rx = self.rx.take().unwrap_or_default();
         let result = self.receive(now, &mut rx);
         self.rx = Some(rx);
-        self.offer_and_sample(now);
+        for s in &mut self.slots {
+            s.egress.tick(now, self.polls);
+        }
         match result {
             Ok(received) => {
                 self.transmit(now)?;
@@ -427,22 +307,6 @@ impl Dataplane {
                 // The error of the failed port is the one reported.
                 let _ = self.transmit(now);
                 Err(e)
-            }
-        }
-    }
-
-    /// Once per poll, before its last transmit: offers each port's flow estimate to its QoS
-    /// engine and samples the queue lengths every [`QLEN_SAMPLE_EVERY`] polls.
-    fn offer_and_sample(&mut self, now: Nanos) {
-        let sample = self.polls % QLEN_SAMPLE_EVERY == 0;
-        for slot in &mut self.slots {
-            if let Some(z) = &slot.zombie {
-                slot.qos.offer_zombie_estimate(now, z);
-            }
-            if sample {
-                for (c, h) in slot.qlen_hist.iter_mut().enumerate() {
-                    h.record(slot.qos.queue_len(c).map_or(0, |(packets, _)| packets));
-                }
             }
         }
     }
@@ -466,8 +330,7 @@ impl Dataplane {
                     bytes += buf.len() as u64;
                     self.process(now, buf);
                 }
-                self.totals.received += n as u64;
-                self.totals.received_bytes += bytes;
+                self.fates.received(n, bytes);
                 result?;
                 if n == 0 {
                     break;
@@ -482,15 +345,11 @@ impl Dataplane {
         Ok(received)
     }
 
-    /// Forwarding (`crate::forward`), classification, metering and admission of one received
-    /// packet.
+    /// The receive stage (`crate::forward`, then the egress port's list observed once) and
+    /// the egress port's admission of one received packet.
     #[inline]
     fn process(&mut self, now: Nanos, buf: PacketBuf) {
-        let len = buf.len() as u32;
-        count_group(&mut self.groups, buf.tag, |c| {
-            c.received += 1;
-            c.received_bytes += len as u64;
-        });
+        self.fates.arrives(&buf);
         self.forward_and_admit(now, buf);
     }
 
@@ -498,7 +357,6 @@ impl Dataplane {
     /// from the neighbour wait.
     #[inline]
     fn forward_and_admit(&mut self, now: Nanos, mut buf: PacketBuf) {
-        let len = buf.len() as u32;
         // The parsed headers stay in this one place from the parse to the last rewrite.
         let mut parsed = None;
         let meta = match self.forwarder.forward_in_place(&mut buf, &mut parsed) {
@@ -509,126 +367,30 @@ impl Dataplane {
             }
             Err(cause) => return self.count_drop(buf, cause),
         };
-        let mut info = parsed.as_mut();
-        let slot = &mut self.slots[buf.out_port as usize];
-        // The port's list, observed once; its SRED / ZL-RED policies decide on this.
-        let observed = slot
-            .zombie
-            .as_ref()
-            .map(|z| z.observe(meta.flow, now, &mut self.rng));
-        let class = slot
-            .qos
-            .classify(now, info.as_deref().map(|i| i.dscp()), len);
-        if let (Some(d), Some(i)) = (class.remark, info.as_deref_mut()) {
-            // Cannot fail: `i` was parsed from these bytes and only rewritten in place since.
-            let _ = zl_wire::set_dscp(buf.as_mut_slice(), i, d);
-        }
-        let (tag, out_port) = (buf.tag, buf.out_port as usize);
-        let mut marked = false;
-        let result = slot.qos.enqueue_classified_observed(
+        let egress = &mut self.slots[buf.out_port as usize].egress;
+        let observed = egress.observe(meta.flow, now, &mut self.rng);
+        let dropped = egress.admit(
             now,
             &mut self.rng,
-            &class,
-            meta,
             buf,
-            |b| {
-                if let Some(i) = info {
-                    marked = matches!(
-                        zl_wire::mark(b.as_mut_slice(), i),
-                        Ok(zl_wire::MarkOutcome::Ce
-                            | zl_wire::MarkOutcome::CcExtEcn
-                            | zl_wire::MarkOutcome::AlreadyMarked)
-                    );
-                }
-            },
+            meta,
+            parsed.as_mut(),
             observed.as_ref(),
+            &mut self.fates,
         );
-        match result {
-            Ok(_) => {
-                if marked {
-                    count_fate(&mut self.totals, &mut self.groups, tag, |c| c.marked += 1);
-                }
-                self.cut_through(now, out_port, class.class);
-            }
-            Err(dropped) => {
-                let cause = DropCause::of_verdict(dropped.verdict).unwrap_or(DropCause::Tail);
-                self.count_drop(dropped.item, cause);
-            }
+        if let Some(b) = dropped {
+            self.pool.free(b);
         }
     }
 
-    /// A packet just admitted to an otherwise empty port leaves its queue at once when the
-    /// shaper lets it (`QosEngine::release_if_alone`), into the port's pending batch, as it
-    /// would on a link that keeps up: the poll loop takes a whole receive burst before it
-    /// transmits, and without this a queue whose link keeps up would hold up to a burst (32)
-    /// that an AQM reads as congestion (ZL-RED's `th_min` is 5). The pending batch is sent
-    /// before anything dequeued later. The packet is counted as forwarded here, as the
-    /// transmit step counts what it dequeues.
-    #[inline]
-    fn cut_through(&mut self, now: Nanos, port: usize, class: usize) {
-        let slot = &mut self.slots[port];
-        let pending = &mut self.pending[port];
-        if pending.is_full() {
-            return;
-        }
-        let groups = &mut self.groups;
-        let mut bytes = 0;
-        let burst = slot.qos.release_if_alone(now, class, |b| {
-            bytes += departs(groups, &b);
-            // Cannot fail: the batch has room (checked above).
-            let _ = pending.push(b);
-        });
-        self.totals.forwarded += burst.sent as u64;
-        self.totals.forwarded_bytes += bytes;
-        if burst.held_until.is_some() {
-            slot.held_until = burst.held_until;
-        }
-    }
-
-    /// Lets every egress port send what its scheduler and shaper release, a burst at a time,
-    /// after what left its queue on arrival (`cut_through`).
+    /// Lets every egress port send what its scheduler and shaper release.
     fn transmit(&mut self, now: Nanos) -> Result<(), PortError> {
-        for p in 0..self.slots.len() {
-            let slot = &mut self.slots[p];
-            slot.held_until = None;
-            // `self.tx` is empty here; the pending batch goes out first.
-            std::mem::swap(&mut self.tx, &mut self.pending[p]);
-            loop {
-                let (totals, groups, tx, pool) = (
-                    &mut self.totals,
-                    &mut self.groups,
-                    &mut self.tx,
-                    &mut self.pool,
-                );
-                let mut bytes = 0;
-                let burst = slot.qos.dequeue_burst(now, tx.room(), |b| {
-                    bytes += departs(groups, &b);
-                    // Cannot fail: the burst is at most the batch's room.
-                    if let Err(b) = tx.push(b) {
-                        pool.free(b);
-                    }
-                });
-                totals.forwarded += burst.sent as u64;
-                totals.forwarded_bytes += bytes;
-                if burst.held_until.is_some() {
-                    slot.held_until = burst.held_until;
-                }
-                if self.tx.is_empty() {
-                    break;
-                }
-                let full = self.tx.is_full();
-                if let Err(e) = slot.port.send(now, &mut self.tx, &mut self.pool) {
-                    // A failing port may leave packets in the batch; their buffers go back
-                    // (they were counted as forwarded, the port counts its own errors).
-                    for b in self.tx.drain() {
-                        self.pool.free(b);
-                    }
-                    return Err(e);
-                }
-                if !full {
-                    break;
-                }
-            }
+        for PortSlot { port, egress } in &mut self.slots {
+            let mut link = PoolLink {
+                port,
+                pool: &mut self.pool,
+            };
+            egress.transmit(now, &mut link, &mut self.fates)?;
         }
         Ok(())
     }
@@ -645,13 +407,12 @@ impl Dataplane {
                 Readiness::NextPacketAt(t) => consider(t.max(now)),
                 Readiness::Exhausted => {}
             }
-            if !s.qos.is_empty() {
-                consider(s.held_until.unwrap_or(now).max(now));
+            if !s.egress.qos.is_empty() {
+                consider(s.egress.held_until.unwrap_or(now).max(now));
             }
         }
         next
     }
-
     /// Drives the loop in virtual time from 0: sources stop offering at `end`, queues may
     /// drain until `end + drain`; then what is still queued is counted as `shutdown`. `stop`
     /// is checked every poll; `observer` is called every `period` of virtual time.
@@ -752,19 +513,15 @@ impl Dataplane {
     }
 
     /// Stops: counts every packet still queued as a `shutdown` drop, recycles its buffer,
-    /// and flushes every port (returning the first flush error).
+    /// and flushes every port (returning the first error).
     pub fn shutdown(&mut self) -> Result<(), PortError> {
         let mut first = Ok(());
-        // What left its queue on arrival was counted as forwarded: it is sent (a poll that
-        // failed on another port's send may have left it here).
-        for (slot, pending) in self.slots.iter_mut().zip(&mut self.pending) {
-            if pending.is_empty() {
-                continue;
-            }
-            if let Err(e) = slot.port.send(self.now, pending, &mut self.pool) {
-                for b in pending.drain() {
-                    self.pool.free(b);
-                }
+        for PortSlot { port, egress } in &mut self.slots {
+            let mut link = PoolLink {
+                port,
+                pool: &mut self.pool,
+            };
+            if let Err(e) = egress.shutdown(self.now, &mut link, &mut self.fates) {
                 if first.is_ok() {
                     first = Err(e);
                 }
@@ -777,18 +534,6 @@ impl Dataplane {
             self.count_drop(buf, DropCause::Shutdown);
         }
         self.expired = waiting;
-        for p in 0..self.slots.len() {
-            // Dequeue in (virtual) time steps the shaper allows; the packets are counted, not
-            // sent. They also appear in their class's `dequeued` count.
-            let mut t = self.now;
-            loop {
-                match self.slots[p].qos.dequeue(t) {
-                    Dequeue::Packet(d) => self.count_drop(d.item, DropCause::Shutdown),
-                    Dequeue::Hold { until } => t = until.max(t + Nanos(1)),
-                    Dequeue::Empty => break,
-                }
-            }
-        }
         for s in &mut self.slots {
             if let Err(e) = s.port.flush() {
                 if first.is_ok() {
@@ -803,12 +548,15 @@ impl Dataplane {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::build::{build_with_ports, BoxedPort, BuildError};
+    use crate::build::{build_with_ports, BuildError};
     use crate::config::RouterConfig;
     use crate::priority::PriorityParams;
     use crate::route::{NextHop, RouteTable};
     use rand::SeedableRng;
+    use std::sync::Arc;
     use zl_port::MemoryPort;
+    use zl_qos::{QosEngine, QosParams};
+    use zl_wire::{MacAddr, ParseConfig};
 
     /// A 64-byte IPv4/UDP frame from 172.16.x.y (flow `i`), DSCP `dscp`.
     fn frame(i: u16, dscp: u8) -> Vec<u8> {
@@ -884,15 +632,18 @@ aqm = { kind = "zl-red", a = 10, zombie = { m = 500, p_swap = 0.25 } }
         while dp.totals().received < 100 {
             dp.poll(Nanos::from_micros(dp.polls + 1)).unwrap();
         }
-        let list = dp.slots()[1].zombie.as_ref().expect("estimated");
+        let list = dp.slots()[1].egress.zombie.as_ref().expect("estimated");
         assert_eq!(list.config().m(), 500, "the ZL-RED class's settings");
         assert_eq!(Arc::strong_count(list), 2, "the slot and the ZL-RED policy");
         // 100 flows into a list of 500 that starts empty: each arrival adds exactly one.
         assert_eq!(list.total_occurrence(), 100, "one observation per packet");
-        assert!(dp.slots()[0].zombie.is_some(), "every port is estimated");
+        assert!(
+            dp.slots()[0].egress.zombie.is_some(),
+            "every port is estimated"
+        );
         // Without the estimate no port list exists; the policy keeps its own.
         let dp = build("", frames).unwrap();
-        assert!(dp.slots().iter().all(|s| s.zombie.is_none()));
+        assert!(dp.slots().iter().all(|s| s.egress.zombie.is_none()));
     }
 
     /// `metrics.flow_estimate_zombie` that differs from the policy's `zombie` is refused, the
@@ -912,7 +663,10 @@ aqm = { kind = "zl-red", a = 10, zombie = { m = 500, p_swap = 0.25 } }
         assert!(err.contains("metrics.flow_estimate_zombie"), "{err}");
         assert!(err.contains("qos.classes[1].aqm.zombie"), "{err}");
         let dp = build(&metrics(500), vec![]).unwrap();
-        assert_eq!(dp.slots()[1].zombie.as_ref().unwrap().config().m(), 500);
+        assert_eq!(
+            dp.slots()[1].egress.zombie.as_ref().unwrap().config().m(),
+            500
+        );
     }
 
     /// 256 packets per poll (a work budget of 8 bursts of 32) into the router with `extra`
@@ -944,7 +698,7 @@ aqm = { kind = "zl-red", a = 10, zombie = { m = 500, p_swap = 0.25 } }
         let dp = bursts_through("", polls);
         let t = dp.totals();
         assert_eq!((t.forwarded, t.dropped()), (256 * polls, 0), "{t:?}");
-        let be = &dp.slots()[1].qlen_hist[1];
+        let be = &dp.slots()[1].egress.qlen_hist[1];
         assert_eq!(be.count(), polls / QLEN_SAMPLE_EVERY);
         assert!(be.buckets[1..].iter().all(|&n| n == 0), "{be:?}");
         let c = dp.port_counters();
@@ -960,7 +714,7 @@ aqm = { kind = "zl-red", a = 10, zombie = { m = 500, p_swap = 0.25 } }
         let t = dp.totals();
         assert!(t.drops_of(DropCause::Early) > 0, "{t:?}");
         assert!(t.forwarded < 256 * 16 / 10, "{t:?}");
-        let be = &dp.slots()[1].qlen_hist[1];
+        let be = &dp.slots()[1].egress.qlen_hist[1];
         assert!(be.buckets[5..].iter().sum::<u64>() > 0, "{be:?}");
     }
 
@@ -972,23 +726,25 @@ aqm = { kind = "zl-red", a = 10, zombie = { m = 500, p_swap = 0.25 } }
                 .unwrap();
         let slots = || {
             (0..2)
-                .map(|i| PortSlot {
-                    port: Box::new(MemoryPort::cycling("p", i, vec![], 0)),
-                    mac: MacAddr([2, 0, 0, 0, 0, i as u8]),
-                    qos: QosEngine::new(&params).unwrap(),
-                    held_until: None,
-                    qlen_hist: vec![QueueLengthHistogram::default()],
-                    zombie: None,
+                .map(|i| {
+                    PortSlot::new(
+                        Box::new(MemoryPort::cycling("p", i, vec![], 0)),
+                        QosEngine::new(&params).unwrap(),
+                    )
                 })
                 .collect::<Vec<_>>()
         };
         let new = |forwarding| {
+            let macs = (0..2).map(|i| MacAddr([2, 0, 0, 0, 0, i])).collect();
             Dataplane::new(
                 slots(),
                 BufPool::new(4, 2048),
-                forwarding,
-                ParseConfig::default(),
-                PriorityParams::default().build().unwrap(),
+                Forwarder::new(
+                    forwarding,
+                    ParseConfig::default(),
+                    PriorityParams::default().build().unwrap(),
+                    macs,
+                ),
                 Xoshiro256PlusPlus::seed_from_u64(1),
                 32,
                 Vec::new(),

@@ -16,6 +16,7 @@ pub mod build;
 pub mod config;
 pub mod control;
 pub mod dataplane;
+pub mod egress;
 pub mod forward;
 pub mod metrics;
 pub mod mt;
@@ -28,9 +29,11 @@ pub mod snapshot;
 pub mod stats;
 pub mod view;
 
-pub use build::{build, build_with_ports, check_with_ports, BoxedPort, BuildError, PortSupplier};
+pub use build::{
+    build, build_threaded, build_with_ports, check_with_ports, BoxedPort, BuildError, PortSupplier,
+};
 pub use config::{ConfigError, RouterConfig, DEFAULT_CONFIG};
-pub use dataplane::{Dataplane, NoObserver, Observer, StopReason};
+pub use dataplane::{Dataplane, StopReason};
 pub use snapshot::Snapshot;
-pub use stats::{DropCause, FateCounters, GroupStats};
-pub use view::RouterView;
+pub use stats::{DropCause, FateCounters, Fates, GroupStats};
+pub use view::{NoObserver, Observer, RouterView};

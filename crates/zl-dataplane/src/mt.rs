@@ -10,18 +10,24 @@
 //!              sent and dropped buffers -> return ring -> the rx workers' pools
 //! ```
 //!
-//! [`MtRouter`] holds the same parts as the single-thread [`crate::Dataplane`]: ports, one
-//! [`QosEngine`] per egress port, the [`Forwarder`], the generator flow groups. With
+//! [`MtRouter`] holds the same parts as the single-thread [`crate::Dataplane`], built by the
+//! same builder (`crate::build::build_threaded`): ports, one [`Egress`] per port, the
+//! [`Forwarder`], the generator flow groups. The single-thread loop is its one-worker case
+//! without the ring: both run the same receive stage (`Forwarder::forward_in_place`, the
+//! egress port's list observed once) and the same egress stage ([`Egress::admit`],
+//! [`Egress::transmit`], [`Egress::tick`], [`Egress::shutdown`]), and count every fate
+//! through [`Fates`]. With
 //! `rx_workers = N` the ports' receive sides are dealt to N receive workers (port `i` to
 //! worker `i mod N`); each worker owns its [`BufPool`] and forwards with the same
-//! [`Forwarder::forward`] as `Dataplane::process`, so routing, bridging and the drop causes
+//! `Forwarder::forward_in_place` as `Dataplane::process`, so routing, bridging and the drop causes
 //! `parse_error`, `no_route`, `ttl_expired` are the same. A forwarded packet is observed once,
 //! on the receive worker, in its egress port's shared lock-free [`ZombieList`], and travels with
-//! that [`Observation`] through the egress port's multi-producer ring ([`ArrayQueue`]); a full
-//! ring is the counted drop `ring_full`, never a wait. The transmit worker (the calling thread)
-//! alone touches the QoS engines: it decides with `QosEngine::enqueue_classified_observed` on
-//! the carried observation (an engine built with `QosEngine::with_zombie_list` on the port's
-//! list, so SRED / ZL-RED never observe again), schedules, shapes and sends.
+//! that [`Observation`] and its parsed headers' rewritable parts ([`QosHeaders`], so the frame
+//! is never parsed again) through the egress port's multi-producer ring ([`ArrayQueue`]); a
+//! full ring is the counted drop `ring_full`, never a wait. The transmit worker (the calling
+//! thread) alone touches the egress stages: it admits on the carried observation (the port's
+//! engine decides on the port's list, so SRED / ZL-RED never observe again), schedules, shapes
+//! and sends.
 //!
 //! decided: one transmit worker serves every egress port: the per-class algorithms stay
 //! single-threaded and unchanged, and one egress link (the IXP design's bottleneck) cannot be
@@ -53,21 +59,16 @@ use zl_core::Nanos;
 use zl_port::{
     Batch, BufPool, PacketBuf, PortCounters, PortError, Readiness, BATCH_CAPACITY, DEFAULT_BUF_SIZE,
 };
-use zl_qos::{Dequeue, QosConfigError, QosEngine, QosParams};
-use zl_wire::ParseConfig;
+use zl_qos::{QosConfigError, QosEngine, QosParams};
+use zl_wire::QosHeaders;
 use zl_zombie::{Observation, ZombieConfig, ZombieList};
 
-use crate::build::{stream_seed, BoxedPort, BuildError};
-use crate::config::{invalid, ConfigError, RouterConfig, MAX_POOL_BUFFERS};
-use crate::dataplane::{Dataplane, QueueLengthHistogram, StopReason, QLEN_SAMPLE_EVERY};
-use crate::forward::{Forwarder, Ingress};
-use crate::stats::{count_fate, DropCause, FateCounters, GroupStats};
-use crate::view::{RouterView, ViewObserver};
-
-/// The transmit worker offers each port's flow estimate 1/P(t) to its engine (`sqrt-n-live`
-/// buffers) every this many rounds: reading P(t) touches cache lines every receive worker
-/// writes.
-const ESTIMATE_EVERY: u64 = 64;
+use crate::build::{stream_seed, BoxedPort};
+use crate::dataplane::{PortSlot, StopReason};
+use crate::egress::{Egress, Link, QueueLengthHistogram};
+use crate::forward::Forwarder;
+use crate::stats::{DropCause, FateCounters, Fates, GroupStats};
+use crate::view::{Observer, RouterView};
 
 /// Packets each egress port's receive -> transmit ring holds.
 pub const RING_PACKETS: usize = 4096;
@@ -88,20 +89,15 @@ pub struct MtParams {
     pub seed: u64,
 }
 
-/// One port of a threaded router.
-pub struct MtPort {
-    pub port: BoxedPort,
-    /// The port's egress QoS. When `zombie` is set, build it with
-    /// `QosEngine::with_zombie_list` on that list, so its SRED / ZL-RED policies decide on the
-    /// receive workers' observations.
-    pub qos: QosEngine<PacketBuf>,
-    /// The egress port's Zombie List, observed by the receive workers (none: nothing to
-    /// observe; SRED / ZL-RED policies, if any, then observe their own lists on the transmit
-    /// worker).
-    pub zombie: Option<Arc<ZombieList>>,
-}
+impl PortSlot {
+    /// A port with its egress on `qos`, no Zombie List.
+    pub fn new(port: BoxedPort, qos: QosEngine<PacketBuf>) -> Self {
+        PortSlot {
+            port,
+            egress: Egress::new(qos, None),
+        }
+    }
 
-impl MtPort {
     /// A port whose egress QoS decides on a Zombie List of its own (built with `list`), which
     /// the receive workers observe once per packet: the paper's one list per output link.
     pub fn on_own_list(
@@ -109,11 +105,9 @@ impl MtPort {
         qos: &QosParams,
         list: ZombieConfig,
     ) -> Result<Self, QosConfigError> {
-        let list = Arc::new(ZombieList::new(list));
-        Ok(MtPort {
+        Ok(PortSlot {
             port,
-            qos: QosEngine::with_zombie_list(qos, &list)?,
-            zombie: Some(list),
+            egress: Egress::on_own_list(qos, list)?,
         })
     }
 }
@@ -122,69 +116,33 @@ impl MtPort {
 struct Item {
     buf: PacketBuf,
     meta: PacketMeta,
-    dscp: Option<u8>,
+    /// What the egress rewrites, as parsed on the receive worker (`None`: a bridged frame
+    /// that did not parse).
+    headers: Option<QosHeaders>,
     obs: Option<Observation>,
 }
 
-/// What a receive worker counted.
-#[derive(Clone, Debug, Default)]
-struct RxCounts {
-    totals: FateCounters,
-    groups: Vec<GroupStats>,
-}
-
-/// The multi-threaded router: the parts of a [`Dataplane`], run by [`MtRouter::run`].
+/// The multi-threaded router: the parts of a [`crate::Dataplane`], run by [`MtRouter::run`].
 pub struct MtRouter {
     ports: Vec<BoxedPort>,
     names: Vec<String>,
-    qos: Vec<QosEngine<PacketBuf>>,
-    zombies: Vec<Option<Arc<ZombieList>>>,
-    qlen_hist: Vec<Vec<QueueLengthHistogram>>,
+    egress: Vec<Egress>,
     forwarder: Forwarder,
     params: MtParams,
     /// Port counters as of the last progress report (ports are locked to read them).
     counters: Vec<PortCounters>,
     /// The whole run's counters: the receive workers' plus the transmit worker's.
-    totals: FateCounters,
-    groups: Vec<GroupStats>,
+    fates: Fates,
     /// The transmit worker's own counters.
-    tx_totals: FateCounters,
-    tx_groups: Vec<GroupStats>,
+    tx_fates: Fates,
     /// Each receive worker's counters, as of its last report (final after a run).
     worker_totals: Vec<FateCounters>,
     /// Each receive worker's counters at the end of the last run (a next run goes on from
     /// them).
-    rx: Vec<RxCounts>,
+    rx: Vec<Fates>,
     /// Packets in the rings, as of the last progress report (0 after a run).
     in_rings: u64,
     now: Nanos,
-}
-
-/// A port's QoS engine built on its shared Zombie List, and the list.
-type EngineOnList = (QosEngine<PacketBuf>, Arc<ZombieList>);
-
-/// Port `i`'s Zombie List from its SRED / ZL-RED policies' settings and an engine on it, or
-/// `None` when no policy uses one.
-fn policy_list(cfg: &RouterConfig, i: usize) -> Result<Option<EngineOnList>, ConfigError> {
-    let params = cfg.qos_of(i);
-    let key = if cfg.ports[i].qos.is_some() {
-        format!("ports[{i}].qos")
-    } else {
-        "qos".to_owned()
-    };
-    let qos_err = |e: zl_qos::QosConfigError| ConfigError::Qos {
-        key: format!("{key}.{}", e.key),
-        reason: e.reason,
-    };
-    let Some((zkey, zp)) = params.zombie_params().map_err(qos_err)? else {
-        return Ok(None);
-    };
-    let zc = zp
-        .validate()
-        .map_err(|e| invalid(format!("{key}.{zkey}"), format!("{zp:?}"), e.to_string()))?;
-    let list = Arc::new(ZombieList::new(zc));
-    let engine = QosEngine::with_zombie_list(&params, &list).map_err(qos_err)?;
-    Ok(Some((engine, list)))
 }
 
 /// The receive side's shared state, borrowed by every worker for the length of a run.
@@ -202,7 +160,7 @@ struct Shared<'a> {
     failed: &'a AtomicBool,
     /// Receive workers still running.
     running: &'a AtomicUsize,
-    progress: &'a [Mutex<RxCounts>],
+    progress: &'a [Mutex<Fates>],
 }
 
 fn lock_port(m: &Mutex<BoxedPort>) -> std::sync::MutexGuard<'_, BoxedPort> {
@@ -210,136 +168,63 @@ fn lock_port(m: &Mutex<BoxedPort>) -> std::sync::MutexGuard<'_, BoxedPort> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// A packet leaving its queue: counted as forwarded and put in the transmit batch `out`
-/// (whose room the caller checked; a full batch hands the buffer back through `returns`).
-fn departs(
-    totals: &mut FateCounters,
-    groups: &mut [GroupStats],
-    b: PacketBuf,
-    out: &mut Batch,
-    returns: &ArrayQueue<PacketBuf>,
-) {
-    let len = b.len() as u64;
-    count_fate(totals, groups, b.tag, |c| {
-        c.forwarded += 1;
-        c.forwarded_bytes += len;
-    });
-    if let Err(b) = out.push(b) {
-        let _ = returns.push(b);
+/// The transmit worker's link to port `p`: the port's lock for one send burst, and the return
+/// ring to the receive workers' pools.
+struct RingLink<'a> {
+    port: &'a Mutex<BoxedPort>,
+    tx_waiting: &'a AtomicBool,
+    /// Takes the sent buffers back (up to all the workers' buffers) for the return ring.
+    sent: &'a mut BufPool,
+    returns: &'a ArrayQueue<PacketBuf>,
+}
+
+impl Link for RingLink<'_> {
+    fn send(&mut self, now: Nanos, batch: &mut Batch) -> Result<(), PortError> {
+        // Relaxed: a hint only; the lock orders the port's state.
+        self.tx_waiting.store(true, Ordering::Relaxed);
+        let mut port = lock_port(self.port);
+        self.tx_waiting.store(false, Ordering::Relaxed);
+        let result = port.send(now, batch, self.sent);
+        drop(port);
+        while self.sent.available() > 0 {
+            if let Some(b) = self.sent.alloc() {
+                let _ = self.returns.push(b);
+            }
+        }
+        result.map(|_| ())
     }
-}
-
-fn zeroed(groups: &[GroupStats]) -> Vec<GroupStats> {
-    groups
-        .iter()
-        .map(|g| GroupStats {
-            fate: FateCounters::default(),
-            ..g.clone()
-        })
-        .collect()
-}
-
-fn add_groups(into: &mut [GroupStats], from: &[GroupStats]) {
-    for (a, b) in into.iter_mut().zip(from) {
-        a.fate.add(&b.fate);
+    fn recycle(&mut self, buf: PacketBuf) {
+        let _ = self.returns.push(buf);
     }
 }
 
 impl MtRouter {
-    /// Assembles a threaded router from built parts. `groups` are the generator flow groups
-    /// (their counters are reset).
+    /// Assembles a threaded router from built parts (see `crate::build::build_threaded` for
+    /// the config path). `groups` are the generator flow groups (their counters are reset).
     pub fn new(
-        ports: Vec<MtPort>,
+        slots: Vec<PortSlot>,
         forwarder: Forwarder,
         groups: Vec<GroupStats>,
         params: MtParams,
     ) -> Self {
-        let names = ports.iter().map(|p| p.port.name().to_owned()).collect();
-        let counters = ports.iter().map(|p| p.port.counters()).collect();
-        let qlen_hist = ports
-            .iter()
-            .map(|p| vec![QueueLengthHistogram::default(); p.qos.class_names().len()])
-            .collect();
-        let mut out = MtRouter {
+        let names = slots.iter().map(|s| s.port.name().to_owned()).collect();
+        let counters = slots.iter().map(|s| s.port.counters()).collect();
+        let fates = Fates::new(groups).zeroed();
+        let (ports, egress) = slots.into_iter().map(|s| (s.port, s.egress)).unzip();
+        MtRouter {
             names,
             counters,
-            qlen_hist,
-            ports: Vec::with_capacity(ports.len()),
-            qos: Vec::with_capacity(ports.len()),
-            zombies: Vec::with_capacity(ports.len()),
+            ports,
+            egress,
             forwarder,
             params,
-            totals: FateCounters::default(),
-            tx_totals: FateCounters::default(),
-            tx_groups: zeroed(&groups),
-            groups: zeroed(&groups),
+            tx_fates: fates.zeroed(),
+            fates,
             worker_totals: Vec::new(),
             rx: Vec::new(),
             in_rings: 0,
             now: Nanos::ZERO,
-        };
-        for p in ports {
-            out.ports.push(p.port);
-            out.qos.push(p.qos);
-            out.zombies.push(p.zombie);
         }
-        out
-    }
-
-    /// Takes a built [`Dataplane`] of `cfg` apart into a threaded router with `rx_workers`
-    /// receive workers: the same ports, QoS engines, Zombie Lists, forwarding and flow groups.
-    /// Each worker's pool gets `run.pool_buffers` buffers (default: what the single-thread pool
-    /// would get, plus the rings).
-    pub fn from_dataplane(
-        mut dp: Dataplane,
-        cfg: &RouterConfig,
-        rx_workers: usize,
-    ) -> Result<Self, BuildError> {
-        let forwarding = cfg.forwarding()?;
-        if matches!(forwarding, crate::config::Forwarding::Kernel(_)) {
-            return Err(crate::config::invalid(
-                "routing.source",
-                "\"kernel\"",
-                "\"static\" with rx_workers > 0: kernel routing runs on the single-thread loop (rx_workers = 0)",
-            )
-            .into());
-        }
-        let groups = dp.groups().to_vec();
-        let slots = std::mem::take(&mut dp.slots);
-        let macs = slots.iter().map(|s| s.mac).collect();
-        let egress = (0..slots.len())
-            .filter(|&i| forwarding.is_egress(i as u16))
-            .count();
-        let pool_per_worker = match cfg.run.pool_buffers {
-            Some(n) => n as usize,
-            None => (dp.pool_total() + egress * RING_PACKETS).min(MAX_POOL_BUFFERS as usize),
-        };
-        let forwarder = Forwarder::new(forwarding, cfg.parse, cfg.priority.build()?, macs);
-        let mut ports = Vec::with_capacity(slots.len());
-        for (i, s) in slots.into_iter().enumerate() {
-            let (qos, zombie) = match s.zombie {
-                Some(list) => (s.qos, Some(list)),
-                // No flow estimate on this port: its SRED / ZL-RED policies, if any, still
-                // need one list that the receive workers observe.
-                None => match policy_list(cfg, i)? {
-                    Some((qos, list)) => (qos, Some(list)),
-                    None => (s.qos, None),
-                },
-            };
-            ports.push(MtPort {
-                port: s.port,
-                qos,
-                zombie,
-            });
-        }
-        let params = MtParams {
-            rx_workers: rx_workers.max(1),
-            ring_capacity: RING_PACKETS,
-            pool_per_worker,
-            work_budget: cfg.run.work_budget.max(1) as usize,
-            seed: cfg.run.seed,
-        };
-        Ok(MtRouter::new(ports, forwarder, groups, params))
     }
 
     pub fn params(&self) -> &MtParams {
@@ -360,7 +245,7 @@ impl MtRouter {
     }
     /// The Zombie List of each port, when it has one.
     pub fn zombie(&self, port: usize) -> Option<&ZombieList> {
-        self.zombies.get(port)?.as_deref()
+        self.egress.get(port)?.zombie.as_deref()
     }
     /// True when a port must be driven by a real clock.
     pub fn has_live_ports(&self) -> bool {
@@ -370,15 +255,15 @@ impl MtRouter {
     /// Runs the receive workers and the transmit worker (this thread) on `clock` (shared by
     /// every thread; monotonic) until every receive port is exhausted and everything queued is
     /// sent, or `drain` of `clock` time has passed since the ports ran out, or `stop` is set,
-    /// or a port fails. `observer` gets a view every `period`. What is still queued at the end
-    /// is counted as `shutdown`.
+    /// or a port fails. `observer` gets the router every `period`. What is still queued at the
+    /// end is counted as `shutdown`.
     pub fn run<C>(
         &mut self,
         clock: &C,
         stop: &AtomicBool,
         drain: Nanos,
         period: Nanos,
-        observer: &mut dyn ViewObserver,
+        observer: &mut dyn Observer<MtRouter>,
     ) -> Result<StopReason, PortError>
     where
         C: Fn() -> Nanos + Sync,
@@ -394,22 +279,24 @@ impl MtRouter {
             .collect();
         let total_bufs = self.params.pool_per_worker * workers;
         let returns: ArrayQueue<PacketBuf> = ArrayQueue::new(total_bufs.max(1));
+        let mut sent = BufPool::empty(total_bufs, DEFAULT_BUF_SIZE);
         let quit = AtomicBool::new(false);
         let failed = AtomicBool::new(false);
         let running = AtomicUsize::new(workers);
         // Each worker goes on from its counts of a previous run, if any.
-        let starts: Vec<RxCounts> = (0..workers)
+        let starts: Vec<Fates> = (0..workers)
             .map(|w| {
-                self.rx.get(w).cloned().unwrap_or_else(|| RxCounts {
-                    totals: FateCounters::default(),
-                    groups: zeroed(&self.groups),
-                })
+                self.rx
+                    .get(w)
+                    .cloned()
+                    .unwrap_or_else(|| self.fates.zeroed())
             })
             .collect();
-        let progress: Vec<Mutex<RxCounts>> = starts.iter().cloned().map(Mutex::new).collect();
+        let progress: Vec<Mutex<Fates>> = starts.iter().cloned().map(Mutex::new).collect();
         // The workers' own handles (Arc clones; the forwarding tables are small), so the
         // transmit worker keeps `&mut self`.
-        let zombies = self.zombies.clone();
+        let zombies: Vec<Option<Arc<ZombieList>>> =
+            self.egress.iter().map(|e| e.zombie.clone()).collect();
         let forwarder = self.forwarder.clone();
         let tx_waiting: Vec<AtomicBool> = (0..n_ports).map(|_| AtomicBool::new(false)).collect();
         let shared = Shared {
@@ -447,40 +334,32 @@ impl MtRouter {
                     }
                 }
             }
-            let tx = self.tx_loop(&shared, clock, stop, drain, period, observer);
+            let tx = self.tx_loop(&shared, &mut sent, clock, stop, drain, period, observer);
             // The receive workers stop before the leftovers are counted.
             quit.store(true, Ordering::Relaxed);
             // A worker that panicked keeps the counts it started with.
-            let results: Vec<(RxCounts, Option<PortError>)> = handles
+            let results: Vec<(Fates, Option<PortError>)> = handles
                 .into_iter()
                 .map(|(h, kept)| h.join().unwrap_or((kept, None)))
                 .collect();
             (results, tx)
         });
         let (reason, mut error) = tx_outcome;
-        // Everything left is counted `shutdown`: the rings, then the class queues.
+        // Everything left is counted `shutdown`: the rings, then the egress stages.
         for ring in &rings {
             while let Some(item) = ring.pop() {
-                count_fate(
-                    &mut self.tx_totals,
-                    &mut self.tx_groups,
-                    item.buf.tag,
-                    |c| c.drop(DropCause::Shutdown),
-                );
+                self.tx_fates.dropped(&item.buf, DropCause::Shutdown);
             }
         }
-        for p in 0..n_ports {
-            let mut t = self.now;
-            loop {
-                match self.qos[p].dequeue(t) {
-                    Dequeue::Packet(d) => {
-                        count_fate(&mut self.tx_totals, &mut self.tx_groups, d.item.tag, |c| {
-                            c.drop(DropCause::Shutdown)
-                        })
-                    }
-                    Dequeue::Hold { until } => t = until.max(t + Nanos(1)),
-                    Dequeue::Empty => break,
-                }
+        for (p, egress) in self.egress.iter_mut().enumerate() {
+            let mut link = RingLink {
+                port: &ports[p],
+                tx_waiting: &tx_waiting[p],
+                sent: &mut sent,
+                returns: &returns,
+            };
+            if let Err(e) = egress.shutdown(self.now, &mut link, &mut self.tx_fates) {
+                error.get_or_insert(e);
             }
         }
         self.ports = ports
@@ -493,12 +372,10 @@ impl MtRouter {
             }
         }
         self.worker_totals = results.iter().map(|(c, _)| c.totals).collect();
-        self.totals = self.tx_totals;
-        self.groups.clone_from(&self.tx_groups);
+        self.fates = self.tx_fates.clone();
         self.rx.clear();
         for (c, e) in results {
-            self.totals.add(&c.totals);
-            add_groups(&mut self.groups, &c.groups);
+            self.fates.add(&c);
             self.rx.push(c);
             if let Some(e) = e {
                 error.get_or_insert(e);
@@ -513,27 +390,22 @@ impl MtRouter {
         }
     }
 
-    /// The transmit worker: rings -> QoS engines -> ports, until the run ends.
+    /// The transmit worker: rings -> egress stages -> ports, until the run ends.
+    #[allow(clippy::too_many_arguments)]
     fn tx_loop<C>(
         &mut self,
         sh: &Shared<'_>,
+        sent: &mut BufPool,
         clock: &C,
         stop: &AtomicBool,
         drain: Nanos,
         period: Nanos,
-        observer: &mut dyn ViewObserver,
+        observer: &mut dyn Observer<MtRouter>,
     ) -> (StopReason, Option<PortError>)
     where
         C: Fn() -> Nanos + Sync,
     {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(stream_seed(self.params.seed, 0));
-        let parse = *self.forwarder.parse_config();
-        let mut out = Batch::new();
-        // Takes the sent buffers back (up to all the workers' buffers) for the return ring.
-        let mut sent = BufPool::empty(
-            self.params.pool_per_worker * sh.progress.len(),
-            DEFAULT_BUF_SIZE,
-        );
         let mut rounds: u64 = 0;
         let mut next_report = clock() + period;
         let mut sources_done_at: Option<Nanos> = None;
@@ -544,25 +416,31 @@ impl MtRouter {
             self.now = now;
             rounds = rounds.wrapping_add(1);
             let mut moved = 0usize;
-            for p in 0..self.qos.len() {
-                // Admission in bursts, each followed by its transmit, so that a queue whose
-                // link keeps up never holds more than the cut-through leaves (see `admit`).
+            for (p, egress) in self.egress.iter_mut().enumerate() {
+                let mut link = RingLink {
+                    port: &sh.ports[p],
+                    tx_waiting: &sh.tx_waiting[p],
+                    sent: &mut *sent,
+                    returns: sh.returns,
+                };
+                // Admission in bursts, each followed by its transmit, as the single-thread
+                // loop transmits after each receive burst: a queue whose link keeps up then
+                // never holds more than the cut-through leaves (see `Egress::admit`).
                 let mut left = budget;
                 loop {
                     let chunk = left.min(BATCH_CAPACITY);
-                    let n = self.admit(
-                        p,
+                    let n = admit_from_ring(
+                        egress,
+                        &mut self.tx_fates,
                         now,
                         &sh.rings[p],
                         sh.returns,
-                        &parse,
                         &mut rng,
                         chunk,
-                        &mut out,
                     );
                     moved += n;
                     left -= n;
-                    if let Err(e) = self.transmit(p, now, sh, &mut out, &mut sent) {
+                    if let Err(e) = egress.transmit(now, &mut link, &mut self.tx_fates) {
                         sh.failed.store(true, Ordering::Relaxed);
                         return (StopReason::Finished, Some(e));
                     }
@@ -570,17 +448,7 @@ impl MtRouter {
                         break;
                     }
                 }
-                if rounds % ESTIMATE_EVERY == 0 {
-                    if let Some(z) = &self.zombies[p] {
-                        self.qos[p].offer_zombie_estimate(now, z);
-                    }
-                }
-                if rounds % QLEN_SAMPLE_EVERY == 0 {
-                    let qos = &self.qos[p];
-                    for (c, h) in self.qlen_hist[p].iter_mut().enumerate() {
-                        h.record(qos.queue_len(c).map_or(0, |(packets, _)| packets));
-                    }
-                }
+                egress.tick(now, rounds);
             }
             if now >= next_report {
                 self.report_progress(sh, now, observer);
@@ -597,7 +465,7 @@ impl MtRouter {
             if sh.running.load(Ordering::Acquire) == 0 {
                 let done_at = *sources_done_at.get_or_insert(now);
                 let empty = sh.rings.iter().all(ArrayQueue::is_empty)
-                    && self.qos.iter().all(QosEngine::is_empty);
+                    && self.egress.iter().all(|e| e.qos.is_empty());
                 if empty {
                     return (StopReason::Finished, None);
                 }
@@ -610,141 +478,21 @@ impl MtRouter {
         }
     }
 
-    /// Classifies and admits up to `budget` packets from `ring` into port `p`'s engine. A
-    /// packet admitted to the port with nothing else queued leaves at once into `out` (the
-    /// transmit batch, empty on entry and sent by `transmit` before anything it dequeues)
-    /// when the shaper lets it, as `Dataplane`'s cut-through does: so that a queue whose link
-    /// keeps up does not hold a whole admission round, which an AQM would read as congestion.
-    #[allow(clippy::too_many_arguments)]
-    fn admit(
-        &mut self,
-        p: usize,
-        now: Nanos,
-        ring: &ArrayQueue<Item>,
-        returns: &ArrayQueue<PacketBuf>,
-        parse: &ParseConfig,
-        rng: &mut Xoshiro256PlusPlus,
-        budget: usize,
-        out: &mut Batch,
-    ) -> usize {
-        let qos = &mut self.qos[p];
-        let mut n = 0;
-        while n < budget {
-            let Some(item) = ring.pop() else { break };
-            n += 1;
-            let Item {
-                mut buf,
-                meta,
-                dscp,
-                obs,
-            } = item;
-            let class = qos.classify(now, dscp, meta.len);
-            if let Some(d) = class.remark {
-                // The headers were parsed on the receive worker; parse again to rewrite them
-                // (only on a re-mark).
-                if let Ok(mut info) = zl_wire::parse(buf.as_slice(), parse) {
-                    let _ = zl_wire::set_dscp(buf.as_mut_slice(), &mut info, d);
-                }
-            }
-            let tag = buf.tag;
-            let mut marked = false;
-            let result = qos.enqueue_classified_observed(
-                now,
-                rng,
-                &class,
-                meta,
-                buf,
-                |b| {
-                    if let Ok(mut info) = zl_wire::parse(b.as_slice(), parse) {
-                        marked = matches!(
-                            zl_wire::mark(b.as_mut_slice(), &mut info),
-                            Ok(zl_wire::MarkOutcome::Ce
-                                | zl_wire::MarkOutcome::CcExtEcn
-                                | zl_wire::MarkOutcome::AlreadyMarked)
-                        );
-                    }
-                },
-                obs.as_ref(),
-            );
-            match result {
-                Ok(_) => {
-                    if marked {
-                        count_fate(&mut self.tx_totals, &mut self.tx_groups, tag, |c| {
-                            c.marked += 1
-                        });
-                    }
-                    if !out.is_full() {
-                        let (totals, groups) = (&mut self.tx_totals, &mut self.tx_groups);
-                        qos.release_if_alone(now, class.class, |b| {
-                            departs(totals, groups, b, out, returns)
-                        });
-                    }
-                }
-                Err(dropped) => {
-                    let cause = DropCause::of_verdict(dropped.verdict).unwrap_or(DropCause::Tail);
-                    count_fate(&mut self.tx_totals, &mut self.tx_groups, tag, |c| {
-                        c.drop(cause)
-                    });
-                    let _ = returns.push(dropped.item);
-                }
-            }
-        }
-        n
-    }
-
-    /// Sends what port `p`'s scheduler and shaper release, a burst at a time.
-    fn transmit(
-        &mut self,
-        p: usize,
-        now: Nanos,
-        sh: &Shared<'_>,
-        out: &mut Batch,
-        sent: &mut BufPool,
-    ) -> Result<(), PortError> {
-        loop {
-            let (totals, groups) = (&mut self.tx_totals, &mut self.tx_groups);
-            self.qos[p].dequeue_burst(now, out.room(), |b| {
-                departs(totals, groups, b, out, sh.returns)
-            });
-            if out.is_empty() {
-                return Ok(());
-            }
-            let full = out.is_full();
-            sh.tx_waiting[p].store(true, Ordering::Relaxed);
-            let mut port = lock_port(&sh.ports[p]);
-            sh.tx_waiting[p].store(false, Ordering::Relaxed);
-            let result = port.send(now, out, sent);
-            drop(port);
-            // A failing port may leave packets in the batch; their buffers go back (they were
-            // counted as forwarded, the port counts its own errors).
-            for b in out.drain() {
-                let _ = sh.returns.push(b);
-            }
-            while sent.available() > 0 {
-                if let Some(b) = sent.alloc() {
-                    let _ = sh.returns.push(b);
-                }
-            }
-            result?;
-            if !full {
-                return Ok(());
-            }
-        }
-    }
-
     /// Gathers the workers' counters and the ports' into this router and shows it.
-    fn report_progress(&mut self, sh: &Shared<'_>, now: Nanos, observer: &mut dyn ViewObserver) {
-        let mut totals = self.tx_totals;
-        let mut groups = self.tx_groups.clone();
+    fn report_progress(
+        &mut self,
+        sh: &Shared<'_>,
+        now: Nanos,
+        observer: &mut dyn Observer<MtRouter>,
+    ) {
+        let mut fates = self.tx_fates.clone();
         let mut workers = Vec::with_capacity(sh.progress.len());
         for m in sh.progress {
             let c = m.lock().unwrap_or_else(PoisonError::into_inner);
-            totals.add(&c.totals);
-            add_groups(&mut groups, &c.groups);
+            fates.add(&c);
             workers.push(c.totals);
         }
-        self.totals = totals;
-        self.groups = groups;
+        self.fates = fates;
         self.worker_totals = workers;
         self.in_rings = sh.rings.iter().map(|r| r.len() as u64).sum();
         for (p, m) in sh.ports.iter().enumerate() {
@@ -754,6 +502,35 @@ impl MtRouter {
     }
 }
 
+/// Admits up to `budget` packets from `ring` through `egress` (the transmit worker's half of
+/// the single-thread loop's `process`); dropped buffers go back through `returns`.
+#[inline]
+fn admit_from_ring(
+    egress: &mut Egress,
+    fates: &mut Fates,
+    now: Nanos,
+    ring: &ArrayQueue<Item>,
+    returns: &ArrayQueue<PacketBuf>,
+    rng: &mut Xoshiro256PlusPlus,
+    budget: usize,
+) -> usize {
+    let mut n = 0;
+    while n < budget {
+        let Some(item) = ring.pop() else { break };
+        n += 1;
+        let Item {
+            buf,
+            meta,
+            mut headers,
+            obs,
+        } = item;
+        let dropped = egress.admit(now, rng, buf, meta, headers.as_mut(), obs.as_ref(), fates);
+        if let Some(b) = dropped {
+            let _ = returns.push(b);
+        }
+    }
+    n
+}
 /// Rounds without work before a polling thread offers its core to others each round.
 const IDLE_ROUNDS_BEFORE_YIELD: u32 = 64;
 
@@ -775,11 +552,11 @@ fn rx_worker<C>(
     mine: &[usize],
     sh: &Shared<'_>,
     params: &MtParams,
-    mut counts: RxCounts,
+    mut counts: Fates,
     clock: &C,
     stop: &AtomicBool,
     period: Nanos,
-) -> (RxCounts, Option<PortError>)
+) -> (Fates, Option<PortError>)
 where
     C: Fn() -> Nanos + Sync,
 {
@@ -827,9 +604,12 @@ where
                 got += n;
                 left = left.saturating_sub(n);
                 // What the port delivered before an error is forwarded like any burst.
+                let mut bytes = 0;
                 for buf in batch.drain() {
+                    bytes += buf.len() as u64;
                     forward_one(buf, now, sh, &mut pool, &mut rng, &mut counts);
                 }
+                counts.received(n, bytes);
                 if let Err(e) = result {
                     error = Some(e);
                     sh.failed.store(true, Ordering::Relaxed);
@@ -843,8 +623,7 @@ where
         }
         if now >= next_report {
             if let Ok(mut c) = sh.progress[w].try_lock() {
-                c.totals = counts.totals;
-                c.groups.clone_from(&counts.groups);
+                c.clone_from(&counts);
             }
             next_report = now + Nanos(period.0 / 2);
         }
@@ -860,15 +639,16 @@ where
         }
     }
     if let Ok(mut c) = sh.progress[w].lock() {
-        c.totals = counts.totals;
-        c.groups.clone_from(&counts.groups);
+        c.clone_from(&counts);
     }
     // Release: the ring pushes above happen before the transmit worker sees this worker done.
     sh.running.fetch_sub(1, Ordering::Release);
     (counts, error)
 }
 
-/// Forwards one received packet into its egress port's ring (or counts why not).
+/// The receive stage of one packet, as in the single-thread loop's `process`: forwarding,
+/// then the egress port's list observed once; the packet goes into its egress port's ring
+/// with the observation and its rewritable headers (or its drop is counted).
 #[inline]
 fn forward_one(
     mut buf: PacketBuf,
@@ -876,29 +656,20 @@ fn forward_one(
     sh: &Shared<'_>,
     pool: &mut BufPool,
     rng: &mut Xoshiro256PlusPlus,
-    counts: &mut RxCounts,
+    fates: &mut Fates,
 ) {
-    let len = buf.len() as u64;
-    let tag = buf.tag;
-    count_fate(&mut counts.totals, &mut counts.groups, tag, |c| {
-        c.received += 1;
-        c.received_bytes += len;
-    });
-    let drop_as = |cause: DropCause, counts: &mut RxCounts| {
-        count_fate(&mut counts.totals, &mut counts.groups, tag, |c| {
-            c.drop(cause)
-        });
-    };
-    let Ingress { info, meta } = match sh.forwarder.forward(&mut buf) {
-        Ok(ingress) => ingress,
+    fates.arrives(&buf);
+    let mut parsed = None;
+    let meta = match sh.forwarder.forward_in_place(&mut buf, &mut parsed) {
+        Ok(meta) => meta,
         Err(cause) => {
-            drop_as(cause, counts);
+            fates.dropped(&buf, cause);
             return pool.free(buf);
         }
     };
     let out = buf.out_port as usize;
     let Some(ring) = sh.rings.get(out) else {
-        drop_as(DropCause::NoRoute, counts);
+        fates.dropped(&buf, DropCause::NoRoute);
         return pool.free(buf);
     };
     let obs = sh
@@ -909,24 +680,24 @@ fn forward_one(
     let item = Item {
         buf,
         meta,
-        dscp: info.as_ref().map(|i| i.dscp()),
+        headers: parsed.as_ref().map(QosHeaders::of),
         obs,
     };
     if let Err(item) = ring.push(item) {
-        drop_as(DropCause::RingFull, counts);
+        fates.dropped(&item.buf, DropCause::RingFull);
         pool.free(item.buf);
     }
 }
 
 impl RouterView for MtRouter {
     fn totals(&self) -> FateCounters {
-        self.totals
+        self.fates.totals
     }
     fn groups(&self) -> &[GroupStats] {
-        &self.groups
+        &self.fates.groups
     }
     fn queued(&self) -> u64 {
-        self.in_rings + self.qos.iter().map(|q| q.len() as u64).sum::<u64>()
+        self.in_rings + self.egress.iter().map(|e| e.qos.len() as u64).sum::<u64>()
     }
     fn port_count(&self) -> usize {
         self.names.len()
@@ -941,10 +712,10 @@ impl RouterView for MtRouter {
         }
     }
     fn qos(&self, port: usize) -> &QosEngine<PacketBuf> {
-        &self.qos[port]
+        &self.egress[port].qos
     }
     fn qlen_hist(&self, port: usize) -> &[QueueLengthHistogram] {
-        &self.qlen_hist[port]
+        &self.egress[port].qlen_hist
     }
     fn zombie_list(&self, port: usize) -> Option<&ZombieList> {
         self.zombie(port)

@@ -6,6 +6,7 @@
 //! are then in its [`zl_port::PortCounters`]), and `queued` frames still in egress queues.
 
 use zl_aqm::Verdict;
+use zl_port::PacketBuf;
 
 /// Why the data plane discarded a packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -125,20 +126,107 @@ pub struct GroupStats {
     pub fate: FateCounters,
 }
 
-/// Applies `count` to `totals` and to the flow group a buffer's tag names (`tag` = group
-/// index + 1; 0 or an unknown tag: the totals only).
-#[inline]
-pub(crate) fn count_fate(
-    totals: &mut FateCounters,
-    groups: &mut [GroupStats],
-    tag: u32,
-    count: impl Fn(&mut FateCounters),
-) {
-    count(totals);
-    if let Some(g) = (tag as usize)
-        .checked_sub(1)
-        .and_then(|i| groups.get_mut(i))
-    {
-        count(&mut g.fate);
+/// The fate counters of a loop: the totals and one set per generator flow group, with the
+/// steps that count. Every packet's fate is counted through these methods, so a hook that must
+/// see each counted fate (a drop capture, a top-flows list) has one place to go:
+/// [`Fates::dropped`] for every discarded packet, with its cause and its bytes.
+#[derive(Clone, Debug, Default)]
+pub struct Fates {
+    pub totals: FateCounters,
+    pub groups: Vec<GroupStats>,
+}
+
+impl Fates {
+    /// Counters for `groups` (their labels kept, their counts as given).
+    pub fn new(groups: Vec<GroupStats>) -> Self {
+        Fates {
+            totals: FateCounters::default(),
+            groups,
+        }
+    }
+
+    /// The same flow groups with every count at 0.
+    pub fn zeroed(&self) -> Fates {
+        Fates::new(
+            self.groups
+                .iter()
+                .map(|g| GroupStats {
+                    fate: FateCounters::default(),
+                    ..g.clone()
+                })
+                .collect(),
+        )
+    }
+
+    /// Adds `other`'s counts (the workers of a threaded run).
+    pub fn add(&mut self, other: &Fates) {
+        self.totals.add(&other.totals);
+        for (a, b) in self.groups.iter_mut().zip(&other.groups) {
+            a.fate.add(&b.fate);
+        }
+    }
+
+    /// Applies `count` to the totals and to the flow group a buffer's tag names (`tag` = group
+    /// index + 1; 0 or an unknown tag: the totals only).
+    #[inline]
+    pub fn count(&mut self, tag: u32, count: impl Fn(&mut FateCounters)) {
+        count(&mut self.totals);
+        self.count_group(tag, count);
+    }
+
+    /// Applies `count` to the flow group a tag names only (the caller counts the totals, a
+    /// burst at a time).
+    #[inline]
+    pub fn count_group(&mut self, tag: u32, count: impl Fn(&mut FateCounters)) {
+        if let Some(g) = (tag as usize)
+            .checked_sub(1)
+            .and_then(|i| self.groups.get_mut(i))
+        {
+            count(&mut g.fate);
+        }
+    }
+
+    /// A packet received, in its flow group (the totals count a burst at a time:
+    /// [`Fates::received`]).
+    #[inline]
+    pub fn arrives(&mut self, b: &PacketBuf) {
+        let len = b.len() as u64;
+        self.count_group(b.tag, |c| {
+            c.received += 1;
+            c.received_bytes += len;
+        });
+    }
+
+    /// A burst of `n` packets of `bytes` received, in the totals.
+    #[inline]
+    pub fn received(&mut self, n: usize, bytes: u64) {
+        self.totals.received += n as u64;
+        self.totals.received_bytes += bytes;
+    }
+
+    /// A packet leaving its queue for the port, in its flow group; returns its length for the
+    /// totals ([`Fates::departed`], a burst at a time).
+    #[inline]
+    pub fn departs(&mut self, b: &PacketBuf) -> u64 {
+        let len = b.len() as u64;
+        self.count_group(b.tag, |c| {
+            c.forwarded += 1;
+            c.forwarded_bytes += len;
+        });
+        len
+    }
+
+    /// A burst of `n` packets of `bytes` left their queues, in the totals.
+    #[inline]
+    pub fn departed(&mut self, n: usize, bytes: u64) {
+        self.totals.forwarded += n as u64;
+        self.totals.forwarded_bytes += bytes;
+    }
+
+    /// The one place a discarded packet is counted, with its cause, whatever discarded it
+    /// (forwarding, the AQM, a full ring, the shutdown); the caller recycles the buffer after.
+    #[inline]
+    pub fn dropped(&mut self, buf: &PacketBuf, cause: DropCause) {
+        self.count(buf.tag, |c| c.drop(cause));
     }
 }

@@ -7,7 +7,8 @@ use zl_port::{PacketBuf, PortCounters};
 use zl_qos::QosEngine;
 use zl_zombie::ZombieList;
 
-use crate::dataplane::{Dataplane, QueueLengthHistogram};
+use crate::dataplane::Dataplane;
+use crate::egress::QueueLengthHistogram;
 use crate::stats::{FateCounters, GroupStats};
 
 /// A read-only view of a router's counters, by port index.
@@ -34,16 +35,18 @@ pub trait RouterView {
     }
 }
 
-/// Called by a driver at a low rate with a view of the router (the threaded run's
-/// counterpart of `crate::Observer`).
-pub trait ViewObserver {
-    fn progress(&mut self, now: Nanos, view: &dyn RouterView);
+/// Called by a loop's driver at a low rate (every `period` of its clock) with the router
+/// it drives: the one observer of both loops (`R` is [`Dataplane`] for the single-thread loop,
+/// [`crate::mt::MtRouter`] for the threaded one; an observer that only reads counters
+/// implements it for every `R: RouterView`).
+pub trait Observer<R: ?Sized = Dataplane> {
+    fn progress(&mut self, now: Nanos, router: &R);
 }
 
-/// A view observer that does nothing.
-pub struct NoViewObserver;
-impl ViewObserver for NoViewObserver {
-    fn progress(&mut self, _: Nanos, _: &dyn RouterView) {}
+/// An observer that does nothing.
+pub struct NoObserver;
+impl<R: ?Sized> Observer<R> for NoObserver {
+    fn progress(&mut self, _: Nanos, _: &R) {}
 }
 
 impl RouterView for Dataplane {
@@ -66,12 +69,12 @@ impl RouterView for Dataplane {
         self.slots()[port].port.counters()
     }
     fn qos(&self, port: usize) -> &QosEngine<PacketBuf> {
-        &self.slots()[port].qos
+        &self.slots()[port].egress.qos
     }
     fn qlen_hist(&self, port: usize) -> &[QueueLengthHistogram] {
-        &self.slots()[port].qlen_hist
+        &self.slots()[port].egress.qlen_hist
     }
     fn zombie_list(&self, port: usize) -> Option<&ZombieList> {
-        self.slots()[port].zombie.as_deref()
+        self.slots()[port].egress.zombie.as_deref()
     }
 }

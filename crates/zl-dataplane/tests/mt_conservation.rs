@@ -9,11 +9,12 @@ use std::sync::Arc;
 
 use zl_core::Nanos;
 use zl_dataplane::config::Forwarding;
+use zl_dataplane::dataplane::PortSlot;
 use zl_dataplane::forward::Forwarder;
-use zl_dataplane::mt::{MtParams, MtPort, MtRouter};
+use zl_dataplane::mt::{MtParams, MtRouter};
 use zl_dataplane::priority::PriorityMap;
 use zl_dataplane::route::{NextHop, RouteTable};
-use zl_dataplane::view::{NoViewObserver, RouterView};
+use zl_dataplane::view::{NoObserver, RouterView};
 use zl_dataplane::{DropCause, RouterConfig, StopReason};
 use zl_port::{Batch, BufPool, MemoryPort, Port, PortCounters, PortError, Readiness};
 use zl_qos::{QosEngine, QosParams};
@@ -102,7 +103,7 @@ fn router(
     );
     let ports = ports
         .into_iter()
-        .map(|port| MtPort::on_own_list(port, qos_params, zombie_config(m)).unwrap())
+        .map(|port| PortSlot::on_own_list(port, qos_params, zombie_config(m)).unwrap())
         .collect();
     MtRouter::new(
         ports,
@@ -134,7 +135,7 @@ fn run_virtual(r: &mut MtRouter, stop: &AtomicBool, drain_s: u64) -> StopReason 
         stop,
         Nanos::from_secs(drain_s),
         Nanos::from_millis(1),
-        &mut NoViewObserver,
+        &mut NoObserver,
     )
     .unwrap()
 }
@@ -418,8 +419,8 @@ aqm = { kind = "zl-red", th_min = 5, p_max = 0.15, a = 10 }
 flow_estimate = true
 "#;
     let cfg = RouterConfig::from_toml(text).unwrap();
-    let dp = zl_dataplane::build(&cfg, Path::new(".")).unwrap();
-    let mut r = MtRouter::from_dataplane(dp, &cfg, workers).unwrap();
+    let mut r =
+        zl_dataplane::build_threaded(&cfg, Path::new("."), &mut |_, _| Ok(None), workers).unwrap();
     let stop = AtomicBool::new(false);
     let reason = run_virtual(&mut r, &stop, 1);
     assert_ne!(reason, StopReason::Interrupted);
@@ -469,14 +470,13 @@ fn bridged_ports_forward_unchanged_with_two_rx_workers() {
         t.push(vec![0u8; 60]);
         t
     };
-    let ports: Vec<MtPort> = (0..3u8)
+    let ports: Vec<PortSlot> = (0..3u8)
         .map(|i| {
             let port = MemoryPort::cycling("p", i as u16, templates(i), 5 * 1000);
-            MtPort {
-                port: Box::new(port),
-                qos: QosEngine::new(&qos("", 10_000, 10_000_000_000)).unwrap(),
-                zombie: None,
-            }
+            PortSlot::new(
+                Box::new(port),
+                QosEngine::new(&qos("", 10_000, 10_000_000_000)).unwrap(),
+            )
         })
         .collect();
     let forwarder = Forwarder::new(
@@ -533,7 +533,7 @@ fn a_run_after_a_stop_goes_on_counting() {
             &stop,
             Nanos::from_secs(1000),
             Nanos::from_millis(1),
-            &mut NoViewObserver,
+            &mut NoObserver,
         )
         .unwrap();
     assert_eq!(second, StopReason::Finished);

@@ -16,11 +16,12 @@ use std::time::Instant;
 
 use zl_core::Nanos;
 use zl_dataplane::config::Forwarding;
+use zl_dataplane::dataplane::PortSlot;
 use zl_dataplane::forward::Forwarder;
-use zl_dataplane::mt::{MtParams, MtPort, MtRouter};
+use zl_dataplane::mt::{MtParams, MtRouter};
 use zl_dataplane::priority::PriorityMap;
 use zl_dataplane::route::{NextHop, RouteTable};
-use zl_dataplane::view::{NoViewObserver, RouterView};
+use zl_dataplane::view::{NoObserver, RouterView};
 use zl_port::{MemoryPort, Port};
 use zl_qos::QosParams;
 use zl_wire::{MacAddr, ParseConfig};
@@ -79,7 +80,7 @@ fn router(workers: usize, per_port: u64) -> MtRouter {
     let ports = ports
         .into_iter()
         .map(|port| {
-            MtPort::on_own_list(port, &qos, ZombieParams::default().validate().unwrap()).unwrap()
+            PortSlot::on_own_list(port, &qos, ZombieParams::default().validate().unwrap()).unwrap()
         })
         .collect();
     MtRouter::new(
@@ -110,7 +111,7 @@ fn forwarding_rate_with_1_and_2_rx_workers() {
             &stop,
             Nanos::from_secs(10),
             Nanos::from_millis(100),
-            &mut NoViewObserver,
+            &mut NoObserver,
         )
         .unwrap();
         let secs = start.elapsed().as_secs_f64();

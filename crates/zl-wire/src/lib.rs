@@ -63,7 +63,9 @@ pub use cc_ext::{CcExt, CcExtRepr};
 pub use error::{Header, MutateError, ParseError};
 pub use ethernet::{set_macs, EthernetInfo, MacAddr, VlanTag, MAX_VLAN_TAGS};
 pub use flow::{FlowKey, FlowKeyKind, Ports};
-pub use mutate::{decrement_ttl, mark, set_cc_ext_ecn, set_ce, set_dscp, MarkOutcome, TtlOutcome};
+pub use mutate::{
+    decrement_ttl, mark, set_cc_ext_ecn, set_ce, set_dscp, MarkOutcome, QosHeaders, TtlOutcome,
+};
 pub use parse::{
     parse, parse_into, Fragment, IpVersion, PacketInfo, ParseConfig, ParseConfigError,
 };

@@ -13,7 +13,7 @@
 
 use zl_core::Ecn;
 
-use crate::cc_ext;
+use crate::cc_ext::{self, CcExt};
 use crate::checksum;
 use crate::error::{Header, MutateError};
 use crate::ipv4;
@@ -46,20 +46,99 @@ pub enum TtlOutcome {
     Expired,
 }
 
-/// The first `min_len` bytes of the IP header, or `FrameMismatch`.
+/// The parts of a parsed packet that the egress's rewrites touch: the IP header's place and
+/// version, the TOS / traffic class octet, and the congestion-control extension header. A
+/// copy of 32 bytes instead of the whole [`PacketInfo`], for a packet that is admitted on
+/// another thread than the one that parsed it (the threaded router's rings): the transmit
+/// side re-marks and marks with these offsets and never parses the frame again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QosHeaders {
+    /// Offset of the IP header in the frame.
+    pub l3_offset: usize,
+    /// IPv4 or IPv6: where the TOS / traffic class lies and whether a checksum covers it.
+    pub ip_version: IpVersion,
+    /// The TOS octet or traffic class as last written.
+    pub tos: u8,
+    /// The congestion-control extension header, if the packet carries one.
+    pub cc_ext: Option<CcExt>,
+}
+
+impl QosHeaders {
+    /// The rewritable parts of `info`.
+    #[inline]
+    pub fn of(info: &PacketInfo) -> Self {
+        QosHeaders {
+            l3_offset: info.l3_offset,
+            ip_version: info.ip_version,
+            tos: info.tos,
+            cc_ext: info.cc_ext,
+        }
+    }
+    /// The Differentiated Services codepoint (RFC 2474), 0..=63.
+    #[inline]
+    pub const fn dscp(&self) -> u8 {
+        self.tos >> 2
+    }
+    /// [`mark`] on these offsets.
+    #[inline]
+    pub fn mark(&mut self, frame: &mut [u8]) -> Result<MarkOutcome, MutateError> {
+        mark_at(frame, &mut TosSite::of_headers(self))
+    }
+    /// [`set_dscp`] on these offsets.
+    #[inline]
+    pub fn set_dscp(&mut self, frame: &mut [u8], dscp: u8) -> Result<(), MutateError> {
+        set_dscp_at(frame, &mut TosSite::of_headers(self), dscp)
+    }
+}
+
+/// The fields a TOS / extension-header rewrite reads and updates, borrowed from a
+/// [`PacketInfo`] or a [`QosHeaders`], so each rewrite is written once for both.
+struct TosSite<'a> {
+    l3_offset: usize,
+    ip_version: IpVersion,
+    tos: &'a mut u8,
+    cc_ext: &'a mut Option<CcExt>,
+}
+
+impl<'a> TosSite<'a> {
+    #[inline]
+    fn of_info(info: &'a mut PacketInfo) -> Self {
+        TosSite {
+            l3_offset: info.l3_offset,
+            ip_version: info.ip_version,
+            tos: &mut info.tos,
+            cc_ext: &mut info.cc_ext,
+        }
+    }
+    #[inline]
+    fn of_headers(h: &'a mut QosHeaders) -> Self {
+        TosSite {
+            l3_offset: h.l3_offset,
+            ip_version: h.ip_version,
+            tos: &mut h.tos,
+            cc_ext: &mut h.cc_ext,
+        }
+    }
+}
+
+/// The first `min_len` bytes of the IP header at `l3_offset`, or `FrameMismatch`.
 #[inline]
-fn ip_header_mut<'a>(frame: &'a mut [u8], info: &PacketInfo) -> Result<&'a mut [u8], MutateError> {
-    let (header, min_len) = match info.ip_version {
+fn ip_header_mut(
+    frame: &mut [u8],
+    l3_offset: usize,
+    ip_version: IpVersion,
+) -> Result<&mut [u8], MutateError> {
+    let (header, min_len) = match ip_version {
         IpVersion::V4 => (Header::Ipv4, ipv4::MIN_HEADER_LEN),
         IpVersion::V6 => (Header::Ipv6, ipv6::HEADER_LEN),
     };
     let len = frame.len();
-    info.l3_offset
+    l3_offset
         .checked_add(min_len)
-        .and_then(|end| frame.get_mut(info.l3_offset..end))
+        .and_then(|end| frame.get_mut(l3_offset..end))
         .ok_or(MutateError::FrameMismatch {
             header,
-            offset: info.l3_offset,
+            offset: l3_offset,
             len,
         })
 }
@@ -78,9 +157,9 @@ fn rewrite_ipv4_word(ip: &mut [u8], at: usize, new: [u8; 2]) {
 
 /// Writes the whole TOS / traffic class octet.
 #[inline]
-fn write_tos(frame: &mut [u8], info: &mut PacketInfo, tos: u8) -> Result<(), MutateError> {
-    let ip = ip_header_mut(frame, info)?;
-    match info.ip_version {
+fn write_tos(frame: &mut [u8], site: &mut TosSite<'_>, tos: u8) -> Result<(), MutateError> {
+    let ip = ip_header_mut(frame, site.l3_offset, site.ip_version)?;
+    match site.ip_version {
         // TOS is the low octet of the header's first 16-bit word.
         IpVersion::V4 => rewrite_ipv4_word(ip, ipv4::TOS - 1, [ip[0], tos]),
         IpVersion::V6 => {
@@ -89,7 +168,7 @@ fn write_tos(frame: &mut [u8], info: &mut PacketInfo, tos: u8) -> Result<(), Mut
             ip[1] = (tos << 4) | (ip[1] & 0x0f);
         }
     }
-    info.tos = tos;
+    *site.tos = tos;
     Ok(())
 }
 
@@ -99,11 +178,17 @@ fn write_tos(frame: &mut [u8], info: &mut PacketInfo, tos: u8) -> Result<(), Mut
 /// [`MarkOutcome::NotMarkable`] (frame unchanged) for a Not-ECT packet.
 #[inline]
 pub fn set_ce(frame: &mut [u8], info: &mut PacketInfo) -> Result<MarkOutcome, MutateError> {
-    match info.ecn() {
+    set_ce_at(frame, &mut TosSite::of_info(info))
+}
+
+#[inline]
+fn set_ce_at(frame: &mut [u8], site: &mut TosSite<'_>) -> Result<MarkOutcome, MutateError> {
+    match Ecn::from_bits(*site.tos) {
         Ecn::NotEct => Ok(MarkOutcome::NotMarkable),
         Ecn::Ce => Ok(MarkOutcome::AlreadyMarked),
         Ecn::Ect0 | Ecn::Ect1 => {
-            write_tos(frame, info, info.tos | Ecn::Ce.bits())?;
+            let tos = *site.tos | Ecn::Ce.bits();
+            write_tos(frame, site, tos)?;
             Ok(MarkOutcome::Ce)
         }
     }
@@ -115,7 +200,12 @@ pub fn set_ce(frame: &mut [u8], info: &mut PacketInfo) -> Result<MarkOutcome, Mu
 /// [`MutateError::NoCcExtension`] when the packet has no such header.
 #[inline]
 pub fn set_cc_ext_ecn(frame: &mut [u8], info: &mut PacketInfo) -> Result<MarkOutcome, MutateError> {
-    let ext = info.cc_ext.as_mut().ok_or(MutateError::NoCcExtension)?;
+    set_cc_ext_ecn_at(frame, &mut TosSite::of_info(info))
+}
+
+#[inline]
+fn set_cc_ext_ecn_at(frame: &mut [u8], site: &mut TosSite<'_>) -> Result<MarkOutcome, MutateError> {
+    let ext = site.cc_ext.as_mut().ok_or(MutateError::NoCcExtension)?;
     if ext.ecn {
         return Ok(MarkOutcome::AlreadyMarked);
     }
@@ -139,23 +229,34 @@ pub fn set_cc_ext_ecn(frame: &mut [u8], info: &mut PacketInfo) -> Result<MarkOut
 /// [`MarkOutcome::NotMarkable`] (the caller drops instead).
 #[inline]
 pub fn mark(frame: &mut [u8], info: &mut PacketInfo) -> Result<MarkOutcome, MutateError> {
-    if info.cc_ext.is_some() {
-        set_cc_ext_ecn(frame, info)
+    mark_at(frame, &mut TosSite::of_info(info))
+}
+
+#[inline]
+fn mark_at(frame: &mut [u8], site: &mut TosSite<'_>) -> Result<MarkOutcome, MutateError> {
+    if site.cc_ext.is_some() {
+        set_cc_ext_ecn_at(frame, site)
     } else {
-        set_ce(frame, info)
+        set_ce_at(frame, site)
     }
 }
 
 /// Rewrites the DSCP (RFC 2474), keeping the ECN bits.
 #[inline]
 pub fn set_dscp(frame: &mut [u8], info: &mut PacketInfo, dscp: u8) -> Result<(), MutateError> {
+    set_dscp_at(frame, &mut TosSite::of_info(info), dscp)
+}
+
+#[inline]
+fn set_dscp_at(frame: &mut [u8], site: &mut TosSite<'_>, dscp: u8) -> Result<(), MutateError> {
     if dscp > 63 {
         return Err(MutateError::InvalidDscp(dscp));
     }
-    if info.dscp() == dscp {
+    if *site.tos >> 2 == dscp {
         return Ok(());
     }
-    write_tos(frame, info, (dscp << 2) | (info.tos & 0b11))
+    let tos = (dscp << 2) | (*site.tos & 0b11);
+    write_tos(frame, site, tos)
 }
 
 /// Decrements the IPv4 TTL (with the checksum update) or the IPv6 hop limit.
@@ -168,7 +269,7 @@ pub fn decrement_ttl(frame: &mut [u8], info: &mut PacketInfo) -> Result<TtlOutco
         return Ok(TtlOutcome::Expired);
     }
     let ttl = info.ttl - 1;
-    let ip = ip_header_mut(frame, info)?;
+    let ip = ip_header_mut(frame, info.l3_offset, info.ip_version)?;
     match info.ip_version {
         // TTL and protocol share one 16-bit word.
         IpVersion::V4 => rewrite_ipv4_word(ip, ipv4::TTL, [ttl, ip[ipv4::PROTOCOL]]),

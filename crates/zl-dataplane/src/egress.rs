@@ -1,0 +1,416 @@
+//! The egress stage of one port, written once for both loops: classify -> meter -> AQM
+//! admission (on the port's Zombie List observation) -> per-class queue -> the cut-through of
+//! a packet alone in an idle port -> schedule + shape -> the port's send, and the shutdown
+//! drain.
+//!
+//! The single-thread [`crate::Dataplane`] and the threaded router's transmit worker
+//! ([`crate::mt`]) own one [`Egress`] per port and call the same four steps:
+//!
+//! - [`Egress::admit`]: one packet whose forwarding is done (its [`PacketMeta`], its parsed
+//!   headers' rewritable parts, its observation in the port's list);
+//! - [`Egress::transmit`]: what the scheduler and shaper release, a burst at a time, after
+//!   what left its queue on arrival;
+//! - [`Egress::tick`]: once per round of the loop, the flow estimate offered to the engine
+//!   and the queue lengths sampled (one rule for both loops);
+//! - [`Egress::shutdown`]: at the end of a run, what is still queued counted `shutdown`.
+//!
+//! The port itself is reached through a [`Link`] (send a batch, recycle a buffer): the
+//! single-thread loop's port and pool, or the threaded router's locked port and return ring.
+//! Every count goes through [`Fates`], so a packet's fate is counted in one place whichever
+//! loop runs.
+
+use std::sync::Arc;
+
+use rand::RngCore;
+use zl_aqm::PacketMeta;
+use zl_core::Nanos;
+use zl_port::{Batch, PacketBuf, PortError};
+use zl_qos::{Dequeue, QosEngine, QosParams};
+use zl_wire::{MarkOutcome, PacketInfo, QosHeaders};
+use zl_zombie::{Observation, ZombieConfig, ZombieList, ZombieParams};
+
+use crate::config::{invalid, ConfigError};
+use crate::stats::{DropCause, Fates};
+
+/// Buckets of the queue-length histogram: 0, 1, 2-3, 4-7, ..., >= 2^14.
+pub const QLEN_BUCKETS: usize = 16;
+
+/// Queue lengths are sampled every this many rounds of a loop (each sample reads every class's
+/// length with `QosEngine::queue_len`, which copies no counters).
+pub const QLEN_SAMPLE_EVERY: u64 = 8;
+
+/// Samples of a queue's length in packets, log2 buckets, with their sum (for the mean).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueLengthHistogram {
+    /// `[0]` = empty, `[k]` = `2^(k-1) ..= 2^k - 1`, the last bucket open-ended.
+    pub buckets: [u64; QLEN_BUCKETS],
+    pub sum: u64,
+}
+
+impl QueueLengthHistogram {
+    #[inline]
+    pub fn record(&mut self, len: u32) {
+        let bucket = (u32::BITS - len.leading_zeros()) as usize;
+        self.buckets[bucket.min(QLEN_BUCKETS - 1)] += 1;
+        self.sum += len as u64;
+    }
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().sum()
+    }
+}
+
+/// The parsed headers an admitted packet's re-mark (DSCP) and congestion mark (ECN, or the
+/// extension header's ECN bit) rewrite: the whole [`PacketInfo`] where the packet was parsed
+/// on the same thread, the 32-byte [`QosHeaders`] where it crossed a ring. Either way the
+/// frame is parsed once, on receive.
+pub trait Rewrite {
+    fn dscp(&self) -> u8;
+    /// Rewrites the DSCP, keeping the ECN bits.
+    fn set_dscp(&mut self, frame: &mut [u8], dscp: u8);
+    /// Marks congestion; true when the packet leaves marked.
+    fn mark(&mut self, frame: &mut [u8]) -> bool;
+}
+
+/// A mark the AQM asked for counts when the packet carries one afterwards (set now, or
+/// already there).
+#[inline]
+fn is_marked(outcome: Result<MarkOutcome, zl_wire::MutateError>) -> bool {
+    matches!(
+        outcome,
+        Ok(MarkOutcome::Ce | MarkOutcome::CcExtEcn | MarkOutcome::AlreadyMarked)
+    )
+}
+
+impl Rewrite for PacketInfo {
+    #[inline]
+    fn dscp(&self) -> u8 {
+        PacketInfo::dscp(self)
+    }
+    #[inline]
+    fn set_dscp(&mut self, frame: &mut [u8], dscp: u8) {
+        // Cannot fail: the offsets were parsed from these bytes and only rewritten in place.
+        let _ = zl_wire::set_dscp(frame, self, dscp);
+    }
+    #[inline]
+    fn mark(&mut self, frame: &mut [u8]) -> bool {
+        is_marked(zl_wire::mark(frame, self))
+    }
+}
+
+impl Rewrite for QosHeaders {
+    #[inline]
+    fn dscp(&self) -> u8 {
+        QosHeaders::dscp(self)
+    }
+    #[inline]
+    fn set_dscp(&mut self, frame: &mut [u8], dscp: u8) {
+        // Cannot fail: as for `PacketInfo`.
+        let _ = QosHeaders::set_dscp(self, frame, dscp);
+    }
+    #[inline]
+    fn mark(&mut self, frame: &mut [u8]) -> bool {
+        is_marked(QosHeaders::mark(self, frame))
+    }
+}
+
+/// Where an egress port's packets go: the port's send, and the pool its buffers come back to.
+pub trait Link {
+    /// Sends the batch. On `Ok` the batch is empty; on `Err` what is left in it is recycled
+    /// by the caller.
+    fn send(&mut self, now: Nanos, batch: &mut Batch) -> Result<(), PortError>;
+    /// Takes back a buffer that will not be sent (dropped, or left by a failed send).
+    fn recycle(&mut self, buf: PacketBuf);
+}
+
+/// One egress port: its QoS engine, its Zombie List, its queue-length samples, the shaper's
+/// hold time and the batch of packets about to be sent.
+pub struct Egress {
+    pub qos: QosEngine<PacketBuf>,
+    /// The port's Zombie List when it has one (see [`port_egress`] for when): it observes
+    /// every packet offered to the port's egress, once, before admission, and the port's SRED /
+    /// ZL-RED policies decide on that observation (the paper keeps one list per output link).
+    pub zombie: Option<Arc<ZombieList>>,
+    /// Queue-length samples per class (every [`QLEN_SAMPLE_EVERY`] rounds), log2 buckets.
+    pub qlen_hist: Vec<QueueLengthHistogram>,
+    /// The shaper holds the head packet until then.
+    pub held_until: Option<Nanos>,
+    /// Packets leaving for the port: what left its queue at once on arrival (see
+    /// [`Egress::admit`]), then each burst [`Egress::transmit`] dequeues.
+    pending: Batch,
+}
+
+impl Egress {
+    /// An egress on `qos`, whose SRED / ZL-RED policies, if any, decide on `zombie` when it is
+    /// given (build the engine with `QosEngine::with_zombie_list` on that list).
+    pub fn new(qos: QosEngine<PacketBuf>, zombie: Option<Arc<ZombieList>>) -> Self {
+        let classes = qos.class_names().len();
+        Egress {
+            qos,
+            zombie,
+            qlen_hist: vec![QueueLengthHistogram::default(); classes],
+            held_until: None,
+            pending: Batch::new(),
+        }
+    }
+
+    /// An egress whose QoS decides on a Zombie List of its own (built with `list`), observed
+    /// once per packet.
+    pub fn on_own_list(
+        qos: &QosParams,
+        list: ZombieConfig,
+    ) -> Result<Self, zl_qos::QosConfigError> {
+        let list = Arc::new(ZombieList::new(list));
+        let engine = QosEngine::with_zombie_list(qos, &list)?;
+        Ok(Egress::new(engine, Some(list)))
+    }
+
+    /// Active flows at this egress estimated as 1/P(t), when it has a list.
+    pub fn estimated_flows(&self) -> Option<f64> {
+        self.zombie.as_ref().map(|z| z.estimated_flows())
+    }
+
+    /// Observes a packet of `flow` in the port's list, if it has one: the observation its
+    /// SRED / ZL-RED policies decide on. The threaded router observes on the receive worker
+    /// (with its own handle on the same list), the single-thread loop just before
+    /// [`Egress::admit`].
+    #[inline]
+    pub fn observe<R: RngCore + ?Sized>(
+        &self,
+        flow: zl_core::FlowId,
+        now: Nanos,
+        rng: &mut R,
+    ) -> Option<Observation> {
+        self.zombie.as_ref().map(|z| z.observe(flow, now, rng))
+    }
+
+    /// Classifies, re-marks, meters and admits one forwarded packet (`meta`, its rewritable
+    /// `headers` when it parsed, its `observed` arrival in the port's list). An admitted
+    /// packet alone in the port leaves its queue at once into the pending batch when the
+    /// shaper lets it (`QosEngine::release_if_alone`), as it would on a link that keeps up: a
+    /// loop takes a whole receive burst before it transmits, and without this a queue whose
+    /// link keeps up would hold up to a burst (32) that an AQM reads as congestion (ZL-RED's
+    /// `th_min` is 5). It is counted as forwarded here, as `transmit` counts what it dequeues.
+    /// A discarded packet is counted with its cause and handed back for the caller to recycle.
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub fn admit<R: RngCore + ?Sized, H: Rewrite>(
+        &mut self,
+        now: Nanos,
+        rng: &mut R,
+        mut buf: PacketBuf,
+        meta: PacketMeta,
+        mut headers: Option<&mut H>,
+        observed: Option<&Observation>,
+        fates: &mut Fates,
+    ) -> Option<PacketBuf> {
+        let class = self
+            .qos
+            .classify(now, headers.as_deref().map(|h| h.dscp()), meta.len);
+        if let (Some(d), Some(h)) = (class.remark, headers.as_deref_mut()) {
+            h.set_dscp(buf.as_mut_slice(), d);
+        }
+        let tag = buf.tag;
+        let mut marked = false;
+        let result = self.qos.enqueue_classified_observed(
+            now,
+            rng,
+            &class,
+            meta,
+            buf,
+            |b| {
+                if let Some(h) = headers {
+                    marked = h.mark(b.as_mut_slice());
+                }
+            },
+            observed,
+        );
+        match result {
+            Ok(_) => {
+                if marked {
+                    fates.count(tag, |c| c.marked += 1);
+                }
+                self.cut_through(now, class.class, fates);
+                None
+            }
+            Err(dropped) => {
+                let cause = DropCause::of_verdict(dropped.verdict).unwrap_or(DropCause::Tail);
+                fates.dropped(&dropped.item, cause);
+                Some(dropped.item)
+            }
+        }
+    }
+
+    /// The packet just admitted to `class` leaves at once if it is alone in the port and the
+    /// shaper lets it (see [`Egress::admit`]).
+    #[inline]
+    fn cut_through(&mut self, now: Nanos, class: usize, fates: &mut Fates) {
+        let pending = &mut self.pending;
+        if pending.is_full() {
+            return;
+        }
+        let mut bytes = 0;
+        let burst = self.qos.release_if_alone(now, class, |b| {
+            bytes += fates.departs(&b);
+            // Cannot fail: the batch has room (checked above).
+            let _ = pending.push(b);
+        });
+        fates.departed(burst.sent, bytes);
+        if burst.held_until.is_some() {
+            self.held_until = burst.held_until;
+        }
+    }
+
+    /// Sends what the scheduler and shaper release, a burst at a time, after what left its
+    /// queue on arrival. A packet is counted as forwarded when it leaves its queue; a failing
+    /// port's leftovers are recycled (the port counts its own errors).
+    pub fn transmit(
+        &mut self,
+        now: Nanos,
+        link: &mut impl Link,
+        fates: &mut Fates,
+    ) -> Result<(), PortError> {
+        self.held_until = None;
+        loop {
+            let pending = &mut self.pending;
+            let mut bytes = 0;
+            let burst = self.qos.dequeue_burst(now, pending.room(), |b| {
+                bytes += fates.departs(&b);
+                // Cannot fail: the burst is at most the batch's room.
+                let _ = pending.push(b);
+            });
+            fates.departed(burst.sent, bytes);
+            if burst.held_until.is_some() {
+                self.held_until = burst.held_until;
+            }
+            if self.pending.is_empty() {
+                return Ok(());
+            }
+            let full = self.pending.is_full();
+            self.send_pending(now, link)?;
+            if !full {
+                return Ok(());
+            }
+        }
+    }
+
+    fn send_pending(&mut self, now: Nanos, link: &mut impl Link) -> Result<(), PortError> {
+        let result = link.send(now, &mut self.pending);
+        if result.is_err() {
+            for b in self.pending.drain() {
+                link.recycle(b);
+            }
+        }
+        result
+    }
+
+    /// Once per round of the loop, after its admissions: offers the port's flow estimate to
+    /// its engine (read only by `sqrt-n-live` buffer rules) and samples the queue lengths every
+    /// [`QLEN_SAMPLE_EVERY`] rounds.
+    #[inline]
+    pub fn tick(&mut self, now: Nanos, round: u64) {
+        if let Some(z) = &self.zombie {
+            self.qos.offer_zombie_estimate(now, z);
+        }
+        if round % QLEN_SAMPLE_EVERY == 0 {
+            for (c, h) in self.qlen_hist.iter_mut().enumerate() {
+                h.record(self.qos.queue_len(c).map_or(0, |(packets, _)| packets));
+            }
+        }
+    }
+
+    /// Ends the port's run at `now`: sends what already left its queue (counted as forwarded),
+    /// then dequeues the rest in the (virtual) time steps the shaper allows and counts it as
+    /// `shutdown` (it also appears in its class's `dequeued` count).
+    pub fn shutdown(
+        &mut self,
+        now: Nanos,
+        link: &mut impl Link,
+        fates: &mut Fates,
+    ) -> Result<(), PortError> {
+        let sent = if self.pending.is_empty() {
+            Ok(())
+        } else {
+            self.send_pending(now, link)
+        };
+        let mut t = now;
+        loop {
+            match self.qos.dequeue(t) {
+                Dequeue::Packet(d) => {
+                    fates.dropped(&d.item, DropCause::Shutdown);
+                    link.recycle(d.item);
+                }
+                Dequeue::Hold { until } => t = until.max(t + Nanos(1)),
+                Dequeue::Empty => break,
+            }
+        }
+        sent
+    }
+}
+
+/// How a router's loops are laid out, for [`port_egress`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Threading {
+    /// One thread receives, forwards and admits ([`crate::Dataplane`]).
+    Single,
+    /// Receive workers observe, a transmit worker admits ([`crate::mt`]).
+    Threaded,
+}
+
+/// The one place that decides a port's Zombie List and builds its egress from `params` (whose
+/// errors are reported under `qos_key`).
+///
+/// The port has a list when its active flows are estimated (`estimate`: `metrics.flow_estimate`
+/// or a `sqrt-n-live` buffer rule), or, on the threaded router, when an SRED / ZL-RED policy
+/// needs one (the receive workers observe it; the transmit worker never does). Its SRED /
+/// ZL-RED policies then decide on that list. Otherwise (single thread, no estimate) each such
+/// policy keeps its own list and observes only its class's packets.
+///
+/// The list's parameters: `estimate_params` (`metrics.flow_estimate_zombie`) when the estimate
+/// is on and they are given, else those of the port's SRED / ZL-RED policies (so turning the
+/// estimate on leaves their configuration as written), else the defaults (M = 1000,
+/// occurrence table: an observation reads F and T in any mode, and a scan would read all M
+/// zombies per packet).
+/// decided: `estimate_params` that differ from the policies' `zombie` settings are an error
+/// naming both keys, not a silent override.
+pub(crate) fn port_egress(
+    params: &QosParams,
+    qos_key: &str,
+    estimate: bool,
+    estimate_params: Option<ZombieParams>,
+    threading: Threading,
+) -> Result<Egress, ConfigError> {
+    let qos_err = |e: zl_qos::QosConfigError| ConfigError::Qos {
+        key: format!("{qos_key}.{}", e.key),
+        reason: e.reason,
+    };
+    let policies = if estimate || threading == Threading::Threaded {
+        params.zombie_params().map_err(qos_err)?
+    } else {
+        None
+    };
+    if !estimate && policies.is_none() {
+        return Ok(Egress::new(QosEngine::new(params).map_err(qos_err)?, None));
+    }
+    const ESTIMATE_KEY: &str = "metrics.flow_estimate_zombie";
+    let estimate_params = estimate_params.filter(|_| estimate);
+    let (key, zp) = match (estimate_params, policies) {
+        (Some(m), Some((k, p))) if m != p => {
+            return Err(invalid(
+                ESTIMATE_KEY,
+                format!("{m:?}"),
+                format!(
+                    "the settings of `{qos_key}.{k}` ({p:?}): the port's flow estimate and its \
+                     SRED / ZL-RED policies share one Zombie List; set them equal or leave \
+                     `{ESTIMATE_KEY}` out"
+                ),
+            ))
+        }
+        (Some(m), _) => (ESTIMATE_KEY.to_owned(), m),
+        (None, Some((k, p))) => (format!("{qos_key}.{k}"), p),
+        (None, None) => (ESTIMATE_KEY.to_owned(), ZombieParams::default()),
+    };
+    let zc = zp
+        .validate()
+        .map_err(|e| invalid(key, format!("{zp:?}"), e.to_string()))?;
+    Egress::on_own_list(params, zc).map_err(qos_err)
+}
