@@ -99,7 +99,7 @@ fn v4(n: usize, seed: u64) -> Result<(), Box<dyn Error>> {
         s.root_bytes >> 20,
         s.group_bytes_touched as f64 / (1 << 20) as f64,
         s.groups_in_use,
-        (4usize << 24) + (cfg.number_tbl8s as usize * 1024) >> 20
+        ((4usize << 24) + (cfg.number_tbl8s as usize * 1024)) >> 20
     );
     // SAFETY: `rte` is live and not used after.
     unsafe { sys::rte_lpm_free(rte) };
@@ -173,7 +173,7 @@ fn v6(n: usize, seed: u64) -> Result<(), Box<dyn Error>> {
         s.root_bytes as f64 / (1 << 20) as f64,
         s.group_bytes_touched as f64 / (1 << 20) as f64,
         s.groups_in_use,
-        (4usize << 24) + (cfg.number_tbl8s as usize * 1024) >> 20
+        ((4usize << 24) + (cfg.number_tbl8s as usize * 1024)) >> 20
     );
     // SAFETY: `rte` is live and not used after.
     unsafe { sys::rte_lpm6_free(rte) };
