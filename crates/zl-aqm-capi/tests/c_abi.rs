@@ -10,25 +10,12 @@
 //!
 //! Needs a C compiler (`cc`); without one the tests fail, saying so (CI has one).
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The directory holding `libzl_aqm_capi.a`: cargo builds the library's every crate type
-/// beside the test binary's `deps/` directory.
-fn lib_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test's path");
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>/deps/<test>")
-        .to_path_buf();
-    assert!(
-        dir.join("libzl_aqm_capi.a").exists(),
-        "no libzl_aqm_capi.a in {}",
-        dir.display()
-    );
-    dir
-}
+use common::lib_dir;
 
 /// Compiles `sources` (relative to the crate) into an executable in the target directory.
 fn build_c(name: &str, source: &Path) -> PathBuf {

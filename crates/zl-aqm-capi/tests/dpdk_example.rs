@@ -5,16 +5,12 @@
 //! libdpdk is a failure here, not a skip.
 #![cfg(feature = "dpdk")]
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::process::Command;
 
-fn lib_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test's path");
-    exe.parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>/deps/<test>")
-        .to_path_buf()
-}
+use common::lib_dir;
 
 #[test]
 fn dpdk_example_drops_the_heavy_flow_most() {
