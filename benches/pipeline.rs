@@ -183,9 +183,10 @@ fn pipeline_wall(c: &mut Criterion) {
     g.finish();
 }
 
-/// The full pipeline and, on the CPU clock only, three variants that show where the budget
-/// goes: tail drop instead of ZL-RED, the IPv4 header checksum left to the NIC, and no flow
-/// estimate (ZL-RED on a list of its own that sees only best-effort packets).
+/// The full pipeline and, on the CPU clock only, four variants that show where the budget
+/// goes: tail drop instead of ZL-RED, the IPv4 header checksum left to the NIC, no flow
+/// estimate (ZL-RED on a list of its own that sees only best-effort packets), and no named
+/// top flows (`metrics.top_flows = 0`).
 fn pipeline_cpu(c: &mut Criterion<ThreadCpuTime>) {
     let mut g = c.benchmark_group("pipeline_cpu");
     bench_variant(&mut g, "zlred_wrr_shaper_64B_burst32", CONFIG);
@@ -195,6 +196,9 @@ fn pipeline_cpu(c: &mut Criterion<ThreadCpuTime>) {
     bench_variant(&mut g, "zlred_no_checksum_verify_64B_burst32", &offload);
     let no_estimate = CONFIG.replace("flow_estimate = true", "flow_estimate = false");
     bench_variant(&mut g, "zlred_no_flow_estimate_64B_burst32", &no_estimate);
+    // The named top flows (crate::flows) off: what tracking them costs per packet.
+    let no_top = CONFIG.replace("flow_estimate = true", "flow_estimate = true\ntop_flows = 0");
+    bench_variant(&mut g, "zlred_no_top_flows_64B_burst32", &no_top);
     g.finish();
 }
 

@@ -18,6 +18,7 @@ use zl_dataplane::config::{PortKind, PortParams, RouteSource};
 use zl_dataplane::metrics::{ControlThread, MetricsHub};
 use zl_dataplane::mt::MtRouter;
 use zl_dataplane::port::FileAccess;
+use zl_dataplane::snapshot::FlowSnapshot;
 use zl_dataplane::{
     build_threaded, build_with_ports, check_with_ports, report, BoxedPort, BuildError, Dataplane,
     Observer, PortSupplier, RouterConfig, RouterView, Snapshot, StopReason, DEFAULT_CONFIG,
@@ -71,6 +72,24 @@ enum Command {
         raw: bool,
         /// Print the live statistics as JSON (`GET /stats.json`, the schema of `run --json`).
         #[arg(long, conflicts_with = "raw")]
+        json: bool,
+    },
+    /// List a running router's flows with the largest occurrence F in each egress port's
+    /// Zombie List: key, F, F/T, F/(T P(t)), the misbehaving flag of eq. (4), packets and
+    /// drops by cause since first seen.
+    Flows {
+        /// The router's metrics address.
+        #[arg(long, default_value = "127.0.0.1:9464")]
+        addr: String,
+        /// Only this egress port.
+        #[arg(long)]
+        port: Option<String>,
+        /// At most this many flows per port (the router keeps `metrics.top_flows`, 10 by
+        /// default).
+        #[arg(long, default_value_t = 10)]
+        top: usize,
+        /// Print the list as JSON: `{port: [flow, ...]}` (the `top_flows` of `/stats.json`).
+        #[arg(long)]
         json: bool,
     },
 }
@@ -476,6 +495,69 @@ fn check(config: &Path) -> Result<()> {
 const STATS_TIMEOUT: Duration = Duration::from_secs(5);
 
 fn stats(addr: &str, raw: bool, json: bool) -> Result<()> {
+    let path = if json { "/stats.json" } else { "/metrics" };
+    let text = fetch(addr, path)?;
+    if raw || json {
+        out(format_args!("{text}"))
+    } else {
+        out(format_args!("{}", stats_view::summarize(&text)))
+    }
+}
+
+/// `zlrouter flows`: the top flows of each port (or of the port named `port`), from the
+/// router's `/stats.json`.
+fn flows(addr: &str, port: Option<&str>, top: usize, json: bool) -> Result<()> {
+    #[derive(serde::Deserialize)]
+    struct Port {
+        name: String,
+        #[serde(default)]
+        top_flows: Vec<FlowSnapshot>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Stats {
+        ports: Vec<Port>,
+    }
+    let text = fetch(addr, "/stats.json")?;
+    let stats: Stats = serde_json::from_str(&text)
+        .with_context(|| format!("{addr}/stats.json is not the router's statistics"))?;
+    let mut ports: Vec<Port> = stats
+        .ports
+        .into_iter()
+        .filter(|p| port.is_none_or(|n| n == p.name))
+        .collect();
+    if let Some(n) = port.filter(|_| ports.is_empty()) {
+        bail!("the router at {addr} has no port named `{n}`");
+    }
+    for p in &mut ports {
+        p.top_flows.truncate(top);
+    }
+    if json {
+        let map: serde_json::Map<String, serde_json::Value> = ports
+            .iter()
+            .map(|p| {
+                let v = serde_json::to_value(&p.top_flows).unwrap_or_default();
+                (p.name.clone(), v)
+            })
+            .collect();
+        return outln!("{}", serde_json::to_string_pretty(&map).unwrap_or_default());
+    }
+    let with_list: Vec<(&str, &[FlowSnapshot])> = ports
+        .iter()
+        .filter(|p| !p.top_flows.is_empty())
+        .map(|p| (p.name.as_str(), p.top_flows.as_slice()))
+        .collect();
+    if with_list.is_empty() {
+        bail!(
+            "no port of the router at {addr} lists flows: a port has them when it has a Zombie \
+             List (`metrics.flow_estimate = true`, or an SRED / ZL-RED class) and \
+             `metrics.top_flows` is not 0"
+        );
+    }
+    out(format_args!("{}", report::render_flows(&with_list, top)))
+}
+
+/// The body of `GET path` from the router's metrics endpoint at `addr`.
+fn fetch(addr: &str, path: &str) -> Result<String> {
     let endpoint = || format!("the router's metrics endpoint at {addr}");
     let target = addr
         .to_socket_addrs()
@@ -502,7 +584,6 @@ fn stats(addr: &str, raw: bool, json: bool) -> Result<()> {
         ),
         _ => anyhow!("reading from {}: {e}", endpoint()),
     };
-    let path = if json { "/stats.json" } else { "/metrics" };
     s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
         .map_err(timed_out)?;
     let mut body = String::new();
@@ -513,11 +594,7 @@ fn stats(addr: &str, raw: bool, json: bool) -> Result<()> {
     if !head.starts_with("HTTP/1.0 200") && !head.starts_with("HTTP/1.1 200") {
         bail!("{addr} answered: {}", head.lines().next().unwrap_or(""));
     }
-    if raw || json {
-        out(format_args!("{text}"))
-    } else {
-        out(format_args!("{}", stats_view::summarize(text)))
-    }
+    Ok(text.to_owned())
 }
 
 fn main() {
@@ -547,6 +624,12 @@ fn main() {
         } => run(config, duration, seed, metrics, quiet, json),
         Command::Check { config } => check(&config),
         Command::Stats { addr, raw, json } => stats(&addr, raw, json),
+        Command::Flows {
+            addr,
+            port,
+            top,
+            json,
+        } => flows(&addr, port.as_deref(), top, json),
     };
     if let Err(e) = result {
         note!("zlrouter: {}", error_text(&e));

@@ -113,6 +113,27 @@ pub fn summarize(text: &str) -> String {
             s.value
         );
     }
+    // The top flows of each port, by rank (`zlrouter flows` shows them in full).
+    let mut top: BTreeMap<(&str, u32), (&str, [f64; 3])> = BTreeMap::new();
+    for s in &all {
+        let slot = match s.name {
+            "zlrouter_top_flow_occurrence" => 0,
+            "zlrouter_top_flow_relative_occurrence" => 1,
+            "zlrouter_top_flow_misbehaving" => 2,
+            _ => continue,
+        };
+        let rank = label(s, "rank").parse().unwrap_or(0);
+        top.entry((label(s, "port"), rank))
+            .or_insert((label(s, "flow"), [0.0; 3]))
+            .1[slot] = s.value;
+    }
+    for ((port, rank), (flow, [f, rel, bad])) in &top {
+        let _ = writeln!(
+            out,
+            "port {port:<10} top flow {rank:>2} {flow:<36} F {f} F/(TP) {rel:.2}{}",
+            if *bad > 0.0 { " misbehaving" } else { "" }
+        );
+    }
     type Key<'a> = (&'a str, &'a str, &'a str);
     let mut classes: BTreeMap<Key<'_>, [f64; 6]> = BTreeMap::new();
     for s in &all {
@@ -152,11 +173,20 @@ mod tests {
             "# HELP x\nzlrouter_received_packets_total 10\nzlrouter_forwarded_packets_total 7\n\
             zlrouter_dropped_packets_total{cause=\"tail\"} 3\nzlrouter_queued_packets 0\n\
             zlrouter_port_rx_packets_total{port=\"lan\"} 10\n\
+            zlrouter_top_flow_occurrence{port=\"wan\",rank=\"1\",flow=\"10.0.9.1 > 192.0.2.10\"} 93\n\
+            zlrouter_top_flow_relative_occurrence{port=\"wan\",rank=\"1\",flow=\"10.0.9.1 > 192.0.2.10\"} 4.081\n\
+            zlrouter_top_flow_misbehaving{port=\"wan\",rank=\"1\",flow=\"10.0.9.1 > 192.0.2.10\"} 1\n\
             zlrouter_class_tail_drops_total{port=\"wan\",class=\"be\",color=\"green\"} 3\n";
         let s = summarize(text);
         assert!(s.contains("received 10 forwarded 7"), "{s}");
         assert!(s.contains("dropped: tail 3"), "{s}");
         assert!(s.contains("port lan        rx 10"), "{s}");
+        assert!(
+            s.contains(
+                "port wan        top flow  1 10.0.9.1 > 192.0.2.10                F 93 F/(TP) 4.08 misbehaving"
+            ),
+            "{s}"
+        );
         assert!(
             s.contains("wan/be/green  enqueued 0 sent 0 marked 0 dropped early 0 forced 0 tail 3"),
             "{s}"

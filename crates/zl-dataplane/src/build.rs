@@ -16,6 +16,7 @@ use crate::config::{
 };
 use crate::dataplane::{Dataplane, PortSlot};
 use crate::egress::{port_egress, Threading};
+use crate::flows::{FlowTable, DEFAULT_TOP_FLOWS};
 use crate::forward::Forwarder;
 use crate::mt::{MtParams, MtRouter, RING_PACKETS};
 use crate::port::{FileAccess, GeneratorPort, GeneratorSetup, PcapPort, SinkPort};
@@ -183,13 +184,17 @@ fn build_parts(
             .classes
             .iter()
             .any(|c| matches!(c.buffer, Some(zl_qos::BufferRule::SqrtNLive { .. })));
-        let egress = port_egress(
+        let mut egress = port_egress(
             &qos_params,
             &qos_key,
             cfg.metrics.flow_estimate || live_sizing,
             cfg.metrics.flow_estimate_zombie,
             threading,
         )?;
+        let top_flows = cfg.metrics.top_flows.unwrap_or(DEFAULT_TOP_FLOWS);
+        if egress.zombie.is_some() && top_flows > 0 {
+            egress.flows = Some(FlowTable::new(cfg.parse, top_flows));
+        }
         // Only queues packets can reach hold buffers: a port no route or bridge pair sends
         // to keeps its (empty) engine but adds nothing to the pool.
         if forwarding.is_egress(idx) {

@@ -272,6 +272,11 @@ pub struct MetricsParams {
     /// The estimating list's parameters (M = 1000, p_swap = 0.25, alpha = 1/M by default).
     #[serde(default)]
     pub flow_estimate_zombie: Option<zl_zombie::ZombieParams>,
+    /// Rows of each port's list of flows with the largest occurrence F in its Zombie List
+    /// (`zlrouter flows`, the final table, `zlrouter_top_flow_*`; see `crate::flows`); 10
+    /// by default, 0 turns the flow tracking off. Only ports with a Zombie List have one.
+    #[serde(default)]
+    pub top_flows: Option<usize>,
 }
 
 /// The whole file.

@@ -30,6 +30,7 @@ use zl_wire::{MarkOutcome, PacketInfo, QosHeaders};
 use zl_zombie::{Observation, ZombieConfig, ZombieList, ZombieParams};
 
 use crate::config::{invalid, ConfigError};
+use crate::flows::FlowTable;
 use crate::stats::{DropCause, Fates};
 
 /// Buckets of the queue-length histogram: 0, 1, 2-3, 4-7, ..., >= 2^14.
@@ -132,6 +133,9 @@ pub struct Egress {
     pub zombie: Option<Arc<ZombieList>>,
     /// Queue-length samples per class (every [`QLEN_SAMPLE_EVERY`] rounds), log2 buckets.
     pub qlen_hist: Vec<QueueLengthHistogram>,
+    /// The flows that matter on the port's list, named (only with a list; see
+    /// [`crate::flows`]).
+    pub flows: Option<FlowTable>,
     /// The shaper holds the head packet until then.
     pub held_until: Option<Nanos>,
     /// Packets leaving for the port: what left its queue at once on arrival (see
@@ -148,6 +152,7 @@ impl Egress {
             qos,
             zombie,
             qlen_hist: vec![QueueLengthHistogram::default(); classes],
+            flows: None,
             held_until: None,
             pending: Batch::new(),
         }
@@ -210,6 +215,17 @@ impl Egress {
             h.set_dscp(buf.as_mut_slice(), d);
         }
         let tag = buf.tag;
+        let tracked = match (&mut self.flows, &self.zombie) {
+            (Some(t), Some(list)) => t.arrives(
+                now,
+                meta.flow,
+                observed.filter(|o| o.hit).map(|o| o.occurrence),
+                buf.as_slice(),
+                tag,
+                list,
+            ),
+            _ => None,
+        };
         let mut marked = false;
         let result = self.qos.enqueue_classified_observed(
             now,
@@ -229,12 +245,18 @@ impl Egress {
                 if marked {
                     fates.count(tag, |c| c.marked += 1);
                 }
+                if let (Some(t), Some(way)) = (&mut self.flows, tracked) {
+                    t.decided(way, Ok(marked));
+                }
                 self.cut_through(now, class.class, fates);
                 None
             }
             Err(dropped) => {
                 let cause = DropCause::of_verdict(dropped.verdict).unwrap_or(DropCause::Tail);
                 fates.dropped(&dropped.item, cause);
+                if let (Some(t), Some(way)) = (&mut self.flows, tracked) {
+                    t.decided(way, Err(cause));
+                }
                 Some(dropped.item)
             }
         }

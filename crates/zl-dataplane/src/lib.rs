@@ -17,6 +17,7 @@ pub mod config;
 pub mod control;
 pub mod dataplane;
 pub mod egress;
+pub mod flows;
 pub mod forward;
 pub mod metrics;
 pub mod mt;

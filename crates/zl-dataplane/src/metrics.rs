@@ -23,7 +23,7 @@ use prometheus_client::registry::Registry;
 use zl_core::Nanos;
 
 pub use crate::control::{ControlError, ControlThread};
-use crate::snapshot::{qlen_bounds, sojourn_bounds_s, PortSnapshot, Snapshot};
+use crate::snapshot::{qlen_bounds, sojourn_bounds_s, FlowSnapshot, PortSnapshot, Snapshot};
 use crate::stats::DropCause;
 use crate::view::RouterView;
 
@@ -170,6 +170,27 @@ impl ScalarValue for f64 {
 
 fn port_label(p: &PortSnapshot) -> Labels {
     vec![("port", p.name.clone())]
+}
+
+/// The series of each port's top flows: `{port, rank, flow}`, rank 1 = largest F, `flow` the
+/// key as text (or the hex id of a flow that is not tracked). Bounded: at most
+/// `metrics.top_flows` ranks per port, whichever flows hold them.
+fn top_flow_series<'a, V>(
+    s: &'a Snapshot,
+    value: impl Fn(&FlowSnapshot) -> V + Copy + 'a,
+) -> impl Iterator<Item = (Labels, V)> + 'a {
+    s.ports.iter().flat_map(move |p| {
+        p.top_flows.iter().enumerate().map(move |(i, f)| {
+            (
+                vec![
+                    ("port", p.name.clone()),
+                    ("rank", (i + 1).to_string()),
+                    ("flow", f.key.clone().unwrap_or_else(|| f.id.clone())),
+                ],
+                value(f),
+            )
+        })
+    })
 }
 
 impl Collector for SnapshotCollector {
@@ -411,6 +432,50 @@ impl Collector for SnapshotCollector {
             s.ports
                 .iter()
                 .filter_map(|p| Some((port_label(p), p.zombie?.table_full_events))),
+        )?;
+        f.scalar(
+            "zlrouter_top_flow_occurrence",
+            "Top flows of the egress Zombie List: F, the flow's occurrence.",
+            Gauge,
+            top_flow_series(s, |f| f.occurrence),
+        )?;
+        f.scalar(
+            "zlrouter_top_flow_relative_occurrence",
+            "Top flows: F / (T P(t)), the occurrence over the mean per flow (> 1: misbehaving, eq. 4).",
+            Gauge,
+            top_flow_series(s, |f| f.relative_occurrence),
+        )?;
+        f.scalar(
+            "zlrouter_top_flow_misbehaving",
+            "Top flows: 1 when F > T P(t) (eq. 4), else 0.",
+            Gauge,
+            top_flow_series(s, |f| u64::from(f.misbehaving)),
+        )?;
+        f.scalar(
+            "zlrouter_top_flow_packets",
+            "Top flows: packets offered to the egress since the flow was first seen.",
+            Gauge,
+            top_flow_series(s, |f| f.packets),
+        )?;
+        f.scalar(
+            "zlrouter_top_flow_dropped_packets",
+            "Top flows: packets dropped at the egress since the flow was first seen, by cause.",
+            Gauge,
+            s.ports.iter().flat_map(|p| {
+                p.top_flows.iter().enumerate().flat_map(move |(i, f)| {
+                    f.drops.iter().filter(|(_, &n)| n > 0).map(move |(c, &n)| {
+                        (
+                            vec![
+                                ("port", p.name.clone()),
+                                ("rank", (i + 1).to_string()),
+                                ("flow", f.key.clone().unwrap_or_else(|| f.id.clone())),
+                                ("cause", c.clone()),
+                            ],
+                            n,
+                        )
+                    })
+                })
+            }),
         )?;
         f.scalar(
             "zlrouter_group_packets_total",

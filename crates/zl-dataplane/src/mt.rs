@@ -720,4 +720,7 @@ impl RouterView for MtRouter {
     fn zombie_list(&self, port: usize) -> Option<&ZombieList> {
         self.zombie(port)
     }
+    fn flow_table(&self, port: usize) -> Option<&crate::flows::FlowTable> {
+        self.egress.get(port)?.flows.as_ref()
+    }
 }

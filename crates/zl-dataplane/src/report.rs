@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use crate::snapshot::Snapshot;
+use crate::snapshot::{FlowSnapshot, Snapshot};
 use crate::stats::DropCause;
 
 fn rate(bytes: u64, secs: f64) -> String {
@@ -147,6 +147,16 @@ pub fn render(snap: &Snapshot) -> String {
             );
         }
     }
+    let flows: Vec<(&str, &[FlowSnapshot])> = snap
+        .ports
+        .iter()
+        .filter(|p| !p.top_flows.is_empty())
+        .map(|p| (p.name.as_str(), p.top_flows.as_slice()))
+        .collect();
+    if !flows.is_empty() {
+        let _ = writeln!(out);
+        out.push_str(&render_flows(&flows, usize::MAX));
+    }
     let _ = writeln!(out, "\n== fate of every received packet");
     let mut causes = String::new();
     for c in DropCause::ALL {
@@ -167,5 +177,52 @@ pub fn render(snap: &Snapshot) -> String {
         t.queued,
         t.marked
     );
+    out
+}
+
+/// The top flows of each port (at most `top` rows each), as `zlrouter flows` and the final
+/// table show them.
+pub fn render_flows(ports: &[(&str, &[FlowSnapshot])], top: usize) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "== top flows by occurrence F in the Zombie List (share F/T; F/(T P(t)) > 1: misbehaving, eq. 4; packets and drops at the egress since first seen)"
+    );
+    for (name, flows) in ports {
+        let _ = writeln!(out, "port {name}:");
+        let _ = writeln!(
+            out,
+            "  {:>2} {:<36} {:>6} {:>7} {:>8} {:<11} {:>9} {:>8} {:>8}  drops by cause",
+            "#", "flow", "F", "F/T", "F/(TP)", "", "packets", "dropped", "marked"
+        );
+        for (i, f) in flows.iter().take(top).enumerate() {
+            let name = match (&f.key, &f.group) {
+                (Some(k), Some(g)) => format!("{k} [{g}]"),
+                (Some(k), None) => k.clone(),
+                (None, _) => format!("id {} (not tracked)", f.id),
+            };
+            let dropped: u64 = f.drops.values().sum();
+            let causes: Vec<String> = f
+                .drops
+                .iter()
+                .filter(|(_, &n)| n > 0)
+                .map(|(c, n)| format!("{c} {n}"))
+                .collect();
+            let _ = writeln!(
+                out,
+                "  {:>2} {:<36} {:>6} {:>7.4} {:>8.2} {:<11} {:>9} {:>8} {:>8}  {}",
+                i + 1,
+                name,
+                f.occurrence,
+                f.share,
+                f.relative_occurrence,
+                if f.misbehaving { "misbehaving" } else { "" },
+                f.packets,
+                dropped,
+                f.marked,
+                causes.join(" ")
+            );
+        }
+    }
     out
 }

@@ -17,8 +17,10 @@ use serde::Serialize;
 use zl_core::{Color, Nanos};
 use zl_port::PortCounters;
 use zl_qos::{ColorStats, SojournHistogram, SOJOURN_BUCKETS};
+use zl_wire::FlowKeyKind;
 
 use crate::dataplane::QLEN_BUCKETS;
+use crate::flows::key_text;
 use crate::stats::{DropCause, FateCounters};
 use crate::view::RouterView;
 
@@ -55,6 +57,42 @@ pub struct PortSnapshot {
     /// The egress Zombie List, when the port has one.
     pub zombie: Option<ZombieSnapshot>,
     pub classes: Vec<ClassSnapshot>,
+    /// The flows with the largest occurrence F in the port's Zombie List, largest first
+    /// (`metrics.top_flows` rows; empty without a list).
+    pub top_flows: Vec<FlowSnapshot>,
+}
+
+/// One flow of a port's top list (see `crate::flows`).
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+pub struct FlowSnapshot {
+    /// The flow's 64-bit id (the hash the Zombie List keys), hex.
+    pub id: String,
+    /// The key fields the id hashes, as text (`10.0.9.1 > 192.0.2.10` for `src-dst`);
+    /// `null` when the flow is in the list but not tracked (see `crate::flows`).
+    pub key: Option<String>,
+    pub src: Option<String>,
+    pub dst: Option<String>,
+    pub protocol: Option<u8>,
+    pub src_port: Option<u16>,
+    pub dst_port: Option<u16>,
+    /// The generator flow group its packets belong to, when generated.
+    pub group: Option<String>,
+    /// F: its occurrence in the list.
+    pub occurrence: u64,
+    /// F / T: its share of the list.
+    pub share: f64,
+    /// F / (T P(t)): its occurrence over the mean occurrence per flow (1 = its fair share).
+    pub relative_occurrence: f64,
+    /// Eq. (4) of spec/01: `F > T P(t)`.
+    pub misbehaving: bool,
+    /// Since when its counters count (the loop's clock, seconds); `null` when not tracked.
+    pub first_seen_s: Option<f64>,
+    /// Packets offered to this egress since first seen.
+    pub packets: u64,
+    pub bytes: u64,
+    pub marked: u64,
+    /// Drops at this egress since first seen, by cause.
+    pub drops: BTreeMap<String, u64>,
 }
 
 /// The egress classifier's counters (`zl_qos::ClassifierStats`).
@@ -241,7 +279,56 @@ fn port(view: &dyn RouterView, p: usize) -> PortSnapshot {
             table_full_events: z.table_full_events(),
         }),
         classes,
+        top_flows: top_flows(view, p),
     }
+}
+
+fn top_flows(view: &dyn RouterView, p: usize) -> Vec<FlowSnapshot> {
+    let (Some(table), Some(list)) = (view.flow_table(p), view.zombie_list(p)) else {
+        return Vec::new();
+    };
+    let kind = table.key_kind();
+    let total = list.total_occurrence();
+    let p_hit = list.hit_frequency();
+    let groups = view.groups();
+    table
+        .top(list)
+        .into_iter()
+        .map(|t| {
+            let f = t.occurrence as f64;
+            let mean = total as f64 * p_hit;
+            let r = t.record.as_ref();
+            let k = r.map(|r| r.key);
+            let five = kind == FlowKeyKind::FiveTuple;
+            FlowSnapshot {
+                id: format!("{:016x}", t.id.0),
+                key: r.map(|r| key_text(&r.key, kind)),
+                src: k.map(|k| k.src.to_string()),
+                dst: k
+                    .filter(|_| kind != FlowKeyKind::Src)
+                    .map(|k| k.dst.to_string()),
+                protocol: k.filter(|_| five).map(|k| k.protocol),
+                src_port: k.filter(|_| five).and_then(|k| k.ports).map(|p| p.src),
+                dst_port: k.filter(|_| five).and_then(|k| k.ports).map(|p| p.dst),
+                group: r.and_then(|r| {
+                    let g = (r.tag as usize).checked_sub(1)?;
+                    Some(groups.get(g)?.name.clone())
+                }),
+                occurrence: t.occurrence,
+                share: if total == 0 { 0.0 } else { f / total as f64 },
+                relative_occurrence: if mean > 0.0 { f / mean } else { 0.0 },
+                misbehaving: f > mean,
+                first_seen_s: r.map(|r| r.first_seen.as_secs_f64()),
+                packets: r.map_or(0, |r| r.packets),
+                bytes: r.map_or(0, |r| r.bytes),
+                marked: r.map_or(0, |r| r.marked),
+                drops: DropCause::ALL
+                    .iter()
+                    .map(|&c| (c.name().to_owned(), r.map_or(0, |r| r.drops[c.index()])))
+                    .collect(),
+            }
+        })
+        .collect()
 }
 
 impl Snapshot {

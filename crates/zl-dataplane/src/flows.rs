@@ -1,0 +1,375 @@
+//! Misbehaving flows, named (issue 12): the flow keys and per-flow counters of the flows that
+//! matter at one egress port, kept beside their 64-bit [`FlowId`]s so that the top of the
+//! port's Zombie List can be listed as addresses and ports (`zlrouter flows`, the final table,
+//! `/stats.json`, the `zlrouter_top_flow_*` series).
+//!
+//! The Zombie List itself holds only hashed ids; which flows matter is its business: a flow
+//! whose occurrence F is large is one whose arrivals keep hitting (SRED's Hit(t)). So a flow
+//! is *claimed* into this table on a hit, and only then is its frame parsed for its key (the
+//! hash of that key is checked against the id, so a name is never wrong). Every other packet
+//! pays one lookup in a small 2-way set-associative array of ids (4 KiB per port with the
+//! default 256 sets), a compare, and for a tracked flow its counters: measured in
+//! docs/performance/dataplane.md.
+//!
+//! decided: a set's victim on a claim is an empty way, else the way whose flow has the lower
+//! F now (read from the list, on the claim only), and only if that F is below the claimer's:
+//! so the flows with the largest F stay. The counters of a flow start when it is claimed
+//! ("since first seen") and count what this port's egress decided for its packets: offered,
+//! admitted with a mark, and the egress drop causes (early, forced, tail); drops decided
+//! before the egress (no route, TTL) have no egress port and are not per flow.
+//!
+//! The top K ([`FlowTable::top`]) is read off the list's zombies (F of every flow in it, so
+//! a flow that is in the list but not tracked here still shows, without a key), at the
+//! snapshot's low rate, never per packet.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+use zl_core::{FlowId, Nanos};
+use zl_wire::{FlowKey, FlowKeyKind, ParseConfig};
+use zl_zombie::ZombieList;
+
+use crate::stats::DropCause;
+
+/// Sets of the table (two ways each): 512 flows tracked per port.
+pub const FLOW_SETS: usize = 256;
+
+/// The default K of the top list (`metrics.top_flows`).
+pub const DEFAULT_TOP_FLOWS: usize = 10;
+
+/// What one tracked flow's packets met at this egress since it was claimed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowRecord {
+    pub id: FlowId,
+    /// Its key fields, as parsed from the packet that claimed it.
+    pub key: FlowKey,
+    /// The generator flow group of that packet (its buffer's tag, 0 = none).
+    pub tag: u32,
+    /// When it was claimed.
+    pub first_seen: Nanos,
+    /// Packets offered to this egress (admitted + dropped here).
+    pub packets: u64,
+    pub bytes: u64,
+    /// Admitted with a congestion mark.
+    pub marked: u64,
+    /// Drops at this egress, by [`DropCause::index`].
+    pub drops: [u64; DropCause::ALL.len()],
+}
+
+/// One row of the top list: a flow's F in the list now and what the table knows about it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TopFlow {
+    pub id: FlowId,
+    /// F: the flow's occurrence in the Zombie List.
+    pub occurrence: u64,
+    /// Its record, when the flow is tracked.
+    pub record: Option<FlowRecord>,
+}
+
+/// The tracked flows of one egress port.
+#[derive(Clone, Debug)]
+pub struct FlowTable {
+    /// `ids[2 * set + way]`; valid only where `records` holds a flow (checked on a match).
+    ids: Vec<FlowId>,
+    records: Vec<Option<FlowRecord>>,
+    parse: ParseConfig,
+    top_k: usize,
+}
+
+impl FlowTable {
+    /// A table whose claims parse frames with `parse` (its flow key kind and seed are the
+    /// ones the ids were made with) and whose top list has `top_k` rows.
+    pub fn new(parse: ParseConfig, top_k: usize) -> Self {
+        FlowTable {
+            ids: vec![FlowId(0); 2 * FLOW_SETS],
+            records: vec![None; 2 * FLOW_SETS],
+            parse: ParseConfig {
+                verify_ipv4_checksum: false,
+                ..parse
+            },
+            top_k,
+        }
+    }
+
+    /// The flow key kind the ids were hashed from.
+    pub fn key_kind(&self) -> FlowKeyKind {
+        self.parse.flow_key
+    }
+
+    pub fn top_k(&self) -> usize {
+        self.top_k
+    }
+
+    #[inline]
+    fn set_of(flow: FlowId) -> usize {
+        2 * (flow.0 as usize % FLOW_SETS)
+    }
+
+    /// The way of `flow`, when it is tracked: one or two compares per packet.
+    #[inline]
+    fn find(&self, flow: FlowId) -> Option<usize> {
+        let s = Self::set_of(flow);
+        let way = if self.ids[s] == flow {
+            s
+        } else if self.ids[s + 1] == flow {
+            s + 1
+        } else {
+            return None;
+        };
+        self.records[way].is_some().then_some(way)
+    }
+
+    /// A packet of `flow` arriving at this egress, before its admission: claims the flow on
+    /// a hit in the list (parsing `frame` for its key) and counts the packet when the flow is
+    /// tracked. Returns the way, for [`FlowTable::decided`].
+    #[inline]
+    pub fn arrives(
+        &mut self,
+        now: Nanos,
+        flow: FlowId,
+        hit_with: Option<u64>,
+        frame: &[u8],
+        tag: u32,
+        list: &ZombieList,
+    ) -> Option<usize> {
+        let way = match self.find(flow) {
+            Some(w) => Some(w),
+            None => match hit_with {
+                Some(f) => self.claim(now, flow, f, frame, tag, list),
+                None => None,
+            },
+        }?;
+        if let Some(r) = &mut self.records[way] {
+            r.packets += 1;
+            r.bytes += frame.len() as u64;
+        }
+        Some(way)
+    }
+
+    /// What the egress decided for the packet [`FlowTable::arrives`] counted in `way`:
+    /// `Ok(marked)` when admitted, `Err(cause)` when dropped.
+    #[inline]
+    pub fn decided(&mut self, way: usize, outcome: Result<bool, DropCause>) {
+        if let Some(r) = &mut self.records[way] {
+            match outcome {
+                Ok(true) => r.marked += 1,
+                Ok(false) => {}
+                Err(cause) => r.drops[cause.index()] += 1,
+            }
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn claim(
+        &mut self,
+        now: Nanos,
+        flow: FlowId,
+        occurrence: u64,
+        frame: &[u8],
+        tag: u32,
+        list: &ZombieList,
+    ) -> Option<usize> {
+        let s = Self::set_of(flow);
+        let victim = match (&self.records[s], &self.records[s + 1]) {
+            (None, _) => s,
+            (_, None) => s + 1,
+            (Some(a), Some(b)) => {
+                let (fa, fb) = (list.occurrence(a.id), list.occurrence(b.id));
+                let (way, f) = if fa <= fb { (s, fa) } else { (s + 1, fb) };
+                if f >= occurrence {
+                    return None;
+                }
+                way
+            }
+        };
+        let info = zl_wire::parse(frame, &self.parse).ok()?;
+        let key = FlowKey {
+            src: info.src,
+            dst: info.dst,
+            protocol: info.protocol,
+            ports: info.ports,
+        };
+        // The id must name this key (a frame the forwarder parsed differently, e.g. a
+        // rewritten one, is not claimed).
+        if key.hash(self.parse.flow_key, self.parse.hash_seed) != flow {
+            return None;
+        }
+        self.ids[victim] = flow;
+        self.records[victim] = Some(FlowRecord {
+            id: flow,
+            key,
+            tag,
+            first_seen: now,
+            packets: 0,
+            bytes: 0,
+            marked: 0,
+            drops: [0; DropCause::ALL.len()],
+        });
+        Some(victim)
+    }
+
+    /// The record of `flow`, when tracked.
+    pub fn record(&self, flow: FlowId) -> Option<&FlowRecord> {
+        self.find(flow).and_then(|w| self.records[w].as_ref())
+    }
+
+    /// The `top_k` flows of `list` by F (ties by id, so the order is deterministic), with
+    /// their records. Reads every zombie: call it at a snapshot's rate, not per packet.
+    pub fn top(&self, list: &ZombieList) -> Vec<TopFlow> {
+        let mut f: HashMap<FlowId, u64> = HashMap::new();
+        for z in list.zombies() {
+            *f.entry(z.flow).or_default() += z.count + 1;
+        }
+        let mut all: Vec<(FlowId, u64)> = f.into_iter().collect();
+        all.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        all.truncate(self.top_k);
+        all.into_iter()
+            .map(|(id, occurrence)| TopFlow {
+                id,
+                occurrence,
+                record: self.record(id).cloned(),
+            })
+            .collect()
+    }
+}
+
+/// The key as an operator reads it, with the fields the flow key kind hashes: `10.0.9.1`
+/// (src), `10.0.9.1 > 192.0.2.10` (src-dst), `udp 10.0.9.1:4000 > 192.0.2.10:9` (5-tuple).
+pub fn key_text(key: &FlowKey, kind: FlowKeyKind) -> String {
+    let addr = |a: IpAddr, port: Option<u16>| match (a, port) {
+        (IpAddr::V4(a), Some(p)) => format!("{a}:{p}"),
+        (IpAddr::V6(a), Some(p)) => format!("[{a}]:{p}"),
+        (a, None) => a.to_string(),
+    };
+    match kind {
+        FlowKeyKind::Src => key.src.to_string(),
+        FlowKeyKind::SrcDst => format!("{} > {}", key.src, key.dst),
+        FlowKeyKind::FiveTuple => {
+            let proto = match key.protocol {
+                6 => "tcp".to_owned(),
+                17 => "udp".to_owned(),
+                1 => "icmp".to_owned(),
+                58 => "icmpv6".to_owned(),
+                p => format!("proto {p}"),
+            };
+            format!(
+                "{proto} {} > {}",
+                addr(key.src, key.ports.map(|p| p.src)),
+                addr(key.dst, key.ports.map(|p| p.dst))
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use zl_zombie::ZombieParams;
+
+    fn frame(src: [u8; 4]) -> Vec<u8> {
+        let mut f = vec![0u8; 64];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        let ip = &mut f[14..34];
+        ip[0] = 0x45;
+        ip[2..4].copy_from_slice(&50u16.to_be_bytes());
+        ip[8] = 64;
+        ip[9] = 17;
+        ip[12..16].copy_from_slice(&src);
+        ip[16..20].copy_from_slice(&[192, 0, 2, 10]);
+        f[34..36].copy_from_slice(&4000u16.to_be_bytes());
+        f[36..38].copy_from_slice(&9u16.to_be_bytes());
+        f[38..40].copy_from_slice(&30u16.to_be_bytes());
+        f
+    }
+
+    /// Four heavy sources among 200 light ones: the top 4 by F are the heavy ones, named by
+    /// their addresses, and their counters count every packet since they were claimed.
+    #[test]
+    fn heavy_flows_are_claimed_named_and_on_top() {
+        let parse = ParseConfig {
+            verify_ipv4_checksum: false,
+            ..Default::default()
+        };
+        let list = ZombieList::new(ZombieParams::default().validate().unwrap());
+        let mut table = FlowTable::new(parse, 4);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let frames: Vec<Vec<u8>> = (0..204u32)
+            .map(|i| frame([10, 0, (i / 250) as u8, (i % 250) as u8 + 1]))
+            .collect();
+        let ids: Vec<FlowId> = frames
+            .iter()
+            .map(|f| zl_wire::parse(f, &parse).unwrap().flow)
+            .collect();
+        let mut offered = [0u64; 4];
+        for n in 0..200_000u64 {
+            // Flows 200..204 send 20 times as often as each of the others.
+            let i = if n % 3 == 0 {
+                (n / 3 % 200) as usize
+            } else {
+                200 + (n % 4) as usize
+            };
+            let obs = list.observe(ids[i], Nanos(n), &mut rng);
+            let way = table.arrives(
+                Nanos(n),
+                ids[i],
+                obs.hit.then_some(obs.occurrence),
+                &frames[i],
+                0,
+                &list,
+            );
+            if let Some(w) = way {
+                table.decided(w, Err(DropCause::Early));
+                if i >= 200 {
+                    offered[i - 200] += 1;
+                }
+            }
+        }
+        let top = table.top(&list);
+        assert_eq!(top.len(), 4);
+        let mut names: Vec<String> = top
+            .iter()
+            .map(|t| key_text(&t.record.as_ref().unwrap().key, FlowKeyKind::SrcDst))
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "10.0.0.201 > 192.0.2.10",
+                "10.0.0.202 > 192.0.2.10",
+                "10.0.0.203 > 192.0.2.10",
+                "10.0.0.204 > 192.0.2.10"
+            ]
+        );
+        for t in &top {
+            let r = t.record.as_ref().unwrap();
+            let i = ids.iter().position(|&id| id == r.id).unwrap() - 200;
+            assert_eq!(r.packets, offered[i]);
+            assert_eq!(r.drops[DropCause::Early.index()], offered[i]);
+            // Claimed early: a heavy flow hits within its first few hundred packets.
+            assert!(r.packets > 49_000 - 1_000, "{r:?}");
+        }
+    }
+
+    #[test]
+    fn key_text_shows_the_hashed_fields() {
+        let f = frame([10, 0, 9, 1]);
+        let parse = ParseConfig {
+            verify_ipv4_checksum: false,
+            ..Default::default()
+        };
+        let info = zl_wire::parse(&f, &parse).unwrap();
+        let key = FlowKey {
+            src: info.src,
+            dst: info.dst,
+            protocol: info.protocol,
+            ports: info.ports,
+        };
+        assert_eq!(key_text(&key, FlowKeyKind::Src), "10.0.9.1");
+        assert_eq!(
+            key_text(&key, FlowKeyKind::FiveTuple),
+            "udp 10.0.9.1:4000 > 192.0.2.10:9"
+        );
+    }
+}
