@@ -197,7 +197,10 @@ fn pipeline_cpu(c: &mut Criterion<ThreadCpuTime>) {
     let no_estimate = CONFIG.replace("flow_estimate = true", "flow_estimate = false");
     bench_variant(&mut g, "zlred_no_flow_estimate_64B_burst32", &no_estimate);
     // The named top flows (crate::flows) off: what tracking them costs per packet.
-    let no_top = CONFIG.replace("flow_estimate = true", "flow_estimate = true\ntop_flows = 0");
+    let no_top = CONFIG.replace(
+        "flow_estimate = true",
+        "flow_estimate = true\ntop_flows = 0",
+    );
     bench_variant(&mut g, "zlred_no_top_flows_64B_burst32", &no_top);
     g.finish();
 }

@@ -11,6 +11,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use zl_core::Nanos;
 use zl_port::{BufPool, Port, BATCH_CAPACITY, DEFAULT_BUF_SIZE};
 
+use crate::capture::{CaptureTap, CaptureWriter};
 use crate::config::{
     invalid, parse_mac, ConfigError, PortKind, PortParams, RouterConfig, MAX_POOL_BUFFERS,
 };
@@ -89,7 +90,11 @@ fn build_dataplane(
 ) -> Result<Dataplane, BuildError> {
     let parts = build_parts(cfg, base, supply, Threading::Single, access)?;
     let pool = BufPool::new(parts.pool_buffers, DEFAULT_BUF_SIZE);
-    Dataplane::new(
+    let capture = match access {
+        FileAccess::Open => start_capture(cfg, base, &parts.slots)?,
+        FileAccess::CheckOnly => None,
+    };
+    let mut dp = Dataplane::new(
         parts.slots,
         pool,
         parts.forwarder,
@@ -98,7 +103,28 @@ fn build_dataplane(
         parts.groups,
     )
     // `validate` has checked every route's and bridge peer's port.
-    .map_err(|e| invalid("routes", e.port, e.to_string()).into())
+    .map_err(|e| invalid("routes", e.port, e.to_string()))?;
+    if let Some((tap, writer)) = capture {
+        dp.set_capture(tap, writer);
+    }
+    Ok(dp)
+}
+
+/// Starts the drop capture of `cfg`, if it has one, with the names of its ports and classes.
+fn start_capture(
+    cfg: &RouterConfig,
+    base: &Path,
+    slots: &[PortSlot],
+) -> Result<Option<(CaptureTap, CaptureWriter)>, BuildError> {
+    let Some(params) = &cfg.capture else {
+        return Ok(None);
+    };
+    let ports = slots.iter().map(|s| s.port.name().to_owned()).collect();
+    let classes = slots
+        .iter()
+        .map(|s| s.egress.qos.class_names().to_vec())
+        .collect();
+    Ok(Some(CaptureWriter::start(params, base, ports, classes)?))
 }
 
 /// Builds the threaded router of `cfg` with `rx_workers` receive workers (ports supplied as
@@ -119,6 +145,7 @@ pub fn build_threaded(
         .into());
     }
     let parts = build_parts(cfg, base, supply, Threading::Threaded, FileAccess::Open)?;
+    let capture = start_capture(cfg, base, &parts.slots)?;
     let pool_per_worker = match cfg.run.pool_buffers {
         Some(n) => n as usize,
         None => {
@@ -132,12 +159,11 @@ pub fn build_threaded(
         work_budget: cfg.run.work_budget.max(1) as usize,
         seed: cfg.run.seed,
     };
-    Ok(MtRouter::new(
-        parts.slots,
-        parts.forwarder,
-        parts.groups,
-        params,
-    ))
+    let mut router = MtRouter::new(parts.slots, parts.forwarder, parts.groups, params);
+    if let Some((tap, writer)) = capture {
+        router.set_capture(tap, writer);
+    }
+    Ok(router)
 }
 
 /// What both routers are assembled from.

@@ -303,6 +303,10 @@ pub struct RouterConfig {
     pub qos: Option<QosParams>,
     #[serde(default)]
     pub metrics: MetricsParams,
+    /// `[capture]`: dropped (and optionally marked) packets to a pcapng file, with their
+    /// causes (`crate::capture`).
+    #[serde(default)]
+    pub capture: Option<crate::capture::CaptureParams>,
     /// `[dpdk]`: the EAL of every DPDK port (`zl_dpdk::EalConfig`), passed to the binary
     /// unread; without it the binary uses `--no-huge --no-pci` defaults.
     #[serde(default)]
@@ -400,6 +404,9 @@ impl RouterConfig {
         self.parse
             .validate()
             .map_err(|e| invalid(format!("parse.{}", e.param), e.value, e.expected))?;
+        if let Some(c) = &self.capture {
+            c.validate()?;
+        }
         self.priority.build()?;
         if self.ports.is_empty() {
             return Err(invalid("ports", "[]", "at least one [[ports]] entry"));

@@ -30,6 +30,7 @@ use zl_core::Nanos;
 use zl_port::{Batch, BufPool, PacketBuf, PortCounters, PortError, Readiness};
 
 use crate::build::BoxedPort;
+use crate::capture::{CaptureStats, CaptureTap, CaptureWriter};
 use crate::config::Forwarding;
 use crate::egress::{Egress, Link};
 use crate::forward::Forwarder;
@@ -124,6 +125,8 @@ pub struct Dataplane {
     /// Scratch for released / expired waiting packets (no allocation per poll once grown).
     released: Vec<(u16, zl_wire::MacAddr, PacketBuf)>,
     expired: Vec<PacketBuf>,
+    /// The drop capture's writer thread (`[capture]`), closed at the end of a run.
+    capture: Option<CaptureWriter>,
 }
 
 /// How long a next hop's packets wait for its MAC: the kernel gives up after
@@ -164,7 +167,20 @@ impl Dataplane {
             ),
             released: Vec::new(),
             expired: Vec::new(),
+            capture: None,
         })
+    }
+
+    /// The drop capture's counters, when capturing.
+    pub fn capture_stats(&self) -> Option<CaptureStats> {
+        self.capture.as_ref().map(CaptureWriter::stats)
+    }
+
+    /// Captures drops through `tap` (counted where [`Fates`] counts them), written by
+    /// `writer`'s thread.
+    pub fn set_capture(&mut self, tap: CaptureTap, writer: CaptureWriter) {
+        self.fates.capture = Some(tap);
+        self.capture = Some(writer);
     }
 
     /// Kernel routing (`[routing] source = "kernel"`): dumps the kernel's main table and
@@ -290,6 +306,7 @@ impl Dataplane {
     /// tick and a last transmit. Returns the packets received.
     pub fn poll(&mut self, now: Nanos) -> Result<usize, PortError> {
         self.now = now;
+        self.fates.set_clock(now);
         self.polls = self.polls.wrapping_add(1);
         self.follow_table(now);
         let mut rx = self.rx.take().unwrap_or_default();
@@ -467,6 +484,9 @@ impl Dataplane {
         observer: &mut dyn Observer,
     ) -> Result<StopReason, PortError> {
         let shut = self.shutdown();
+        if let Some(c) = &mut self.capture {
+            c.close();
+        }
         observer.progress(self.now, self);
         let reason = reason?;
         shut?;

@@ -227,6 +227,7 @@ impl Egress {
             _ => None,
         };
         let mut marked = false;
+        let color = class.color;
         let result = self.qos.enqueue_classified_observed(
             now,
             rng,
@@ -237,14 +238,14 @@ impl Egress {
                 if let Some(h) = headers {
                     marked = h.mark(b.as_mut_slice());
                 }
+                if marked {
+                    fates.marked(b, class.class, color);
+                }
             },
             observed,
         );
         match result {
             Ok(_) => {
-                if marked {
-                    fates.count(tag, |c| c.marked += 1);
-                }
                 if let (Some(t), Some(way)) = (&mut self.flows, tracked) {
                     t.decided(way, Ok(marked));
                 }
@@ -253,7 +254,7 @@ impl Egress {
             }
             Err(dropped) => {
                 let cause = DropCause::of_verdict(dropped.verdict).unwrap_or(DropCause::Tail);
-                fates.dropped(&dropped.item, cause);
+                fates.dropped_in(&dropped.item, cause, class.class, color);
                 if let (Some(t), Some(way)) = (&mut self.flows, tracked) {
                     t.decided(way, Err(cause));
                 }

@@ -13,6 +13,7 @@
 #![forbid(unsafe_code)]
 
 pub mod build;
+pub mod capture;
 pub mod config;
 pub mod control;
 pub mod dataplane;

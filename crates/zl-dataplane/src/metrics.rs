@@ -496,6 +496,26 @@ impl Collector for SnapshotCollector {
                 })
             }),
         )?;
+        if let Some(c) = &s.capture {
+            f.scalar(
+                "zlrouter_capture_packets_total",
+                "Drop capture: packets written, or not captured (overflow: the writer's ring was full; rate_limited: capture.rate_pps; write_error).",
+                Counter,
+                [
+                    ("written", c.written),
+                    ("overflow", c.overflow),
+                    ("rate_limited", c.rate_limited),
+                    ("write_error", c.write_errors),
+                ]
+                .map(|(r, n)| (vec![("result", r.to_owned())], n)),
+            )?;
+            f.scalar(
+                "zlrouter_capture_files_total",
+                "Drop capture: files started (1 + rotations).",
+                Counter,
+                [(Vec::new(), c.files)],
+            )?;
+        }
         f.scalar(
             "zlrouter_metrics_accept_errors_total",
             "Connections the metrics endpoint failed to accept (e.g. out of file descriptors); \

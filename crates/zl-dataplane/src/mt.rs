@@ -64,6 +64,7 @@ use zl_wire::QosHeaders;
 use zl_zombie::{Observation, ZombieConfig, ZombieList};
 
 use crate::build::{stream_seed, BoxedPort};
+use crate::capture::{CaptureStats, CaptureTap, CaptureWriter};
 use crate::dataplane::{PortSlot, StopReason};
 use crate::egress::{Egress, Link, QueueLengthHistogram};
 use crate::forward::Forwarder;
@@ -143,6 +144,8 @@ pub struct MtRouter {
     /// Packets in the rings, as of the last progress report (0 after a run).
     in_rings: u64,
     now: Nanos,
+    /// The drop capture's writer thread (`[capture]`), closed at the end of a run.
+    capture: Option<CaptureWriter>,
 }
 
 /// The receive side's shared state, borrowed by every worker for the length of a run.
@@ -224,7 +227,21 @@ impl MtRouter {
             rx: Vec::new(),
             in_rings: 0,
             now: Nanos::ZERO,
+            capture: None,
         }
+    }
+
+    /// Captures drops through `tap` (every worker's counters carry a copy), written by
+    /// `writer`'s thread.
+    pub fn set_capture(&mut self, tap: CaptureTap, writer: CaptureWriter) {
+        self.fates.capture = Some(tap.clone());
+        self.tx_fates.capture = Some(tap);
+        self.capture = Some(writer);
+    }
+
+    /// The drop capture's counters, when capturing.
+    pub fn capture_stats(&self) -> Option<CaptureStats> {
+        self.capture.as_ref().map(CaptureWriter::stats)
     }
 
     pub fn params(&self) -> &MtParams {
@@ -383,6 +400,9 @@ impl MtRouter {
         }
         self.in_rings = 0;
         self.counters = self.ports.iter().map(|p| p.counters()).collect();
+        if let Some(c) = &mut self.capture {
+            c.close();
+        }
         observer.progress(self.now, self);
         match error {
             Some(e) => Err(e),
@@ -414,6 +434,7 @@ impl MtRouter {
         loop {
             let now = clock().max(self.now);
             self.now = now;
+            self.tx_fates.set_clock(now);
             rounds = rounds.wrapping_add(1);
             let mut moved = 0usize;
             for (p, egress) in self.egress.iter_mut().enumerate() {
@@ -579,6 +600,7 @@ where
             }
         }
         let now = clock();
+        counts.set_clock(now);
         let mut got = 0;
         let ring_full_before = counts.totals.drops_of(DropCause::RingFull);
         for (k, &p) in mine.iter().enumerate() {
@@ -722,5 +744,8 @@ impl RouterView for MtRouter {
     }
     fn flow_table(&self, port: usize) -> Option<&crate::flows::FlowTable> {
         self.egress.get(port)?.flows.as_ref()
+    }
+    fn capture_stats(&self) -> Option<CaptureStats> {
+        MtRouter::capture_stats(self)
     }
 }

@@ -157,6 +157,13 @@ pub fn render(snap: &Snapshot) -> String {
         let _ = writeln!(out);
         out.push_str(&render_flows(&flows, usize::MAX));
     }
+    if let Some(c) = &snap.capture {
+        let _ = writeln!(
+            out,
+            "\n== drop capture: written {} in {} file(s); not captured: capture_overflow {} rate_limited {} write_errors {}",
+            c.written, c.files, c.overflow, c.rate_limited, c.write_errors
+        );
+    }
     let _ = writeln!(out, "\n== fate of every received packet");
     let mut causes = String::new();
     for c in DropCause::ALL {

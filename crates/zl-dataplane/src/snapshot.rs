@@ -19,6 +19,7 @@ use zl_port::PortCounters;
 use zl_qos::{ColorStats, SojournHistogram, SOJOURN_BUCKETS};
 use zl_wire::FlowKeyKind;
 
+use crate::capture::CaptureStats;
 use crate::dataplane::QLEN_BUCKETS;
 use crate::flows::key_text;
 use crate::stats::{DropCause, FateCounters};
@@ -36,6 +37,9 @@ pub struct Snapshot {
     pub ports: Vec<PortSnapshot>,
     pub totals: TotalsSnapshot,
     pub groups: Vec<GroupSnapshot>,
+    /// The drop capture's counters (`[capture]`; absent without one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capture: Option<CaptureStats>,
 }
 
 /// One port: its I/O counters and its egress (classes, Zombie List).
@@ -369,6 +373,7 @@ impl Snapshot {
                     drops: drops_map(&g.fate),
                 })
                 .collect(),
+            capture: view.capture_stats(),
         }
     }
 

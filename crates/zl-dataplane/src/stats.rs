@@ -6,7 +6,10 @@
 //! are then in its [`zl_port::PortCounters`]), and `queued` frames still in egress queues.
 
 use zl_aqm::Verdict;
+use zl_core::{Color, Nanos};
 use zl_port::PacketBuf;
+
+use crate::capture::CaptureTap;
 
 /// Why the data plane discarded a packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -134,6 +137,8 @@ pub struct GroupStats {
 pub struct Fates {
     pub totals: FateCounters,
     pub groups: Vec<GroupStats>,
+    /// The drop capture's tap (`[capture]`), shared by every copy of these counters.
+    pub capture: Option<CaptureTap>,
 }
 
 impl Fates {
@@ -142,20 +147,32 @@ impl Fates {
         Fates {
             totals: FateCounters::default(),
             groups,
+            capture: None,
         }
     }
 
-    /// The same flow groups with every count at 0.
+    /// The loop's clock, once per poll (the capture's timestamps and rate cap).
+    #[inline]
+    pub fn set_clock(&mut self, now: Nanos) {
+        if let Some(c) = &mut self.capture {
+            c.set_clock(now);
+        }
+    }
+
+    /// The same flow groups (and capture) with every count at 0.
     pub fn zeroed(&self) -> Fates {
-        Fates::new(
-            self.groups
-                .iter()
-                .map(|g| GroupStats {
-                    fate: FateCounters::default(),
-                    ..g.clone()
-                })
-                .collect(),
-        )
+        Fates {
+            capture: self.capture.clone(),
+            ..Fates::new(
+                self.groups
+                    .iter()
+                    .map(|g| GroupStats {
+                        fate: FateCounters::default(),
+                        ..g.clone()
+                    })
+                    .collect(),
+            )
+        }
     }
 
     /// Adds `other`'s counts (the workers of a threaded run).
@@ -228,5 +245,26 @@ impl Fates {
     #[inline]
     pub fn dropped(&mut self, buf: &PacketBuf, cause: DropCause) {
         self.count(buf.tag, |c| c.drop(cause));
+        if let Some(c) = &mut self.capture {
+            c.dropped(buf, cause, None);
+        }
+    }
+
+    /// [`Fates::dropped`] for a packet its egress classified: into `class` with `color`.
+    #[inline]
+    pub fn dropped_in(&mut self, buf: &PacketBuf, cause: DropCause, class: usize, color: Color) {
+        self.count(buf.tag, |c| c.drop(cause));
+        if let Some(c) = &mut self.capture {
+            c.dropped(buf, cause, Some((class, color)));
+        }
+    }
+
+    /// A packet admitted to `class` with a congestion mark (`buf` as queued).
+    #[inline]
+    pub fn marked(&mut self, buf: &PacketBuf, class: usize, color: Color) {
+        self.count(buf.tag, |c| c.marked += 1);
+        if let Some(c) = &mut self.capture {
+            c.marked(buf, class, color);
+        }
     }
 }

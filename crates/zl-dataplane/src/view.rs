@@ -30,6 +30,10 @@ pub trait RouterView {
     fn qlen_hist(&self, port: usize) -> &[QueueLengthHistogram];
     /// The Zombie List of `port`'s egress, when it has one.
     fn zombie_list(&self, port: usize) -> Option<&ZombieList>;
+    /// The drop capture's counters, when capturing (`[capture]`).
+    fn capture_stats(&self) -> Option<crate::capture::CaptureStats> {
+        None
+    }
     /// The named flows of `port`'s egress, when it tracks them.
     fn flow_table(&self, port: usize) -> Option<&FlowTable>;
     /// Active flows at `port`'s egress estimated by its Zombie List (1/P(t)), when it has one.
@@ -82,5 +86,8 @@ impl RouterView for Dataplane {
     }
     fn flow_table(&self, port: usize) -> Option<&FlowTable> {
         self.slots()[port].egress.flows.as_ref()
+    }
+    fn capture_stats(&self) -> Option<crate::capture::CaptureStats> {
+        Dataplane::capture_stats(self)
     }
 }
