@@ -108,6 +108,42 @@ pub fn interface_index(ifname: &str) -> Result<u32, AfXdpError> {
     }
 }
 
+/// The interface's MTU (`SIOCGIFMTU` on a datagram socket, so it is the interface of this
+/// thread's network namespace, where the port opened it).
+pub fn interface_mtu(ifname: &str) -> std::io::Result<u32> {
+    let name = ifname.as_bytes();
+    // SAFETY: an all-zero `ifreq` is valid (a C struct of arrays and a union of integers).
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    if name.len() >= ifr.ifr_name.len() || name.contains(&0) {
+        return Err(std::io::Error::from(std::io::ErrorKind::InvalidInput));
+    }
+    for (d, &b) in ifr.ifr_name.iter_mut().zip(name) {
+        *d = b as libc::c_char;
+    }
+    // SAFETY: plain socket(2); the descriptor is owned (and closed) by `OwnedFd` below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor this function owns.
+    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    // SAFETY: SIOCGIFMTU reads the NUL-terminated name in `ifr` and writes `ifru_mtu`; `ifr`
+    // lives for the call.
+    let rc = unsafe {
+        libc::ioctl(
+            std::os::fd::AsRawFd::as_raw_fd(&fd),
+            libc::SIOCGIFMTU as _,
+            &mut ifr,
+        )
+    };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: SIOCGIFMTU filled the `ifru_mtu` member of the union.
+    let mtu = unsafe { ifr.ifr_ifru.ifru_mtu };
+    u32::try_from(mtu).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidData))
+}
+
 fn add_counters(t: &mut XskCounters, x: &XskCounters) {
     t.rx_packets += x.rx_packets;
     t.rx_bytes += x.rx_bytes;
@@ -375,6 +411,11 @@ impl AfXdpPort {
 impl Port for AfXdpPort {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The interface's MTU, read from the kernel when asked (at build time).
+    fn mtu(&self) -> Option<u32> {
+        interface_mtu(&self.cfg.ifname).ok()
     }
 
     fn recv(

@@ -274,9 +274,14 @@ fn build_parts(
         None => (ring_total + 4 * BATCH_CAPACITY as u64 * cfg.ports.len() as u64)
             .min(MAX_POOL_BUFFERS as u64) as usize,
     };
+    let mut forwarder = Forwarder::new(forwarding, cfg.parse, cfg.priority.build()?, macs);
+    let l3 = (slots.iter().enumerate())
+        .map(|(i, s)| cfg.port_l3(i, s.port.mtu()))
+        .collect();
+    forwarder.set_l3(l3, cfg.icmp);
     Ok(RouterParts {
         slots,
-        forwarder: Forwarder::new(forwarding, cfg.parse, cfg.priority.build()?, macs),
+        forwarder,
         groups,
         pool_buffers,
         egress_ports,

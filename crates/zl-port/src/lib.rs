@@ -167,6 +167,12 @@ pub trait Port {
 
     /// A snapshot of the port's counters.
     fn counters(&self) -> PortCounters;
+
+    /// The largest IP packet the port's interface sends (its MTU, octets), where the port has
+    /// an interface that says (AF_XDP: the kernel's MTU of the interface); `None` otherwise.
+    fn mtu(&self) -> Option<u32> {
+        None
+    }
 }
 
 #[cfg(test)]
