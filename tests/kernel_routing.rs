@@ -366,7 +366,9 @@ fn tshark(file: &std::path::Path, filter: &str, fields: &[&str]) -> Vec<String> 
 /// interface's kernel address) before the receiver, over IPv4 and IPv6; `ping` to an
 /// unrouted destination shows Destination Unreachable from the router. tshark reads the
 /// sender's capture of those errors and of the frames the router forwarded with every
-/// checksum verified (IPv4 header, ICMP, ICMPv6, UDP, TCP) and finds none bad.
+/// checksum verified (IPv4 header, ICMP, ICMPv6, UDP, TCP) and finds none bad. The config
+/// gives `r0` no `mac`: the router's MAC there is the interface's own (set to one no config
+/// names), on its errors and on the frames it forwards to the sender.
 #[test]
 fn tracepath_shows_the_router_and_unrouted_destinations_are_unreachable() {
     const TEST: &str = "tracepath_shows_the_router_and_unrouted_destinations_are_unreachable";
@@ -376,7 +378,13 @@ fn tracepath_shows_the_router_and_unrouted_destinations_are_unreachable() {
     let Some(mut lab) = lab(TEST) else {
         return;
     };
-    if !lab.start_or_skip(TEST, &kernel_config()) {
+    const R0_MAC: &str = "02:00:00:09:01:aa";
+    lab.rtr
+        .ip(&["link", "set", "r0", "address", R0_MAC])
+        .unwrap();
+    let config = kernel_config().replace("mac = \"02:00:00:09:01:01\"\n", "");
+    assert!(!config.contains("02:00:00:09:01:01"));
+    if !lab.start_or_skip(TEST, &config) {
         return;
     }
     let snd = &lab.senders[0];
@@ -446,8 +454,10 @@ fn tracepath_shows_the_router_and_unrouted_destinations_are_unreachable() {
     // The router's errors, checked good: Time Exceeded and Unreachable, both versions.
     let errors = tshark(
         &file,
-        "(icmp.type == 11 || icmp.type == 3) && ip.src == 10.9.1.1 \
-         && icmp.checksum.status == \"Good\" && ip.checksum.status == \"Good\"",
+        &format!(
+            "(icmp.type == 11 || icmp.type == 3) && ip.src == 10.9.1.1 && eth.src == {R0_MAC} \
+             && icmp.checksum.status == \"Good\" && ip.checksum.status == \"Good\""
+        ),
         &["icmp.type"],
     );
     // The outer type first (an error quoting an echo lists the quoted type after it).
@@ -456,8 +466,10 @@ fn tracepath_shows_the_router_and_unrouted_destinations_are_unreachable() {
     assert!(errors.iter().map(outer).any(|t| t == "3"), "{errors:?}");
     let errors6 = tshark(
         &file,
-        "(icmpv6.type == 3 || icmpv6.type == 1) && ipv6.src == 2001:db8:1::1 \
-         && icmpv6.checksum.status == \"Good\"",
+        &format!(
+            "(icmpv6.type == 3 || icmpv6.type == 1) && ipv6.src == 2001:db8:1::1 \
+             && eth.src == {R0_MAC} && icmpv6.checksum.status == \"Good\""
+        ),
         &["icmpv6.type"],
     );
     assert!(errors6.iter().map(outer).any(|t| t == "3"), "{errors6:?}");
@@ -466,9 +478,11 @@ fn tracepath_shows_the_router_and_unrouted_destinations_are_unreachable() {
     // tracepath), checked good.
     let forwarded = tshark(
         &file,
-        "(ip.src == 10.9.100.2 && ip.checksum.status == \"Good\" \
-          && icmp.checksum.status == \"Good\") \
-         || (ipv6.src == 2001:db8:100::2 && icmpv6.checksum.status == \"Good\")",
+        &format!(
+            "eth.src == {R0_MAC} && ((ip.src == 10.9.100.2 && ip.checksum.status == \"Good\" \
+              && icmp.checksum.status == \"Good\") \
+             || (ipv6.src == 2001:db8:100::2 && icmpv6.checksum.status == \"Good\"))"
+        ),
         &["ip.src", "ipv6.src"],
     );
     assert!(forwarded.len() >= 4, "{forwarded:?}");

@@ -108,9 +108,9 @@ pub fn interface_index(ifname: &str) -> Result<u32, AfXdpError> {
     }
 }
 
-/// The interface's MTU (`SIOCGIFMTU` on a datagram socket, so it is the interface of this
-/// thread's network namespace, where the port opened it).
-pub fn interface_mtu(ifname: &str) -> std::io::Result<u32> {
+/// One `SIOCGIF*` ioctl about `ifname` on a datagram socket (so about the interface of this
+/// thread's network namespace, where the port opened it); the filled `ifreq`.
+fn ifreq_ioctl(ifname: &str, request: libc::c_ulong) -> std::io::Result<libc::ifreq> {
     let name = ifname.as_bytes();
     // SAFETY: an all-zero `ifreq` is valid (a C struct of arrays and a union of integers).
     let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
@@ -127,21 +127,40 @@ pub fn interface_mtu(ifname: &str) -> std::io::Result<u32> {
     }
     // SAFETY: `fd` is a fresh descriptor this function owns.
     let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-    // SAFETY: SIOCGIFMTU reads the NUL-terminated name in `ifr` and writes `ifru_mtu`; `ifr`
-    // lives for the call.
-    let rc = unsafe {
-        libc::ioctl(
-            std::os::fd::AsRawFd::as_raw_fd(&fd),
-            libc::SIOCGIFMTU as _,
-            &mut ifr,
-        )
-    };
+    // SAFETY: the SIOCGIF* requests read the NUL-terminated name in `ifr` and write one
+    // member of its union; `ifr` lives for the call.
+    let rc = unsafe { libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(&fd), request as _, &mut ifr) };
     if rc < 0 {
         return Err(std::io::Error::last_os_error());
     }
+    Ok(ifr)
+}
+
+/// The interface's MTU (`SIOCGIFMTU`): the largest IP packet it sends.
+pub fn interface_mtu(ifname: &str) -> std::io::Result<u32> {
+    let ifr = ifreq_ioctl(ifname, libc::SIOCGIFMTU)?;
     // SAFETY: SIOCGIFMTU filled the `ifru_mtu` member of the union.
     let mtu = unsafe { ifr.ifr_ifru.ifru_mtu };
     u32::try_from(mtu).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidData))
+}
+
+/// The interface's own MAC (`SIOCGIFHWADDR`); an error for an interface that is not
+/// Ethernet.
+pub fn interface_mac(ifname: &str) -> std::io::Result<zl_wire::MacAddr> {
+    let ifr = ifreq_ioctl(ifname, libc::SIOCGIFHWADDR)?;
+    // SAFETY: SIOCGIFHWADDR filled the `ifru_hwaddr` member of the union.
+    let hw = unsafe { ifr.ifr_ifru.ifru_hwaddr };
+    if hw.sa_family != libc::ARPHRD_ETHER {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("hardware type {} is not Ethernet", hw.sa_family),
+        ));
+    }
+    let mut mac = [0u8; 6];
+    for (m, &b) in mac.iter_mut().zip(&hw.sa_data) {
+        *m = b as u8;
+    }
+    Ok(zl_wire::MacAddr(mac))
 }
 
 fn add_counters(t: &mut XskCounters, x: &XskCounters) {
@@ -416,6 +435,11 @@ impl Port for AfXdpPort {
     /// The interface's MTU, read from the kernel when asked (at build time).
     fn mtu(&self) -> Option<u32> {
         interface_mtu(&self.cfg.ifname).ok()
+    }
+
+    /// The interface's own MAC, read from the kernel when asked (at build time).
+    fn mac(&self) -> Option<[u8; 6]> {
+        interface_mac(&self.cfg.ifname).ok().map(|m| m.0)
     }
 
     fn recv(

@@ -171,8 +171,10 @@ fn build_parts(
     let mut macs = Vec::with_capacity(cfg.ports.len());
     for (i, p) in cfg.ports.iter().enumerate() {
         let idx = i as u16;
-        let mac = parse_mac(&p.mac)
-            .ok_or_else(|| invalid(format!("ports[{i}].mac"), &p.mac, "a MAC address"))?;
+        let mac_key = format!("ports[{i}].mac");
+        // Absent on an af-xdp port (`validate` allows only that): the interface's own.
+        let configured = parse_mac(&p.mac);
+        let need_mac = || invalid(&mac_key, &p.mac, "a MAC address");
         let qos_params = cfg.qos_of(i);
         let qos_key = if p.qos.is_some() {
             format!("ports[{i}].qos")
@@ -240,7 +242,7 @@ fn build_parts(
                 let setup = GeneratorSetup {
                     name: &p.name,
                     index: idx,
-                    own_mac: mac,
+                    own_mac: configured.ok_or_else(need_mac)?,
                     key_prefix: &key_prefix,
                     seed: stream_seed(cfg.run.seed, 1 + i as u64),
                     end,
@@ -265,6 +267,16 @@ fn build_parts(
                 Box::new(PcapPort::open_with(&p.name, idx, pc, base, access)?)
             }
             (None, PortKind::Sink) => Box::new(SinkPort::new(&p.name)),
+        };
+        let mac = match configured {
+            Some(m) => m,
+            None => port.mac().map(zl_wire::MacAddr).ok_or_else(|| {
+                invalid(
+                    &mac_key,
+                    "(absent)",
+                    "a MAC address: the port's interface reports none",
+                )
+            })?,
         };
         macs.push(mac);
         slots.push(PortSlot { port, egress });

@@ -163,7 +163,10 @@ pub enum PortKind {
 pub struct PortParams {
     pub name: String,
     pub kind: PortKind,
-    /// The port's own MAC (the source MAC of routed frames leaving it).
+    /// The port's own MAC (the source MAC of routed frames leaving it, and of its ICMP
+    /// errors). Absent on an `af-xdp` port: its interface's own MAC (read when it opens),
+    /// as on a Linux router; required on every other kind.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub mac: String,
     #[serde(default)]
     pub generator: Option<GeneratorParams>,
@@ -487,7 +490,8 @@ impl RouterConfig {
             if let Some(mtu) = p.mtu.filter(|m| !(68..=65_535).contains(m)) {
                 return Err(invalid(key("mtu"), mtu, "68..=65535 octets"));
             }
-            if parse_mac(&p.mac).is_none() {
+            let from_interface = p.mac.is_empty() && p.kind == PortKind::AfXdp;
+            if !from_interface && parse_mac(&p.mac).is_none() {
                 return Err(invalid(
                     key("mac"),
                     format!("{:?}", p.mac),

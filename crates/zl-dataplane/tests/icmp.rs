@@ -373,3 +373,27 @@ fn bad_addresses_and_mtus_are_rejected_by_key() {
         .unwrap_err();
     assert!(e.to_string().contains("ports[1].mtu"), "{e}");
 }
+
+/// `mac` may be left out on an af-xdp port only (the interface's own MAC is then the router's
+/// MAC on the port, read when the port opens); on any other kind it is an error naming it.
+#[test]
+fn mac_may_be_left_out_only_on_af_xdp_ports() {
+    let no_mac = CONFIG.replacen("mac = \"02:00:00:00:00:02\"\n", "", 1);
+    let e = RouterConfig::from_toml(&no_mac)
+        .unwrap()
+        .validate()
+        .unwrap_err();
+    assert!(e.to_string().contains("ports[1].mac"), "{e}");
+    let af_xdp = no_mac
+        .replacen(
+            "kind = \"pcap\"\naddress = \"10.0.2.1/24\"",
+            "kind = \"af-xdp\"\naf_xdp = { ifname = \"b\" }\naddress = \"10.0.2.1/24\"",
+            1,
+        )
+        .replacen("pcap = { write = \"b-out.pcap\" }\n", "", 1);
+    assert_ne!(af_xdp, no_mac);
+    RouterConfig::from_toml(&af_xdp)
+        .unwrap()
+        .validate()
+        .expect("an af-xdp port takes its interface's MAC");
+}

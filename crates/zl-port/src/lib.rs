@@ -173,6 +173,12 @@ pub trait Port {
     fn mtu(&self) -> Option<u32> {
         None
     }
+
+    /// The MAC of the port's interface, where it has one (AF_XDP: the kernel interface's
+    /// own address): the router's MAC on the port when the config gives none.
+    fn mac(&self) -> Option<[u8; 6]> {
+        None
+    }
 }
 
 #[cfg(test)]
