@@ -24,6 +24,7 @@ pub struct ResolveQueue {
 }
 
 impl ResolveQueue {
+    /// A queue holding at most `capacity` pending requests (at least one).
     pub fn new(capacity: usize) -> Arc<Self> {
         Arc::new(ResolveQueue {
             queue: ArrayQueue::new(capacity.max(1)),

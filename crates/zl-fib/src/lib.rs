@@ -32,6 +32,8 @@
 //! (at most 33 / 129 probes, fewer in practice). It holds a full table and updates in O(1);
 //! the full-table LPM of `zl-lpm` replaces it behind [`Fib::decide`] when it lands.
 
+#![warn(missing_docs)]
+
 mod follow;
 mod state;
 mod table;

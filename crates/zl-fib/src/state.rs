@@ -12,8 +12,11 @@ use crate::table::{mask4, mask6, Fib, PrefixMap, Target};
 /// A `[[routes]]` entry of the config.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StaticRoute {
+    /// The destination prefix.
     pub dst: IpAddr,
+    /// The destination prefix's length.
     pub prefix_len: u8,
+    /// zlrouter's egress port (its index in `[[ports]]`).
     pub port: u16,
     /// The next hop's address; `None` with no `mac`: the destination is on the link.
     pub gateway: Option<IpAddr>,

@@ -11,10 +11,20 @@ use zl_wire::MacAddr;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Decision {
     /// Send out of `port` to `mac`.
-    Forward { port: u16, mac: MacAddr },
+    Forward {
+        /// zlrouter's egress port.
+        port: u16,
+        /// The next hop's MAC address.
+        mac: MacAddr,
+    },
     /// The route says `port` via `next_hop`, whose MAC is not known yet: hold the packet
     /// (bounded) and have the kernel resolve it.
-    Resolve { port: u16, next_hop: IpAddr },
+    Resolve {
+        /// zlrouter's egress port.
+        port: u16,
+        /// The address to resolve: the gateway, or the destination on a connected route.
+        next_hop: IpAddr,
+    },
     /// No route, or the best route leaves through an interface that is not one of zlrouter's
     /// ports (the kernel's own, e.g. a management port): counted `no_route`.
     NoRoute,
@@ -184,6 +194,7 @@ pub struct FibHandle {
 }
 
 impl FibHandle {
+    /// A handle publishing `fib` as the first snapshot.
     pub fn new(fib: Fib) -> Self {
         FibHandle {
             current: Arc::new(ArcSwap::from_pointee(fib)),
