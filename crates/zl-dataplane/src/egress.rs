@@ -383,6 +383,12 @@ pub(crate) fn port_egress(
         key: format!("{qos_key}.{}", e.key),
         reason: e.reason,
     };
+    const ESTIMATE_KEY: &str = "metrics.flow_estimate_zombie";
+    // Out of range is reported as such, estimate on or off, before any comparison with the
+    // policies' settings.
+    if let Some(m) = &estimate_params {
+        m.validate().map_err(|e| zombie_invalid(ESTIMATE_KEY, e))?;
+    }
     let policies = if estimate || threading == Threading::Threaded {
         params.zombie_params().map_err(qos_err)?
     } else {
@@ -391,7 +397,6 @@ pub(crate) fn port_egress(
     if !estimate && policies.is_none() {
         return Ok(Egress::new(QosEngine::new(params).map_err(qos_err)?, None));
     }
-    const ESTIMATE_KEY: &str = "metrics.flow_estimate_zombie";
     let estimate_params = estimate_params.filter(|_| estimate);
     let (key, zp) = match (estimate_params, policies) {
         (Some(m), Some((k, p))) if m != p => {
@@ -409,8 +414,11 @@ pub(crate) fn port_egress(
         (None, Some((k, p))) => (format!("{qos_key}.{k}"), p),
         (None, None) => (ESTIMATE_KEY.to_owned(), ZombieParams::default()),
     };
-    let zc = zp
-        .validate()
-        .map_err(|e| invalid(key, format!("{zp:?}"), e.to_string()))?;
+    let zc = zp.validate().map_err(|e| zombie_invalid(&key, e))?;
     Egress::on_own_list(params, zc).map_err(qos_err)
+}
+
+/// A Zombie List parameter out of range, named under the list's table `key`.
+fn zombie_invalid(key: &str, e: zl_zombie::ZombieConfigError) -> ConfigError {
+    invalid(format!("{key}.{}", e.param()), e.value(), e.expected())
 }
