@@ -674,7 +674,10 @@ aqm = { kind = "zl-red", a = 10, zombie = { m = 500, p_swap = 0.25 } }
             "[metrics]\nflow_estimate_zombie = { m = 0 }\n".to_owned(),
         ] {
             let err = build(&text, vec![]).err().expect("refused").to_string();
-            assert!(err.contains("`metrics.flow_estimate_zombie.m` = 0"), "{err}");
+            assert!(
+                err.contains("`metrics.flow_estimate_zombie.m` = 0"),
+                "{err}"
+            );
             assert!(err.contains("1 <= m <="), "{err}");
             assert!(!err.contains("qos.classes"), "{err}");
         }

@@ -25,7 +25,7 @@ use rand::RngCore;
 use zl_aqm::PacketMeta;
 use zl_core::Nanos;
 use zl_port::{Batch, PacketBuf, PortError};
-use zl_qos::{Dequeue, QosEngine, QosParams};
+use zl_qos::{QosEngine, QosParams};
 use zl_wire::{MarkOutcome, PacketInfo, QosHeaders};
 use zl_zombie::{Observation, ZombieConfig, ZombieList, ZombieParams};
 
@@ -319,8 +319,8 @@ impl Egress {
     }
 
     /// Ends the port's run at `now`: sends what already left its queue (counted as forwarded),
-    /// then dequeues the rest in the (virtual) time steps the shaper allows and counts it as
-    /// `shutdown` (it also appears in its class's `dequeued` count).
+    /// then discards the rest, counted as `shutdown` drops (in the totals and in its class's
+    /// `shutdown_drops`, never in the class's `dequeued`: the link did not carry it).
     pub fn shutdown(
         &mut self,
         now: Nanos,
@@ -332,17 +332,10 @@ impl Egress {
         } else {
             self.send_pending(now, link)
         };
-        let mut t = now;
-        loop {
-            match self.qos.dequeue(t) {
-                Dequeue::Packet(d) => {
-                    fates.dropped(&d.item, DropCause::Shutdown);
-                    link.recycle(d.item);
-                }
-                Dequeue::Hold { until } => t = until.max(t + Nanos(1)),
-                Dequeue::Empty => break,
-            }
-        }
+        self.qos.discard_all(now, |item| {
+            fates.dropped(&item, DropCause::Shutdown);
+            link.recycle(item);
+        });
         sent
     }
 }
