@@ -710,6 +710,20 @@ aqm = { kind = "zl-red", a = 10, zombie = { m = 500, p_swap = 0.25 } }
             dp.slots()[1].egress.zombie.as_ref().unwrap().config().m(),
             500
         );
+        // Issue 13 defect 9: out of range is a range error on the key itself, not a mismatch,
+        // and is refused whether or not the estimate is on.
+        for text in [
+            metrics(0),
+            "[metrics]\nflow_estimate_zombie = { m = 0 }\n".to_owned(),
+        ] {
+            let err = build(&text, vec![]).err().expect("refused").to_string();
+            assert!(
+                err.contains("`metrics.flow_estimate_zombie.m` = 0"),
+                "{err}"
+            );
+            assert!(err.contains("1 <= m <="), "{err}");
+            assert!(!err.contains("qos.classes"), "{err}");
+        }
     }
 
     /// 256 packets per poll (a work budget of 8 bursts of 32) into the router with `extra`

@@ -343,7 +343,7 @@ impl Collector for SnapshotCollector {
             &'static str,
             fn(&crate::snapshot::ColorSnapshot) -> u64,
         );
-        let color_fields: [ColorField; 6] = [
+        let color_fields: [ColorField; 7] = [
             (
                 "zlrouter_class_enqueued_packets_total",
                 "Packets admitted to the class queue, by color.",
@@ -373,6 +373,11 @@ impl Collector for SnapshotCollector {
                 "zlrouter_class_tail_drops_total",
                 "Tail drops (queue full), by color.",
                 |k| k.tail_drops,
+            ),
+            (
+                "zlrouter_class_shutdown_drops_total",
+                "Packets admitted, then discarded still queued at the end of the run, by color.",
+                |k| k.shutdown_drops,
             ),
         ];
         for (name, help, get) in color_fields {

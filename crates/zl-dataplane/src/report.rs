@@ -91,7 +91,7 @@ pub fn render(snap: &Snapshot) -> String {
                 }
                 let _ = writeln!(
                     out,
-                    "    {:<6} arrived {:>8} sent {:>8} marked {:>6} dropped early {:>6} forced {:>6} tail {:>6}  sojourn mean {:.3} ms max {:.3} ms",
+                    "    {:<6} arrived {:>8} sent {:>8} marked {:>6} dropped early {:>6} forced {:>6} tail {:>6} shutdown {:>6}  sojourn mean {:.3} ms max {:.3} ms",
                     k.color,
                     k.arrived,
                     k.sent,
@@ -99,6 +99,7 @@ pub fn render(snap: &Snapshot) -> String {
                     k.early_drops,
                     k.forced_drops,
                     k.tail_drops,
+                    k.shutdown_drops,
                     k.sojourn.mean_s * 1e3,
                     k.sojourn.max_s * 1e3
                 );

@@ -140,6 +140,8 @@ pub struct ColorSnapshot {
     pub early_drops: u64,
     pub forced_drops: u64,
     pub tail_drops: u64,
+    /// Admitted, then discarded still queued at the end of the run (not in `sent`).
+    pub shutdown_drops: u64,
     pub sojourn: SojournSnapshot,
 }
 
@@ -225,6 +227,7 @@ fn color(color: Color, k: &ColorStats) -> ColorSnapshot {
         early_drops: k.early_drops,
         forced_drops: k.forced_drops,
         tail_drops: k.tail_drops,
+        shutdown_drops: k.shutdown_drops,
         sojourn: sojourn(&k.sojourn),
     }
 }
