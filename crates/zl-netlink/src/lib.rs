@@ -32,7 +32,7 @@ mod socket;
 
 use std::net::{IpAddr, Ipv4Addr};
 
-pub use socket::{Follower, Rtnl};
+pub use socket::{decode_events, Follower, Rtnl};
 
 /// The kernel's main routing table (`RT_TABLE_MAIN`).
 pub const MAIN_TABLE: u32 = 254;
