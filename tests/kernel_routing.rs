@@ -591,3 +591,60 @@ fn a_smaller_egress_mtu_gets_frag_needed_and_packet_too_big() {
         "{out}"
     );
 }
+
+/// A next hop that never resolves: its packets wait in zlrouter's queue while the kernel
+/// tries ARP / NDP, then (after 3 s, as the kernel gives up) are dropped as `no_neighbour`
+/// with Destination Host Unreachable (ICMPv6 Address Unreachable) to their sender, as a
+/// Linux router sends when neighbour resolution fails.
+#[test]
+fn a_next_hop_that_never_resolves_gets_host_unreachable() {
+    const TEST: &str = "a_next_hop_that_never_resolves_gets_host_unreachable";
+    let Some(mut lab) = lab(TEST) else {
+        return;
+    };
+    lab.rtr
+        .ip(&["route", "add", "10.77.0.0/16", "via", "10.9.100.99"])
+        .unwrap();
+    lab.rtr
+        .ip(&[
+            "-6",
+            "route",
+            "add",
+            "2001:db8:77::/48",
+            "via",
+            "2001:db8:100::99",
+        ])
+        .unwrap();
+    if !lab.start_or_skip(TEST, &kernel_config()) {
+        return;
+    }
+    let snd = &lab.senders[0];
+    let (ok, text) = run_in(snd, 15, &["ping", "-n", "-c", "1", "-W", "6", "10.77.0.2"]);
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("From 10.9.1.1") && text.contains("Destination Host Unreachable"),
+        "{text}"
+    );
+    let (ok, text) = run_in(
+        snd,
+        15,
+        &["ping", "-6", "-n", "-c", "1", "-W", "6", "2001:db8:77::2"],
+    );
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("From 2001:db8:1::1") && text.contains("Address unreachable"),
+        "{text}"
+    );
+    let (status, out) = lab.stop_router();
+    assert!(status.success(), "{out}");
+    assert_eq!(
+        table_value(&out, "received", "no_neighbour"),
+        Some(2),
+        "{out}"
+    );
+    assert_eq!(
+        table_value(&out, "icmp errors sent", "unreachable"),
+        Some(2),
+        "{out}"
+    );
+}

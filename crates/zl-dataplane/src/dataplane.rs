@@ -220,7 +220,10 @@ impl Dataplane {
         let mut expired = std::mem::take(&mut self.expired);
         self.neighbour_wait.expire(now, &mut expired);
         for buf in expired.drain(..) {
-            self.count_drop(buf, DropCause::NoNeighbour);
+            // Unresolved in time: Host Unreachable to its sender, as the kernel sends when
+            // ARP / NDP fails for a queued packet. Held as it arrived; parsed again (cold).
+            let info = zl_wire::parse(buf.as_slice(), self.forwarder.parse_config()).ok();
+            self.drop_or_reply(now, buf, info.as_ref(), DropCause::NoNeighbour);
         }
         self.expired = expired;
     }

@@ -317,6 +317,10 @@ impl IcmpSender {
         let (error, kind) = match cause {
             DropCause::TtlExpired => (IcmpError::TimeExceeded, IcmpKind::TimeExceeded),
             DropCause::NoRoute => (IcmpError::NoRoute, IcmpKind::Unreachable),
+            // Only for a packet whose next hop did not resolve in time (the caller passes
+            // this cause from the neighbour wait's expiry; a full wait queue drops silently,
+            // as the kernel's `unres_qlen` does).
+            DropCause::NoNeighbour => (IcmpError::HostUnreachable, IcmpKind::Unreachable),
             DropCause::TooBig => {
                 let mtu = ports.mtu(buf.out_port)?;
                 (IcmpError::TooBig { mtu }, IcmpKind::TooBig)

@@ -7,6 +7,7 @@
 //! |--------------------|--------------------------------------------|--------------------------|
 //! | `TimeExceeded`     | 11 / 0 TTL exceeded in transit             | 3 / 0 hop limit exceeded |
 //! | `NoRoute`          | 3 / 0 net unreachable (RFC 1812 §5.2.7.1)  | 1 / 0 no route           |
+//! | `HostUnreachable`  | 3 / 1 host unreachable (the next hop did not resolve) | 1 / 3 address unreachable |
 //! | `TooBig { mtu }`   | 3 / 4 fragmentation needed, next-hop MTU in octets 6-7 (RFC 1191 §4) | 2 / 0 Packet Too Big, MTU in octets 4-7 (RFC 8201) |
 //!
 //! # Layout of what [`write_error_in_place`] produces
@@ -93,6 +94,8 @@ pub enum IcmpError {
     TimeExceeded,
     /// No route matched the destination.
     NoRoute,
+    /// The next hop's link-layer address did not resolve (ARP / NDP failed).
+    HostUnreachable,
     /// The packet is larger than the egress link's MTU (IPv4 with DF set, or any IPv6).
     TooBig {
         /// The egress link's MTU, octets.
@@ -106,9 +109,11 @@ impl IcmpError {
         match (self, version) {
             (IcmpError::TimeExceeded, IpVersion::V4) => (v4_type::TIME_EXCEEDED, 0),
             (IcmpError::NoRoute, IpVersion::V4) => (v4_type::DEST_UNREACHABLE, 0),
+            (IcmpError::HostUnreachable, IpVersion::V4) => (v4_type::DEST_UNREACHABLE, 1),
             (IcmpError::TooBig { .. }, IpVersion::V4) => (v4_type::DEST_UNREACHABLE, 4),
             (IcmpError::TimeExceeded, IpVersion::V6) => (v6_type::TIME_EXCEEDED, 0),
             (IcmpError::NoRoute, IpVersion::V6) => (v6_type::DEST_UNREACHABLE, 0),
+            (IcmpError::HostUnreachable, IpVersion::V6) => (v6_type::DEST_UNREACHABLE, 3),
             (IcmpError::TooBig { .. }, IpVersion::V6) => (v6_type::PACKET_TOO_BIG, 0),
         }
     }

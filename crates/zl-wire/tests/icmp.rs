@@ -298,3 +298,26 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn host_unreachable_has_its_own_codes() {
+    let out = build(
+        &udp4(20, [192, 168, 1, 2]),
+        IcmpError::HostUnreachable,
+        ROUTER_V4,
+    )
+    .unwrap();
+    assert_eq!(
+        read_back(&out).0,
+        Ok(Icmpv4Type::DestinationUnreachable(
+            DestUnreachableHeader::Host
+        ))
+    );
+    let out = build(&udp6(20), IcmpError::HostUnreachable, ROUTER_V6).unwrap();
+    assert_eq!(
+        read_back(&out).0,
+        Err(Icmpv6Type::DestinationUnreachable(
+            DestUnreachableCode::Address
+        ))
+    );
+}
