@@ -33,6 +33,7 @@ use crate::build::BoxedPort;
 use crate::config::Forwarding;
 use crate::egress::{Egress, Link};
 use crate::forward::Forwarder;
+use crate::icmp::{IcmpCounters, IcmpSender};
 use crate::route::RouteTable;
 use crate::stats::{DropCause, FateCounters, Fates, GroupStats};
 use crate::view::Observer;
@@ -124,6 +125,8 @@ pub struct Dataplane {
     /// Scratch for released / expired waiting packets (no allocation per poll once grown).
     released: Vec<(u16, zl_wire::MacAddr, PacketBuf)>,
     expired: Vec<PacketBuf>,
+    /// The ICMP errors about dropped packets: the rate limit's state (`crate::icmp`).
+    icmp: IcmpSender,
 }
 
 /// How long a next hop's packets wait for its MAC: the kernel gives up after
@@ -147,6 +150,7 @@ impl Dataplane {
         groups: Vec<GroupStats>,
     ) -> Result<Self, UnknownPort> {
         UnknownPort::check(forwarder.forwarding(), slots.len())?;
+        let forwarder_icmp = forwarder.icmp_params();
         Ok(Dataplane {
             forwarder,
             slots,
@@ -164,6 +168,7 @@ impl Dataplane {
             ),
             released: Vec::new(),
             expired: Vec::new(),
+            icmp: IcmpSender::new(forwarder_icmp, 1),
         })
     }
 
@@ -230,6 +235,44 @@ impl Dataplane {
             Hold::HeldFirst => self.forwarder.request_resolve(port, hop),
             Hold::Held => {}
             Hold::Full(buf) => self.count_drop(buf, DropCause::NoNeighbour),
+        }
+    }
+
+    /// The forwarding state (routes, MACs, addresses and MTUs).
+    pub fn forwarder(&self) -> &Forwarder {
+        &self.forwarder
+    }
+    /// The ICMP errors sent and held back so far.
+    pub fn icmp(&self) -> &IcmpCounters {
+        &self.fates.icmp
+    }
+
+    /// Counts a packet forwarding dropped and sends the ICMP error about it when one is due
+    /// (`Forwarder::icmp_error`, then the ingress port's `Egress::originate`); else recycles
+    /// its buffer.
+    #[cold]
+    fn drop_or_reply(
+        &mut self,
+        now: Nanos,
+        mut buf: PacketBuf,
+        info: Option<&zl_wire::PacketInfo>,
+        cause: DropCause,
+    ) {
+        self.fates.dropped(&buf, cause);
+        let fates = &mut self.fates;
+        let kind = (self.forwarder).icmp_error(
+            &mut self.icmp,
+            &mut fates.icmp,
+            now,
+            &mut buf,
+            info,
+            cause,
+        );
+        let (Some(kind), Some(slot)) = (kind, self.slots.get_mut(buf.out_port as usize)) else {
+            return self.pool.free(buf);
+        };
+        if let Some(buf) = slot.egress.originate(buf, kind, fates) {
+            self.pool.free(buf);
         }
     }
 
@@ -365,7 +408,7 @@ impl Dataplane {
                 let dst = parsed.as_ref().map(|i| i.dst);
                 return self.hold_for_neighbour(now, buf, dst);
             }
-            Err(cause) => return self.count_drop(buf, cause),
+            Err(cause) => return self.drop_or_reply(now, buf, parsed.as_ref(), cause),
         };
         let egress = &mut self.slots[buf.out_port as usize].egress;
         let observed = egress.observe(meta.flow, now, &mut self.rng);

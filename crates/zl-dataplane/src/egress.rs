@@ -12,7 +12,10 @@
 //!   what left its queue on arrival;
 //! - [`Egress::tick`]: once per round of the loop, the flow estimate offered to the engine
 //!   and the queue lengths sampled (one rule for both loops);
-//! - [`Egress::shutdown`]: at the end of a run, what is still queued counted `shutdown`.
+//! - [`Egress::shutdown`]: at the end of a run, what is still queued counted `shutdown`;
+//!
+//! and, for a frame the router itself originates on the port (an ICMP error, `crate::icmp`),
+//! [`Egress::originate`].
 //!
 //! The port itself is reached through a [`Link`] (send a batch, recycle a buffer): the
 //! single-thread loop's port and pool, or the threaded router's locked port and return ring.
@@ -236,6 +239,30 @@ impl Egress {
                 let cause = DropCause::of_verdict(dropped.verdict).unwrap_or(DropCause::Tail);
                 fates.dropped(&dropped.item, cause);
                 Some(dropped.item)
+            }
+        }
+    }
+
+    /// Puts a frame the router originates on this port (the ICMP error of `kind` about a
+    /// packet received here, `crate::icmp`) into the batch the port sends next, ahead of its
+    /// class queues: not classified, not subject to the AQM or the shaper, not counted as
+    /// forwarded (it is no received packet) but as an ICMP error sent. A full batch hands it
+    /// back (counted `no_room`) for the caller to recycle.
+    #[inline]
+    pub fn originate(
+        &mut self,
+        buf: PacketBuf,
+        kind: crate::icmp::IcmpKind,
+        fates: &mut Fates,
+    ) -> Option<PacketBuf> {
+        match self.pending.push(buf) {
+            Ok(()) => {
+                fates.icmp.sent[kind as usize] += 1;
+                None
+            }
+            Err(buf) => {
+                fates.icmp.no_room += 1;
+                Some(buf)
             }
         }
     }

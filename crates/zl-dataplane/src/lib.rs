@@ -18,6 +18,7 @@ pub mod control;
 pub mod dataplane;
 pub mod egress;
 pub mod forward;
+pub mod icmp;
 pub mod metrics;
 pub mod mt;
 pub mod port;

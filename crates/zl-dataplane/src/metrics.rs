@@ -292,6 +292,27 @@ impl Collector for SnapshotCollector {
                 .map(|&c| (vec![("cause", c.name().to_owned())], s.drops_of(c))),
         )?;
         f.scalar(
+            "zlrouter_icmp_sent_total",
+            "ICMP errors the router sent (extra frames in the ingress ports' tx), by type.",
+            Counter,
+            s.icmp
+                .sent
+                .iter()
+                .map(|(&k, &n)| (vec![("type", k.to_owned())], n)),
+        )?;
+        f.scalar(
+            "zlrouter_icmp_not_sent_total",
+            "ICMP errors due but not sent, by reason.",
+            Counter,
+            [
+                ("rate_limited", s.icmp.rate_limited),
+                ("suppressed", s.icmp.suppressed),
+                ("no_source_address", s.icmp.no_source_address),
+                ("no_room", s.icmp.no_room),
+            ]
+            .map(|(r, n)| (vec![("reason", r.to_owned())], n)),
+        )?;
+        f.scalar(
             "zlrouter_queued_packets",
             "Packets waiting in egress queues.",
             Gauge,

@@ -168,5 +168,21 @@ pub fn render(snap: &Snapshot) -> String {
         t.queued,
         t.marked
     );
+    let icmp = &snap.icmp;
+    let mut sent = String::new();
+    for (k, n) in &icmp.sent {
+        let _ = write!(sent, " {k} {n}");
+    }
+    let _ = writeln!(
+        out,
+        "icmp errors sent {}: {} (extra frames, in the ports' tx)   not sent: rate_limited {} \
+         suppressed {} no_source_address {} no_room {}",
+        icmp.sent.values().sum::<u64>(),
+        sent.trim_start(),
+        icmp.rate_limited,
+        icmp.suppressed,
+        icmp.no_source_address,
+        icmp.no_room
+    );
     out
 }

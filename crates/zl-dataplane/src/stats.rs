@@ -8,6 +8,8 @@
 use zl_aqm::Verdict;
 use zl_port::PacketBuf;
 
+use crate::icmp::IcmpCounters;
+
 /// Why the data plane discarded a packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DropCause {
@@ -15,8 +17,11 @@ pub enum DropCause {
     ParseError,
     /// No route matched the destination, or a bridge port without a peer.
     NoRoute,
-    /// TTL / hop limit expired.
+    /// TTL / hop limit expired (the sender gets Time Exceeded, `crate::icmp`).
     TtlExpired,
+    /// Larger than the egress port's MTU and not to be fragmented (IPv4 with DF, or IPv6):
+    /// the sender gets Fragmentation Needed / Packet Too Big (`crate::icmp`).
+    TooBig,
     /// AQM early (probabilistic) drop.
     Early,
     /// AQM forced drop (e.g. RED's `avg >= max_th`).
@@ -35,10 +40,11 @@ pub enum DropCause {
 }
 
 impl DropCause {
-    pub const ALL: [DropCause; 9] = [
+    pub const ALL: [DropCause; 10] = [
         DropCause::ParseError,
         DropCause::NoRoute,
         DropCause::TtlExpired,
+        DropCause::TooBig,
         DropCause::Early,
         DropCause::Forced,
         DropCause::Tail,
@@ -54,6 +60,7 @@ impl DropCause {
             DropCause::ParseError => "parse_error",
             DropCause::NoRoute => "no_route",
             DropCause::TtlExpired => "ttl_expired",
+            DropCause::TooBig => "too_big",
             DropCause::Early => "early",
             DropCause::Forced => "forced",
             DropCause::Tail => "tail",
@@ -134,6 +141,9 @@ pub struct GroupStats {
 pub struct Fates {
     pub totals: FateCounters,
     pub groups: Vec<GroupStats>,
+    /// The ICMP errors the loop sent or held back (`crate::icmp`): frames the router
+    /// originates, outside the conservation identity of received packets.
+    pub icmp: IcmpCounters,
 }
 
 impl Fates {
@@ -142,6 +152,7 @@ impl Fates {
         Fates {
             totals: FateCounters::default(),
             groups,
+            icmp: IcmpCounters::default(),
         }
     }
 
@@ -161,6 +172,7 @@ impl Fates {
     /// Adds `other`'s counts (the workers of a threaded run).
     pub fn add(&mut self, other: &Fates) {
         self.totals.add(&other.totals);
+        self.icmp.add(&other.icmp);
         for (a, b) in self.groups.iter_mut().zip(&other.groups) {
             a.fate.add(&b.fate);
         }

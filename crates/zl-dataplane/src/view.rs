@@ -9,6 +9,7 @@ use zl_zombie::ZombieList;
 
 use crate::dataplane::Dataplane;
 use crate::egress::QueueLengthHistogram;
+use crate::icmp::IcmpCounters;
 use crate::stats::{FateCounters, GroupStats};
 
 /// A read-only view of a router's counters, by port index.
@@ -29,6 +30,8 @@ pub trait RouterView {
     fn qlen_hist(&self, port: usize) -> &[QueueLengthHistogram];
     /// The Zombie List of `port`'s egress, when it has one.
     fn zombie_list(&self, port: usize) -> Option<&ZombieList>;
+    /// The ICMP errors the router sent and held back (`crate::icmp`).
+    fn icmp(&self) -> IcmpCounters;
     /// Active flows at `port`'s egress estimated by its Zombie List (1/P(t)), when it has one.
     fn estimated_flows(&self, port: usize) -> Option<f64> {
         self.zombie_list(port).map(ZombieList::estimated_flows)
@@ -76,5 +79,8 @@ impl RouterView for Dataplane {
     }
     fn zombie_list(&self, port: usize) -> Option<&ZombieList> {
         self.slots()[port].egress.zombie.as_deref()
+    }
+    fn icmp(&self) -> IcmpCounters {
+        *Dataplane::icmp(self)
     }
 }
