@@ -139,9 +139,7 @@ fn kernel_routes_and_neighbours_forward_both_ways_v4_v6_and_tcp() {
     let Some(mut lab) = lab(TEST) else {
         return;
     };
-    if !lab.start_or_skip(TEST, &kernel_config()) {
-        return;
-    }
+    lab.start(TEST, &kernel_config());
     let (snd, rcv) = (&lab.senders[0], &lab.rcv);
     // The very first echo goes to a next hop (the receiver) nobody has resolved: it waits in
     // zlrouter's queue while the kernel resolves it, and is delivered (5 of 5).
@@ -185,9 +183,7 @@ fn ip_route_add_and_del_change_forwarding_at_once_without_loss_elsewhere() {
     lab.rcv
         .ip(&["addr", "add", "10.77.0.2/16", "dev", "lo"])
         .unwrap();
-    if !lab.start_or_skip(TEST, &kernel_config()) {
-        return;
-    }
+    lab.start(TEST, &kernel_config());
     let snd = &lab.senders[0];
     all_back(snd, RECEIVER_IP, 2, &[]).expect("warm-up: the receiver resolved");
     let (ok, _) = ping(snd, &["-c", "1", "10.77.0.2"]);
@@ -384,9 +380,7 @@ fn tracepath_shows_the_router_and_unrouted_destinations_are_unreachable() {
         .unwrap();
     let config = kernel_config().replace("mac = \"02:00:00:09:01:01\"\n", "");
     assert!(!config.contains("02:00:00:09:01:01"));
-    if !lab.start_or_skip(TEST, &config) {
-        return;
-    }
+    lab.start(TEST, &config);
     let snd = &lab.senders[0];
     let mut cap = Capture::start(snd, "g0", lab.dir.join("sender.pcapng"));
     all_back(snd, RECEIVER_IP, 2, &[]).expect("warm-up: the receiver resolved");
@@ -511,9 +505,7 @@ fn a_smaller_egress_mtu_gets_frag_needed_and_packet_too_big() {
     };
     lab.rtr.ip(&["link", "set", "rx", "mtu", "1400"]).unwrap();
     lab.rcv.ip(&["link", "set", "s0", "mtu", "1400"]).unwrap();
-    if !lab.start_or_skip(TEST, &kernel_config()) {
-        return;
-    }
+    lab.start(TEST, &kernel_config());
     let snd = &lab.senders[0];
     all_back(snd, RECEIVER_IP, 2, &[]).expect("warm-up: the receiver resolved");
     all_back(snd, "2001:db8:100::2", 2, &["-6"]).expect("warm-up over IPv6");

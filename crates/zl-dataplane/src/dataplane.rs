@@ -675,9 +675,19 @@ aqm = { kind = "zl-red", a = 10, zombie = { m = 500, p_swap = 0.25 } }
             .map(|i| frame(i, [46, 0, 0, 0][i as usize % 4]))
             .collect();
         let mut dp = build("[metrics]\nflow_estimate = true\n", frames.clone()).unwrap();
-        while dp.totals().received < 100 {
+        // Bounded: a regression that stops receiving fails here instead of hanging (100
+        // frames take a few bursts; 1000 polls is room, not a measurement).
+        for _ in 0..1000 {
+            if dp.totals().received >= 100 {
+                break;
+            }
             dp.poll(Nanos::from_micros(dp.polls + 1)).unwrap();
         }
+        assert!(
+            dp.totals().received >= 100,
+            "100 frames within 1000 polls: {:?}",
+            dp.totals()
+        );
         let list = dp.slots()[1].egress.zombie.as_ref().expect("estimated");
         assert_eq!(list.config().m(), 500, "the ZL-RED class's settings");
         assert_eq!(Arc::strong_count(list), 2, "the slot and the ZL-RED policy");
