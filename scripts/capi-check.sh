@@ -2,10 +2,10 @@
 # The C ABI's CI checks (issue 15), run by .ci/run after `cargo test --workspace` has built
 # target/debug/libzl_aqm_capi.a:
 #  1. include/zl_aqm.h equals what the pinned cbindgen generates from the crate;
-#  2. the C example (examples/c/zlred_trace.c, through the C ABI) prints exactly what the Rust
+#  2. the C example (crates/zl-aqm-capi/examples/c/zlred_trace.c, through the C ABI) prints exactly what the Rust
 #     example (crates/zl-aqm/examples/foreign_loop.rs, zl_aqm directly) prints, for two seeds;
 #  3. the header compiles and links from C++ too (cpp_compat: extern "C");
-#  4. the benchmark program (examples/c/bench_arrive.c) builds, and one replay gives the same
+#  4. the benchmark program (crates/zl-aqm-capi/examples/c/bench_arrive.c) builds, and one replay gives the same
 #     verdicts per call as in a burst (its timings are not looked at here).
 # Usage: scripts/capi-check.sh   (from anywhere). Needs the cbindgen version that .ci/run pins
 # (`cargo install cbindgen --version <it> --locked`).
@@ -32,7 +32,7 @@ echo "header: include/zl_aqm.h equals cbindgen $CBINDGEN_VERSION's output"
 # The test profile: the artifacts `cargo test --workspace` has just built, nothing rebuilt.
 cargo build -q --profile test -p zl-aqm-capi
 cargo build -q --profile test -p zl-aqm --example foreign_loop
-cc -std=c11 -O2 -Wall -Wextra -Werror -Icrates/zl-aqm-capi/include examples/c/zlred_trace.c \
+cc -std=c11 -O2 -Wall -Wextra -Werror -Icrates/zl-aqm-capi/include crates/zl-aqm-capi/examples/c/zlred_trace.c \
     target/debug/libzl_aqm_capi.a -lpthread -ldl -lm -o "$out/zlred_trace"
 for run in "1 200000" "77 50000"; do
     # shellcheck disable=SC2086
@@ -46,7 +46,7 @@ for run in "1 200000" "77 50000"; do
     echo "C example = Rust example for seed/packets $run ($(grep -c '' "$out/c.txt") lines): $(tail -2 "$out/c.txt" | head -1)"
 done
 
-cc -std=c11 -O2 -Wall -Wextra -Werror -Icrates/zl-aqm-capi/include examples/c/bench_arrive.c \
+cc -std=c11 -O2 -Wall -Wextra -Werror -Icrates/zl-aqm-capi/include crates/zl-aqm-capi/examples/c/bench_arrive.c \
     target/debug/libzl_aqm_capi.a -lpthread -ldl -lm -o "$out/bench_arrive"
 "$out/bench_arrive" 0 >/dev/null
 echo "bench_arrive: per-call and burst verdicts equal"

@@ -133,13 +133,14 @@ fn run_json_carries_every_counter_of_the_table_and_balances() {
                     continue;
                 }
                 let want = format!(
-                    "arrived {:>8} sent {:>8} marked {:>6} dropped early {:>6} forced {:>6} tail {:>6}",
+                    "arrived {:>8} sent {:>8} marked {:>6} dropped early {:>6} forced {:>6} tail {:>6} shutdown {:>6}",
                     u(&k["arrived"]),
                     u(&k["sent"]),
                     u(&k["marked"]),
                     u(&k["early_drops"]),
                     u(&k["forced_drops"]),
-                    u(&k["tail_drops"])
+                    u(&k["tail_drops"]),
+                    u(&k["shutdown_drops"])
                 );
                 assert!(text.contains(&want), "{want} not in\n{text}");
                 assert_eq!(

@@ -139,9 +139,7 @@ fn kernel_routes_and_neighbours_forward_both_ways_v4_v6_and_tcp() {
     let Some(mut lab) = lab(TEST) else {
         return;
     };
-    if !lab.start_or_skip(TEST, &kernel_config()) {
-        return;
-    }
+    lab.start(TEST, &kernel_config());
     let (snd, rcv) = (&lab.senders[0], &lab.rcv);
     // The very first echo goes to a next hop (the receiver) nobody has resolved: it waits in
     // zlrouter's queue while the kernel resolves it, and is delivered (5 of 5).
@@ -185,9 +183,7 @@ fn ip_route_add_and_del_change_forwarding_at_once_without_loss_elsewhere() {
     lab.rcv
         .ip(&["addr", "add", "10.77.0.2/16", "dev", "lo"])
         .unwrap();
-    if !lab.start_or_skip(TEST, &kernel_config()) {
-        return;
-    }
+    lab.start(TEST, &kernel_config());
     let snd = &lab.senders[0];
     all_back(snd, RECEIVER_IP, 2, &[]).expect("warm-up: the receiver resolved");
     let (ok, _) = ping(snd, &["-c", "1", "10.77.0.2"]);
@@ -226,5 +222,421 @@ fn ip_route_add_and_del_change_forwarding_at_once_without_loss_elsewhere() {
     assert!(
         (2..=3).contains(&no_route),
         "the echoes to the removed route and before it: {out}"
+    );
+}
+
+/// `cmd args` in `ns`, bounded by `timeout` (coreutils): (success, stdout + stderr).
+fn run_in(ns: &netns::Netns, secs: u32, cmd: &[&str]) -> (bool, String) {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns.name(), "timeout", &secs.to_string()])
+        .args(cmd)
+        .output()
+        .expect("run a tool in the namespace");
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
+}
+
+/// Whether the tools the ICMP tests drive are installed (`.ci/run` installs them).
+fn icmp_tools(test: &str) -> bool {
+    for (tool, arg, pkg) in [
+        ("tracepath", "-V", "iputils-tracepath"),
+        ("tshark", "-v", "tshark"),
+        ("timeout", "--version", "coreutils"),
+    ] {
+        if !Command::new(tool)
+            .arg(arg)
+            .output()
+            .is_ok_and(|o| o.status.success())
+        {
+            netns::skip(test, &format!("needs {tool} ({pkg})"));
+            return false;
+        }
+    }
+    true
+}
+
+/// A packet capture of `dev` in `ns` (tshark, pcapng), stopped by PID on drop or by
+/// [`Capture::stop`].
+struct Capture {
+    child: Option<std::process::Child>,
+    path: std::path::PathBuf,
+}
+
+impl Capture {
+    /// Starts capturing and waits (bounded) until tshark says it captures.
+    fn start(ns: &netns::Netns, dev: &str, path: std::path::PathBuf) -> Capture {
+        use std::io::BufRead;
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", ns.name(), "tshark", "-q", "-i", dev])
+            .args(["-a", "duration:60", "-w"])
+            .arg(&path)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start tshark");
+        let stderr = child.stderr.take().expect("piped");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                let _ = tx.send(line);
+            }
+        });
+        let mut cap = Capture {
+            child: Some(child),
+            path,
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(l) if l.contains("Capturing on") => return cap,
+                Ok(_) => {}
+                Err(_) => {
+                    cap.stop();
+                    panic!("tshark did not start capturing on {dev}");
+                }
+            }
+        }
+    }
+
+    /// Stops the capture (SIGINT to tshark's PID, reaped) and returns the file.
+    fn stop(&mut self) -> std::path::PathBuf {
+        if let Some(mut c) = self.child.take() {
+            // A moment for the last frames to be written.
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            // SAFETY: kill(2) on the PID of a child this test started and has not reaped.
+            unsafe {
+                libc::kill(c.id() as libc::pid_t, libc::SIGINT);
+            }
+            let _ = c.wait();
+        }
+        self.path.clone()
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// tshark's lines for `filter` in `file`, with every checksum it knows verified.
+fn tshark(file: &std::path::Path, filter: &str, fields: &[&str]) -> Vec<String> {
+    let mut cmd = Command::new("tshark");
+    cmd.arg("-r").arg(file);
+    for pref in [
+        "ip.check_checksum:TRUE",
+        "udp.check_checksum:TRUE",
+        "tcp.check_checksum:TRUE",
+    ] {
+        cmd.args(["-o", pref]);
+    }
+    cmd.args(["-Y", filter]);
+    if !fields.is_empty() {
+        cmd.args(["-T", "fields"]);
+        for f in fields {
+            cmd.args(["-e", f]);
+        }
+    }
+    let out = cmd.output().expect("run tshark");
+    assert!(
+        out.status.success(),
+        "tshark: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The router's ICMP errors, seen by real tools on an end host: `tracepath` shows the
+/// router's hop (10.9.1.1, 2001:db8:1::1: its Time Exceeded, sourced from the ingress
+/// interface's kernel address) before the receiver, over IPv4 and IPv6; `ping` to an
+/// unrouted destination shows Destination Unreachable from the router. tshark reads the
+/// sender's capture of those errors and of the frames the router forwarded with every
+/// checksum verified (IPv4 header, ICMP, ICMPv6, UDP, TCP) and finds none bad. The config
+/// gives `r0` no `mac`: the router's MAC there is the interface's own (set to one no config
+/// names), on its errors and on the frames it forwards to the sender.
+#[test]
+fn tracepath_shows_the_router_and_unrouted_destinations_are_unreachable() {
+    const TEST: &str = "tracepath_shows_the_router_and_unrouted_destinations_are_unreachable";
+    if !icmp_tools(TEST) {
+        return;
+    }
+    let Some(mut lab) = lab(TEST) else {
+        return;
+    };
+    const R0_MAC: &str = "02:00:00:09:01:aa";
+    lab.rtr
+        .ip(&["link", "set", "r0", "address", R0_MAC])
+        .unwrap();
+    let config = kernel_config().replace("mac = \"02:00:00:09:01:01\"\n", "");
+    assert!(!config.contains("02:00:00:09:01:01"));
+    lab.start(TEST, &config);
+    let snd = &lab.senders[0];
+    let mut cap = Capture::start(snd, "g0", lab.dir.join("sender.pcapng"));
+    all_back(snd, RECEIVER_IP, 2, &[]).expect("warm-up: the receiver resolved");
+    all_back(snd, "2001:db8:100::2", 2, &["-6"]).expect("warm-up over IPv6");
+
+    let (ok, text) = run_in(snd, 20, &["tracepath", "-n", "-m", "5", RECEIVER_IP]);
+    assert!(ok, "tracepath: {text}");
+    assert!(
+        text.lines()
+            .any(|l| l.trim_start().starts_with("1:") && l.contains("10.9.1.1")),
+        "hop 1 is the router's ingress address: {text}"
+    );
+    assert!(text.contains("reached"), "{text}");
+    let (ok, text) = run_in(
+        snd,
+        20,
+        &["tracepath", "-6", "-n", "-m", "5", "2001:db8:100::2"],
+    );
+    assert!(ok, "tracepath -6: {text}");
+    assert!(
+        text.lines()
+            .any(|l| l.trim_start().starts_with("1:") && l.contains("2001:db8:1::1")),
+        "hop 1 is the router's ingress IPv6 address: {text}"
+    );
+    assert!(text.contains("reached"), "{text}");
+
+    let (ok, text) = ping(snd, &["-c", "1", "10.200.0.1"]);
+    assert!(!ok, "{text}");
+    let (_, text) = run_in(snd, 10, &["ping", "-n", "-c", "1", "-W", "1", "10.200.0.1"]);
+    assert!(
+        text.contains("From 10.9.1.1") && text.contains("Destination Net Unreachable"),
+        "{text}"
+    );
+    let (_, text) = run_in(
+        snd,
+        10,
+        &["ping", "-6", "-n", "-c", "1", "-W", "1", "2001:db8:99::1"],
+    );
+    assert!(
+        text.contains("From 2001:db8:1::1") && text.contains("Destination unreachable: No route"),
+        "{text}"
+    );
+    let file = cap.stop();
+
+    let (status, out) = lab.stop_router();
+    assert!(status.success(), "{out}");
+    let sent = |k: &str| table_value(&out, "icmp errors sent", k).unwrap_or(0);
+    assert!(sent("time_exceeded") >= 2, "{out}");
+    assert!(sent("unreachable") >= 3, "{out}");
+    assert_eq!(
+        table_value(&out, "icmp errors sent", "suppressed"),
+        Some(0),
+        "{out}"
+    );
+
+    // Every checksum tshark knows, verified; no bad one and no expert warning on any frame.
+    let bad = tshark(
+        &file,
+        "ip.checksum.status == \"Bad\" || icmp.checksum.status == \"Bad\" \
+         || icmpv6.checksum.status == \"Bad\" || udp.checksum.status == \"Bad\" \
+         || tcp.checksum.status == \"Bad\" || _ws.expert.severity >= error",
+        &[],
+    );
+    assert!(bad.is_empty(), "tshark found bad frames: {bad:#?}");
+    // The router's errors, checked good: Time Exceeded and Unreachable, both versions.
+    let errors = tshark(
+        &file,
+        &format!(
+            "(icmp.type == 11 || icmp.type == 3) && ip.src == 10.9.1.1 && eth.src == {R0_MAC} \
+             && icmp.checksum.status == \"Good\" && ip.checksum.status == \"Good\""
+        ),
+        &["icmp.type"],
+    );
+    // The outer type first (an error quoting an echo lists the quoted type after it).
+    let outer = |t: &String| t.split(',').next().unwrap_or_default().to_owned();
+    assert!(errors.iter().map(outer).any(|t| t == "11"), "{errors:?}");
+    assert!(errors.iter().map(outer).any(|t| t == "3"), "{errors:?}");
+    let errors6 = tshark(
+        &file,
+        &format!(
+            "(icmpv6.type == 3 || icmpv6.type == 1) && ipv6.src == 2001:db8:1::1 \
+             && eth.src == {R0_MAC} && icmpv6.checksum.status == \"Good\""
+        ),
+        &["icmpv6.type"],
+    );
+    assert!(errors6.iter().map(outer).any(|t| t == "3"), "{errors6:?}");
+    assert!(errors6.iter().map(outer).any(|t| t == "1"), "{errors6:?}");
+    // Frames the router forwarded (the receiver's echo replies and its Port Unreachable to
+    // tracepath), checked good.
+    let forwarded = tshark(
+        &file,
+        &format!(
+            "eth.src == {R0_MAC} && ((ip.src == 10.9.100.2 && ip.checksum.status == \"Good\" \
+              && icmp.checksum.status == \"Good\") \
+             || (ipv6.src == 2001:db8:100::2 && icmpv6.checksum.status == \"Good\"))"
+        ),
+        &["ip.src", "ipv6.src"],
+    );
+    assert!(forwarded.len() >= 4, "{forwarded:?}");
+    assert!(
+        forwarded.iter().any(|l| l.starts_with("10.9.100.2")),
+        "{forwarded:?}"
+    );
+    assert!(
+        forwarded.iter().any(|l| l.contains("2001:db8:100::2")),
+        "{forwarded:?}"
+    );
+}
+
+/// Path MTU discovery through the router: with the egress (and the receiver's link) at MTU
+/// 1400, read from the interface at start, a 1500-octet DF echo gets Fragmentation Needed
+/// (mtu 1400) from the router and an IPv6 one Packet Too Big; tracepath reports pmtu 1400;
+/// a TCP transfer across the hop completes.
+#[test]
+fn a_smaller_egress_mtu_gets_frag_needed_and_packet_too_big() {
+    const TEST: &str = "a_smaller_egress_mtu_gets_frag_needed_and_packet_too_big";
+    if !icmp_tools(TEST) {
+        return;
+    }
+    let Some(mut lab) = lab(TEST) else {
+        return;
+    };
+    lab.rtr.ip(&["link", "set", "rx", "mtu", "1400"]).unwrap();
+    lab.rcv.ip(&["link", "set", "s0", "mtu", "1400"]).unwrap();
+    lab.start(TEST, &kernel_config());
+    let snd = &lab.senders[0];
+    all_back(snd, RECEIVER_IP, 2, &[]).expect("warm-up: the receiver resolved");
+    all_back(snd, "2001:db8:100::2", 2, &["-6"]).expect("warm-up over IPv6");
+    all_back(snd, RECEIVER_IP, 2, &["-M", "do", "-s", "1372"]).expect("1400 octets pass");
+
+    let (ok, text) = run_in(
+        snd,
+        10,
+        &[
+            "ping",
+            "-n",
+            "-c",
+            "1",
+            "-W",
+            "1",
+            "-M",
+            "do",
+            "-s",
+            "1472",
+            RECEIVER_IP,
+        ],
+    );
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("From 10.9.1.1") && text.contains("Frag needed and DF set (mtu = 1400)"),
+        "{text}"
+    );
+    let (ok, text) = run_in(
+        snd,
+        10,
+        &[
+            "ping",
+            "-6",
+            "-n",
+            "-c",
+            "1",
+            "-W",
+            "1",
+            "-M",
+            "do",
+            "-s",
+            "1452",
+            "2001:db8:100::2",
+        ],
+    );
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("From 2001:db8:1::1") && text.contains("Packet too big: mtu=1400"),
+        "{text}"
+    );
+    // The sender's kernel learnt the path MTU; tracepath finds it along the path.
+    let (ok, text) = run_in(snd, 20, &["tracepath", "-n", "-m", "5", RECEIVER_IP]);
+    assert!(ok && text.contains("pmtu 1400"), "tracepath: {text}");
+
+    let sink = tcp_sink(&lab, 5201, 1);
+    let flow = tcp_flow(&lab, 0, 5201, "cubic", 1.0)
+        .join()
+        .unwrap()
+        .unwrap();
+    let got = sink.join().unwrap().unwrap();
+    assert!(
+        got[0] > 100_000,
+        "TCP delivered {} bytes ({flow:?})",
+        got[0]
+    );
+
+    let (status, out) = lab.stop_router();
+    assert!(status.success(), "{out}");
+    assert!(
+        table_value(&out, "received", "too_big").unwrap() >= 2,
+        "{out}"
+    );
+    assert!(
+        table_value(&out, "icmp errors sent", "too_big").unwrap() >= 2,
+        "{out}"
+    );
+}
+
+/// A next hop that never resolves: its packets wait in zlrouter's queue while the kernel
+/// tries ARP / NDP, then (after 3 s, as the kernel gives up) are dropped as `no_neighbour`
+/// with Destination Host Unreachable (ICMPv6 Address Unreachable) to their sender, as a
+/// Linux router sends when neighbour resolution fails.
+#[test]
+fn a_next_hop_that_never_resolves_gets_host_unreachable() {
+    const TEST: &str = "a_next_hop_that_never_resolves_gets_host_unreachable";
+    let Some(mut lab) = lab(TEST) else {
+        return;
+    };
+    lab.rtr
+        .ip(&["route", "add", "10.77.0.0/16", "via", "10.9.100.99"])
+        .unwrap();
+    lab.rtr
+        .ip(&[
+            "-6",
+            "route",
+            "add",
+            "2001:db8:77::/48",
+            "via",
+            "2001:db8:100::99",
+        ])
+        .unwrap();
+    if !lab.start_or_skip(TEST, &kernel_config()) {
+        return;
+    }
+    let snd = &lab.senders[0];
+    let (ok, text) = run_in(snd, 15, &["ping", "-n", "-c", "1", "-W", "6", "10.77.0.2"]);
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("From 10.9.1.1") && text.contains("Destination Host Unreachable"),
+        "{text}"
+    );
+    let (ok, text) = run_in(
+        snd,
+        15,
+        &["ping", "-6", "-n", "-c", "1", "-W", "6", "2001:db8:77::2"],
+    );
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("From 2001:db8:1::1") && text.contains("Address unreachable"),
+        "{text}"
+    );
+    let (status, out) = lab.stop_router();
+    assert!(status.success(), "{out}");
+    assert_eq!(
+        table_value(&out, "received", "no_neighbour"),
+        Some(2),
+        "{out}"
+    );
+    assert_eq!(
+        table_value(&out, "icmp errors sent", "unreachable"),
+        Some(2),
+        "{out}"
     );
 }

@@ -21,9 +21,7 @@ fn two_rx_workers_forward_udp_and_tcp_both_ways() {
                aqm = { kind = \"tail-drop\" }\n";
     // `extra` lands in the `[run]` table the lab opens.
     let cfg = lab.router_config(qos, "rx_workers = 2");
-    if !lab.start_or_skip(TEST, &cfg) {
-        return;
-    }
+    lab.start(TEST, &cfg);
     // UDP: every datagram crosses the router twice (sender -> receiver, echo back), through
     // different receive workers (port r0 is worker 0's, rx worker 1's).
     let back = udp_echo(&lab, 7101, 200).expect("udp echo");
@@ -74,9 +72,7 @@ fn udp_flood_rate_with_0_1_2_rx_workers() {
         let qos = "[qos]\nlink_rate_bps = 100_000_000_000\n\
                    [[qos.classes]]\nname = \"be\"\nweight = 1\nmax_packets = 4096\n";
         let cfg = lab.router_config(qos, &format!("rx_workers = {workers}"));
-        if !lab.start_or_skip("mt rate", &cfg) {
-            return;
-        }
+        lab.start("mt rate", &cfg);
         let (_, p0) = lab.receiver_rx();
         let floods: Vec<_> = lab
             .senders

@@ -1,8 +1,8 @@
 //! `zlrouter` with `run.rx_workers` (no root): the built-in default's generator traffic runs
-//! through the threaded router on the monotonic clock and prints the same final table,
-//! balanced, with each receive worker's count; its metrics endpoint serves the threads'
-//! counters; SIGINT mid-run counts what was queued; a
-//! worker count the ports cannot use is refused naming the key.
+//! through the threaded router on the monotonic clock and its final statistics (read from
+//! `run --json`, not the text table) balance, with each receive worker's count in the table;
+//! its metrics endpoint serves the threads' counters; SIGINT mid-run counts what was queued;
+//! a worker count the ports cannot use is refused naming the key.
 
 mod common;
 
@@ -10,28 +10,19 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::Command;
 
-/// A number after `key` in the line of `table` starting with `line_start`.
-fn value(table: &str, line_start: &str, key: &str) -> u64 {
-    let line = table
-        .lines()
-        .find(|l| l.starts_with(line_start))
-        .unwrap_or_else(|| panic!("no `{line_start}` line in\n{table}"));
-    let at = line.find(key).unwrap() + key.len();
-    line[at..]
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
-fn assert_balanced(out: &str) {
-    let received = value(out, "received", "received");
-    let forwarded = value(out, "received", "forwarded");
-    let dropped = value(out, "received", "dropped");
-    assert!(out.contains("+ queued 0"), "{out}");
-    assert_eq!(received, forwarded + dropped, "{out}");
-    assert!(forwarded > 0, "{out}");
+/// The final statistics of `zlrouter run --json` (stdout) balance with nothing left queued:
+/// received = forwarded + dropped, and something was forwarded.
+fn assert_balanced(json: &str) {
+    let v: serde_json::Value = serde_json::from_str(json)
+        .unwrap_or_else(|e| panic!("not one JSON document ({e}):\n{json}"));
+    let n = |key: &str| {
+        v["totals"][key]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no totals.{key} in\n{json}"))
+    };
+    assert_eq!(n("queued"), 0, "{json}");
+    assert_eq!(n("received"), n("forwarded") + n("dropped"), "{json}");
+    assert!(n("forwarded") > 0, "{json}");
 }
 
 fn config(name: &str, duration_s: f64, workers: u32) -> std::path::PathBuf {
@@ -49,29 +40,42 @@ fn config(name: &str, duration_s: f64, workers: u32) -> std::path::PathBuf {
 #[test]
 fn generator_traffic_through_two_rx_workers_balances() {
     let cfg = config("mt-run", 0.3, 2);
-    let out = Command::new(env!("CARGO_BIN_EXE_zlrouter"))
-        .args(["run", "-q", cfg.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let run = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_zlrouter"))
+            .args(["run", "-q"])
+            .args(extra)
+            .arg(&cfg)
+            .output()
+            .unwrap();
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        );
+        assert!(out.status.success(), "{stdout}\n{stderr}");
+        (stdout, stderr)
+    };
+    // The counters from the JSON document (with --json, why the run stopped goes to stderr).
+    let (json, stderr) = run(&["--json"]);
+    assert_balanced(&json);
     assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+        stderr.contains("stopped: every source finished"),
+        "{stderr}"
     );
-    assert_balanced(&stdout);
-    assert!(stdout.contains("threads: 2 receive workers"), "{stdout}");
-    assert!(
-        stdout.contains("stopped: every source finished"),
-        "{stdout}"
-    );
+    // The table names the workers (a line the JSON does not carry).
+    let (table, _) = run(&[]);
+    assert!(table.contains("threads: 2 receive workers"), "{table}");
 }
 
 #[test]
 fn sigint_stops_the_threads_and_counts_what_was_queued() {
     let cfg = config("mt-sigint", 1000.0, 2);
-    let running =
-        common::spawn_until_progress(&["run", "--metrics", "127.0.0.1:0", cfg.to_str().unwrap()]);
+    let running = common::spawn_until_progress(&[
+        "run",
+        "--json",
+        "--metrics",
+        "127.0.0.1:0",
+        cfg.to_str().unwrap(),
+    ]);
     // The metrics endpoint serves the threaded router's counters.
     let seen = &running.seen;
     let addr = seen
@@ -105,7 +109,7 @@ fn sigint_stops_the_threads_and_counts_what_was_queued() {
         "exit {:?}\n{stdout}\n{rest}",
         out.status
     );
-    assert!(stdout.contains("stopped: interrupted"), "{stdout}");
+    assert!(rest.contains("stopped: interrupted"), "{rest}");
     assert_balanced(&stdout);
 }
 

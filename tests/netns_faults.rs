@@ -20,9 +20,7 @@ fn an_interface_deleted_mid_run_ends_the_run_with_a_clear_message() {
     let qos = "[qos]\nlink_rate_bps = 8_000_000\nshaper = { rate_bps = 8_000_000 }\n\
                [[qos.classes]]\nname = \"be\"\nweight = 1\nmax_packets = 100\n";
     let cfg = lab.router_config(qos, "");
-    if !lab.start_or_skip(TEST, &cfg) {
-        return;
-    }
+    lab.start(TEST, &cfg);
     // Traffic first, so the port is busy when its interface goes.
     let back = udp_echo(&lab, 7030, 50).expect("udp echo");
     assert!(back >= 48, "{back} of 50 echoes");
@@ -56,9 +54,7 @@ fn a_full_rx_ring_is_counted_in_the_final_table() {
     let qos = "[qos]\nlink_rate_bps = 100_000_000_000\n\
                [[qos.classes]]\nname = \"be\"\nweight = 1\nmax_packets = 1000\n";
     let cfg = lab.router_config(qos, "");
-    if !lab.start_or_skip(TEST, &cfg) {
-        return;
-    }
+    lab.start(TEST, &cfg);
     // The router is frozen (SIGSTOP to its PID) while the flood arrives: the 64-entry ring
     // fills whatever the machine's speed, and the rest are the kernel's ring-full drops.
     lab.router.as_ref().expect("router").pause();
@@ -150,9 +146,7 @@ fn with_on_gone_wait_a_deleted_interface_is_waited_for_and_traffic_resumes() {
     // what was sent while r0 was gone.
     const METRICS: &str = "127.0.0.1:9464";
     let cfg = lab.router_config(qos, &format!("\n[metrics]\nlisten = \"{METRICS}\"\n"));
-    if !lab.start_or_skip(TEST, &cfg) {
-        return;
-    }
+    lab.start(TEST, &cfg);
     let before = udp_echo(&lab, 7040, 20).expect("udp echo before");
     assert!(before >= 18, "{before} of 20 echoes before the fault");
 

@@ -23,7 +23,8 @@ fn bottleneck(rate: u64, max_packets: u32, aqm: &str) -> String {
 fn lab_or_skip(test: &str, specs: &[SenderSpec], qos: &str) -> Option<Lab> {
     let mut lab = Lab::or_skip(test, specs)?;
     let cfg = lab.router_config(qos, "");
-    lab.start_or_skip(test, &cfg).then_some(lab)
+    lab.start(test, &cfg);
+    Some(lab)
 }
 
 #[test]

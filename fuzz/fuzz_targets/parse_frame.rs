@@ -3,11 +3,14 @@
 //! The first input octet picks the configuration (VLAN walking, the extension-header limit,
 //! IPv4 checksum verification), the rest is the frame. Checked: no panic anywhere; a successful
 //! parse keeps every offset inside the frame; every rewrite then succeeds and the rewritten
-//! frame parses back to the info the rewrites kept.
+//! frame parses back to the info the rewrites kept; the ICMP error about the frame
+//! (`zl_wire::icmp`), when it builds, parses as ICMP from the router to the frame's source.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use zl_wire::{decrement_ttl, mark, parse, set_dscp, set_macs, MacAddr, PacketInfo, ParseConfig};
+use zl_wire::{
+    decrement_ttl, mark, parse, set_dscp, set_macs, IcmpError, MacAddr, PacketInfo, ParseConfig,
+};
 
 fn config(selector: u8) -> ParseConfig {
     ParseConfig {
@@ -47,4 +50,18 @@ fuzz_target!(|data: &[u8]| {
     kept.eth.src = MacAddr([0x02; 6]);
     let reparsed = parse(&copy, &cfg).expect("a rewritten frame still parses");
     assert_eq!(reparsed, kept);
+
+    let (error, src) = match info.src {
+        std::net::IpAddr::V4(_) => (IcmpError::TimeExceeded, "10.0.0.1".parse().unwrap()),
+        std::net::IpAddr::V6(_) => (IcmpError::TooBig { mtu: 1280 }, "2001:db8::1".parse().unwrap()),
+    };
+    let mut out = vec![0u8; 2048];
+    if let Ok(n) = zl_wire::write_error(frame, &info, error, src, MacAddr([0x02; 6]), 1, &mut out) {
+        let plain = ParseConfig {
+            verify_ipv4_checksum: true,
+            ..cfg
+        };
+        let e = parse(&out[..n], &plain).expect("the ICMP error parses");
+        assert_eq!((e.src, e.dst), (src, info.src));
+    }
 });

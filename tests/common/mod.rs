@@ -54,9 +54,11 @@ pub fn assert_conserved(dp: &Dataplane) {
         .map(|(_, c)| c.tx_packets + c.tx_dropped())
         .sum();
     assert_eq!(rx, t.received, "ports' rx = data plane's received");
+    // ICMP errors are frames the router originates: in the ports' tx, not in `forwarded`.
     assert_eq!(
-        tx, t.forwarded,
-        "ports' tx + tx drops = data plane's forwarded"
+        tx,
+        t.forwarded + dp.icmp().sent_total(),
+        "ports' tx + tx drops = data plane's forwarded + ICMP errors sent"
     );
     let groups: u64 = dp.groups().iter().map(|g| g.fate.received).sum();
     if !dp.groups().is_empty() {

@@ -254,11 +254,13 @@ impl Lab {
             .ok()
     }
 
-    /// Starts the router on `config`; `false` after saying so when it did not start.
-    pub fn start_or_skip(&mut self, test: &str, config: &str) -> bool {
-        self.start_router(config)
-            .map_err(|e| skip(test, &format!("the AF_XDP router did not start: {e}")))
-            .is_ok()
+    /// Starts the router on `config`, or fails the test: the lab exists, so the environment
+    /// is there, and a router that does not start in it is a defect, not a reason to skip
+    /// (with or without `ZLR_REQUIRE_ENV`). The lab's namespaces go when the panic drops it.
+    pub fn start(&mut self, test: &str, config: &str) {
+        if let Err(e) = self.start_router(config) {
+            panic!("{test}: the AF_XDP router did not start: {e}");
+        }
     }
 
     /// Builds the namespaces and links; `Err` means the machine cannot (the caller skips).

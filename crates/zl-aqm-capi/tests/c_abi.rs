@@ -77,7 +77,7 @@ fn one_zombie_list_shared_by_threads_from_c() {
 
 #[test]
 fn c_example_drops_the_heavy_flow_most_and_is_deterministic() {
-    let exe = build_c("zlred_trace", Path::new("../../examples/c/zlred_trace.c"));
+    let exe = build_c("zlred_trace", Path::new("examples/c/zlred_trace.c"));
     let out = run(&exe, &["3", "100000"]);
     assert_eq!(out, run(&exe, &["3", "100000"]), "same seed, same output");
     let rates: Vec<(u64, u64)> = out

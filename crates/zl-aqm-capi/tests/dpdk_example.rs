@@ -30,7 +30,7 @@ fn dpdk_example_drops_the_heavy_flow_most() {
     let out = Command::new("cc")
         .args(["-O2", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-I"])
         .arg(crate_dir.join("include"))
-        .arg(crate_dir.join("../../examples/c/dpdk_zlred.c"))
+        .arg(crate_dir.join("examples/c/dpdk_zlred.c"))
         .args(flags.split_whitespace())
         .arg(lib.join("libzl_aqm_capi.a"))
         .args(["-lpthread", "-ldl", "-lm", "-o"])

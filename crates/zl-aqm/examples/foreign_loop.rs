@@ -2,9 +2,10 @@
 //! and the queue, and asks the policy once per arriving packet. Nothing here is zlrouter's
 //! data plane; this is what another Rust data plane writes.
 //!
-//! The trace, the queue and the output are the C example's (`examples/c/zlred_trace.c`,
-//! through the C ABI of `zl-aqm-capi`), defined identically: for the same seed and packet
-//! count both print the same bytes, which CI checks. See that file for the trace.
+//! The trace, the queue and the output are the C example's
+//! (`crates/zl-aqm-capi/examples/c/zlred_trace.c`, through the C ABI), defined identically:
+//! for the same seed and packet count both print the same bytes, which CI checks. See that
+//! file for the trace.
 //!
 //! Run: `cargo run -p zl-aqm --example foreign_loop -- [seed] [packets]`
 

@@ -198,8 +198,10 @@ fn build_parts(
     let mut macs = Vec::with_capacity(cfg.ports.len());
     for (i, p) in cfg.ports.iter().enumerate() {
         let idx = i as u16;
-        let mac = parse_mac(&p.mac)
-            .ok_or_else(|| invalid(format!("ports[{i}].mac"), &p.mac, "a MAC address"))?;
+        let mac_key = format!("ports[{i}].mac");
+        // Absent on an af-xdp port (`validate` allows only that): the interface's own.
+        let configured = parse_mac(&p.mac);
+        let need_mac = || invalid(&mac_key, &p.mac, "a MAC address");
         let qos_params = cfg.qos_of(i);
         let qos_key = if p.qos.is_some() {
             format!("ports[{i}].qos")
@@ -271,7 +273,7 @@ fn build_parts(
                 let setup = GeneratorSetup {
                     name: &p.name,
                     index: idx,
-                    own_mac: mac,
+                    own_mac: configured.ok_or_else(need_mac)?,
                     key_prefix: &key_prefix,
                     seed: stream_seed(cfg.run.seed, 1 + i as u64),
                     end,
@@ -297,6 +299,16 @@ fn build_parts(
             }
             (None, PortKind::Sink) => Box::new(SinkPort::new(&p.name)),
         };
+        let mac = match configured {
+            Some(m) => m,
+            None => port.mac().map(zl_wire::MacAddr).ok_or_else(|| {
+                invalid(
+                    &mac_key,
+                    "(absent)",
+                    "a MAC address: the port's interface reports none",
+                )
+            })?,
+        };
         macs.push(mac);
         slots.push(PortSlot { port, egress });
     }
@@ -305,9 +317,14 @@ fn build_parts(
         None => (ring_total + 4 * BATCH_CAPACITY as u64 * cfg.ports.len() as u64)
             .min(MAX_POOL_BUFFERS as u64) as usize,
     };
+    let mut forwarder = Forwarder::new(forwarding, cfg.parse, cfg.priority.build()?, macs);
+    let l3 = (slots.iter().enumerate())
+        .map(|(i, s)| cfg.port_l3(i, s.port.mtu()))
+        .collect();
+    forwarder.set_l3(l3, cfg.icmp);
     Ok(RouterParts {
         slots,
-        forwarder: Forwarder::new(forwarding, cfg.parse, cfg.priority.build()?, macs),
+        forwarder,
         groups,
         pool_buffers,
         egress_ports,

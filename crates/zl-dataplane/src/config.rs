@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use zl_qos::{ClassParams, QosParams};
 use zl_wire::{MacAddr, ParseConfig};
 
+use crate::icmp::{IcmpParams, PortL3};
 use crate::port::{GeneratorParams, PcapParams};
 use crate::priority::PriorityParams;
 use crate::route::{NextHop, Prefix, RouteTable};
@@ -162,7 +163,10 @@ pub enum PortKind {
 pub struct PortParams {
     pub name: String,
     pub kind: PortKind,
-    /// The port's own MAC (the source MAC of routed frames leaving it).
+    /// The port's own MAC (the source MAC of routed frames leaving it, and of its ICMP
+    /// errors). Absent on an `af-xdp` port: its interface's own MAC (read when it opens),
+    /// as on a Linux router; required on every other kind.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub mac: String,
     #[serde(default)]
     pub generator: Option<GeneratorParams>,
@@ -177,6 +181,38 @@ pub struct PortParams {
     /// QoS of this port's egress; the top-level `[qos]` when absent.
     #[serde(default)]
     pub qos: Option<QosParams>,
+    /// The router's addresses on this port's link, `address/length`, IPv4 and / or IPv6 (one
+    /// string or a list): the source of the ICMP errors sent out of this port
+    /// (`crate::icmp`). With `routing.source = "kernel"` the interface's own addresses (from
+    /// netlink) are used and these are the fallback. Without an address of a version, no
+    /// error of that version leaves the port (counted `no_source_address`).
+    #[serde(
+        default,
+        deserialize_with = "one_or_many",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub address: Vec<String>,
+    /// The largest IP packet this port sends (octets, IP header included, like `ip link`'s
+    /// `mtu`): a larger one is dropped as `too_big` with Fragmentation Needed (IPv4 with DF)
+    /// or Packet Too Big (IPv6) to its sender; a larger IPv4 one without DF goes unchanged
+    /// (decided: zlrouter does not fragment). Absent: the interface's MTU where the port has
+    /// one (AF_XDP, read at start), else no check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtu: Option<u32>,
+}
+
+/// A string or a list of strings.
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    Ok(match OneOrMany::deserialize(d)? {
+        OneOrMany::One(s) => vec![s],
+        OneOrMany::Many(v) => v,
+    })
 }
 
 /// Forwarding mode.
@@ -307,6 +343,9 @@ pub struct RouterConfig {
     /// causes (`crate::capture`).
     #[serde(default)]
     pub capture: Option<crate::capture::CaptureParams>,
+    /// `[icmp]`: the ICMP errors the router sends and their rate limit (`crate::icmp`).
+    #[serde(default)]
+    pub icmp: IcmpParams,
     /// `[dpdk]`: the EAL of every DPDK port (`zl_dpdk::EalConfig`), passed to the binary
     /// unread; without it the binary uses `--no-huge --no-pci` defaults.
     #[serde(default)]
@@ -373,6 +412,22 @@ impl RouterConfig {
 
     /// Checks values and cross references that serde cannot (everything the run needs
     /// besides opening files and building the QoS engines, which check their own keys).
+    /// Port `i`'s configured addresses and MTU (an unparsable address, which `validate`
+    /// rejects, is skipped); `mtu` falls back to `interface_mtu`, the MTU the port itself
+    /// reports.
+    pub fn port_l3(&self, i: usize, interface_mtu: Option<u32>) -> PortL3 {
+        let Some(p) = self.ports.get(i) else {
+            return PortL3::default();
+        };
+        PortL3 {
+            addresses: (p.address.iter())
+                .filter_map(|a| a.parse::<Prefix>().ok())
+                .map(|a| (a.addr, a.len))
+                .collect(),
+            mtu: p.mtu.or(interface_mtu),
+        }
+    }
+
     pub fn validate(&self) -> Result<(), ConfigError> {
         let r = &self.run;
         if !(r.duration_s.is_finite() && r.duration_s > 0.0 && r.duration_s <= 1e6) {
@@ -435,7 +490,20 @@ impl RouterConfig {
                     "a unique, non-empty port name",
                 ));
             }
-            if parse_mac(&p.mac).is_none() {
+            for (k, a) in p.address.iter().enumerate() {
+                if a.parse::<Prefix>().is_err() {
+                    return Err(invalid(
+                        format!("ports[{i}].address[{k}]"),
+                        format!("{a:?}"),
+                        "address/length, like 10.0.1.1/24 or 2001:db8:1::1/64",
+                    ));
+                }
+            }
+            if let Some(mtu) = p.mtu.filter(|m| !(68..=65_535).contains(m)) {
+                return Err(invalid(key("mtu"), mtu, "68..=65535 octets"));
+            }
+            let from_interface = p.mac.is_empty() && p.kind == PortKind::AfXdp;
+            if !from_interface && parse_mac(&p.mac).is_none() {
                 return Err(invalid(
                     key("mac"),
                     format!("{:?}", p.mac),

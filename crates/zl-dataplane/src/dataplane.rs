@@ -34,6 +34,7 @@ use crate::capture::{CaptureStats, CaptureTap, CaptureWriter};
 use crate::config::Forwarding;
 use crate::egress::{Egress, Link};
 use crate::forward::Forwarder;
+use crate::icmp::{IcmpCounters, IcmpSender};
 use crate::route::RouteTable;
 use crate::stats::{DropCause, FateCounters, Fates, GroupStats};
 use crate::view::Observer;
@@ -127,6 +128,8 @@ pub struct Dataplane {
     expired: Vec<PacketBuf>,
     /// The drop capture's writer thread (`[capture]`), closed at the end of a run.
     capture: Option<CaptureWriter>,
+    /// The ICMP errors about dropped packets: the rate limit's state (`crate::icmp`).
+    icmp: IcmpSender,
 }
 
 /// How long a next hop's packets wait for its MAC: the kernel gives up after
@@ -150,6 +153,7 @@ impl Dataplane {
         groups: Vec<GroupStats>,
     ) -> Result<Self, UnknownPort> {
         UnknownPort::check(forwarder.forwarding(), slots.len())?;
+        let forwarder_icmp = forwarder.icmp_params();
         Ok(Dataplane {
             forwarder,
             slots,
@@ -168,6 +172,7 @@ impl Dataplane {
             released: Vec::new(),
             expired: Vec::new(),
             capture: None,
+            icmp: IcmpSender::new(forwarder_icmp, 1),
         })
     }
 
@@ -231,7 +236,10 @@ impl Dataplane {
         let mut expired = std::mem::take(&mut self.expired);
         self.neighbour_wait.expire(now, &mut expired);
         for buf in expired.drain(..) {
-            self.count_drop(buf, DropCause::NoNeighbour);
+            // Unresolved in time: Host Unreachable to its sender, as the kernel sends when
+            // ARP / NDP fails for a queued packet. Held as it arrived; parsed again (cold).
+            let info = zl_wire::parse(buf.as_slice(), self.forwarder.parse_config()).ok();
+            self.drop_or_reply(now, buf, info.as_ref(), DropCause::NoNeighbour);
         }
         self.expired = expired;
     }
@@ -246,6 +254,44 @@ impl Dataplane {
             Hold::HeldFirst => self.forwarder.request_resolve(port, hop),
             Hold::Held => {}
             Hold::Full(buf) => self.count_drop(buf, DropCause::NoNeighbour),
+        }
+    }
+
+    /// The forwarding state (routes, MACs, addresses and MTUs).
+    pub fn forwarder(&self) -> &Forwarder {
+        &self.forwarder
+    }
+    /// The ICMP errors sent and held back so far.
+    pub fn icmp(&self) -> &IcmpCounters {
+        &self.fates.icmp
+    }
+
+    /// Counts a packet forwarding dropped and sends the ICMP error about it when one is due
+    /// (`Forwarder::icmp_error`, then the ingress port's `Egress::originate`); else recycles
+    /// its buffer.
+    #[cold]
+    fn drop_or_reply(
+        &mut self,
+        now: Nanos,
+        mut buf: PacketBuf,
+        info: Option<&zl_wire::PacketInfo>,
+        cause: DropCause,
+    ) {
+        self.fates.dropped(&buf, cause);
+        let fates = &mut self.fates;
+        let kind = (self.forwarder).icmp_error(
+            &mut self.icmp,
+            &mut fates.icmp,
+            now,
+            &mut buf,
+            info,
+            cause,
+        );
+        let (Some(kind), Some(slot)) = (kind, self.slots.get_mut(buf.out_port as usize)) else {
+            return self.pool.free(buf);
+        };
+        if let Some(buf) = slot.egress.originate(buf, kind, fates) {
+            self.pool.free(buf);
         }
     }
 
@@ -382,7 +428,7 @@ impl Dataplane {
                 let dst = parsed.as_ref().map(|i| i.dst);
                 return self.hold_for_neighbour(now, buf, dst);
             }
-            Err(cause) => return self.count_drop(buf, cause),
+            Err(cause) => return self.drop_or_reply(now, buf, parsed.as_ref(), cause),
         };
         let egress = &mut self.slots[buf.out_port as usize].egress;
         let observed = egress.observe(meta.flow, now, &mut self.rng);
@@ -649,9 +695,19 @@ aqm = { kind = "zl-red", a = 10, zombie = { m = 500, p_swap = 0.25 } }
             .map(|i| frame(i, [46, 0, 0, 0][i as usize % 4]))
             .collect();
         let mut dp = build("[metrics]\nflow_estimate = true\n", frames.clone()).unwrap();
-        while dp.totals().received < 100 {
+        // Bounded: a regression that stops receiving fails here instead of hanging (100
+        // frames take a few bursts; 1000 polls is room, not a measurement).
+        for _ in 0..1000 {
+            if dp.totals().received >= 100 {
+                break;
+            }
             dp.poll(Nanos::from_micros(dp.polls + 1)).unwrap();
         }
+        assert!(
+            dp.totals().received >= 100,
+            "100 frames within 1000 polls: {:?}",
+            dp.totals()
+        );
         let list = dp.slots()[1].egress.zombie.as_ref().expect("estimated");
         assert_eq!(list.config().m(), 500, "the ZL-RED class's settings");
         assert_eq!(Arc::strong_count(list), 2, "the slot and the ZL-RED policy");
@@ -687,6 +743,20 @@ aqm = { kind = "zl-red", a = 10, zombie = { m = 500, p_swap = 0.25 } }
             dp.slots()[1].egress.zombie.as_ref().unwrap().config().m(),
             500
         );
+        // Issue 13 defect 9: out of range is a range error on the key itself, not a mismatch,
+        // and is refused whether or not the estimate is on.
+        for text in [
+            metrics(0),
+            "[metrics]\nflow_estimate_zombie = { m = 0 }\n".to_owned(),
+        ] {
+            let err = build(&text, vec![]).err().expect("refused").to_string();
+            assert!(
+                err.contains("`metrics.flow_estimate_zombie.m` = 0"),
+                "{err}"
+            );
+            assert!(err.contains("1 <= m <="), "{err}");
+            assert!(!err.contains("qos.classes"), "{err}");
+        }
     }
 
     /// 256 packets per poll (a work budget of 8 bursts of 32) into the router with `extra`

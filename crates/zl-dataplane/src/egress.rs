@@ -12,7 +12,10 @@
 //!   what left its queue on arrival;
 //! - [`Egress::tick`]: once per round of the loop, the flow estimate offered to the engine
 //!   and the queue lengths sampled (one rule for both loops);
-//! - [`Egress::shutdown`]: at the end of a run, what is still queued counted `shutdown`.
+//! - [`Egress::shutdown`]: at the end of a run, what is still queued counted `shutdown`;
+//!
+//! and, for a frame the router itself originates on the port (an ICMP error, `crate::icmp`),
+//! [`Egress::originate`].
 //!
 //! The port itself is reached through a [`Link`] (send a batch, recycle a buffer): the
 //! single-thread loop's port and pool, or the threaded router's locked port and return ring.
@@ -25,7 +28,7 @@ use rand::RngCore;
 use zl_aqm::PacketMeta;
 use zl_core::Nanos;
 use zl_port::{Batch, PacketBuf, PortError};
-use zl_qos::{Dequeue, QosEngine, QosParams};
+use zl_qos::{QosEngine, QosParams};
 use zl_wire::{MarkOutcome, PacketInfo, QosHeaders};
 use zl_zombie::{Observation, ZombieConfig, ZombieList, ZombieParams};
 
@@ -263,6 +266,30 @@ impl Egress {
         }
     }
 
+    /// Puts a frame the router originates on this port (the ICMP error of `kind` about a
+    /// packet received here, `crate::icmp`) into the batch the port sends next, ahead of its
+    /// class queues: not classified, not subject to the AQM or the shaper, not counted as
+    /// forwarded (it is no received packet) but as an ICMP error sent. A full batch hands it
+    /// back (counted `no_room`) for the caller to recycle.
+    #[inline]
+    pub fn originate(
+        &mut self,
+        buf: PacketBuf,
+        kind: crate::icmp::IcmpKind,
+        fates: &mut Fates,
+    ) -> Option<PacketBuf> {
+        match self.pending.push(buf) {
+            Ok(()) => {
+                fates.icmp.sent[kind as usize] += 1;
+                None
+            }
+            Err(buf) => {
+                fates.icmp.no_room += 1;
+                Some(buf)
+            }
+        }
+    }
+
     /// The packet just admitted to `class` leaves at once if it is alone in the port and the
     /// shaper lets it (see [`Egress::admit`]).
     #[inline]
@@ -342,8 +369,8 @@ impl Egress {
     }
 
     /// Ends the port's run at `now`: sends what already left its queue (counted as forwarded),
-    /// then dequeues the rest in the (virtual) time steps the shaper allows and counts it as
-    /// `shutdown` (it also appears in its class's `dequeued` count).
+    /// then discards the rest, counted as `shutdown` drops (in the totals and in its class's
+    /// `shutdown_drops`, never in the class's `dequeued`: the link did not carry it).
     pub fn shutdown(
         &mut self,
         now: Nanos,
@@ -355,17 +382,10 @@ impl Egress {
         } else {
             self.send_pending(now, link)
         };
-        let mut t = now;
-        loop {
-            match self.qos.dequeue(t) {
-                Dequeue::Packet(d) => {
-                    fates.dropped(&d.item, DropCause::Shutdown);
-                    link.recycle(d.item);
-                }
-                Dequeue::Hold { until } => t = until.max(t + Nanos(1)),
-                Dequeue::Empty => break,
-            }
-        }
+        self.qos.discard_all(now, |item| {
+            fates.dropped(&item, DropCause::Shutdown);
+            link.recycle(item);
+        });
         sent
     }
 }
@@ -406,6 +426,12 @@ pub(crate) fn port_egress(
         key: format!("{qos_key}.{}", e.key),
         reason: e.reason,
     };
+    const ESTIMATE_KEY: &str = "metrics.flow_estimate_zombie";
+    // Out of range is reported as such, estimate on or off, before any comparison with the
+    // policies' settings.
+    if let Some(m) = &estimate_params {
+        m.validate().map_err(|e| zombie_invalid(ESTIMATE_KEY, e))?;
+    }
     let policies = if estimate || threading == Threading::Threaded {
         params.zombie_params().map_err(qos_err)?
     } else {
@@ -414,7 +440,6 @@ pub(crate) fn port_egress(
     if !estimate && policies.is_none() {
         return Ok(Egress::new(QosEngine::new(params).map_err(qos_err)?, None));
     }
-    const ESTIMATE_KEY: &str = "metrics.flow_estimate_zombie";
     let estimate_params = estimate_params.filter(|_| estimate);
     let (key, zp) = match (estimate_params, policies) {
         (Some(m), Some((k, p))) if m != p => {
@@ -432,8 +457,11 @@ pub(crate) fn port_egress(
         (None, Some((k, p))) => (format!("{qos_key}.{k}"), p),
         (None, None) => (ESTIMATE_KEY.to_owned(), ZombieParams::default()),
     };
-    let zc = zp
-        .validate()
-        .map_err(|e| invalid(key, format!("{zp:?}"), e.to_string()))?;
+    let zc = zp.validate().map_err(|e| zombie_invalid(&key, e))?;
     Egress::on_own_list(params, zc).map_err(qos_err)
+}
+
+/// A Zombie List parameter out of range, named under the list's table `key`.
+fn zombie_invalid(key: &str, e: zl_zombie::ZombieConfigError) -> ConfigError {
+    invalid(format!("{key}.{}", e.param()), e.value(), e.expected())
 }

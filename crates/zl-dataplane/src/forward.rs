@@ -5,14 +5,20 @@
 //! [`Forwarder::forward`] is called by the single-thread loop (`Dataplane::process`) and by the
 //! receive workers of the multi-threaded split (`crate::mt`), so both forward with the same
 //! semantics and the same drop causes: `parse_error` (router mode: the frame is not Ethernet +
-//! IPv4/IPv6), `no_route` (no route matched, or a bridge port without a peer), `ttl_expired`.
+//! IPv4/IPv6), `no_route` (no route matched, or a bridge port without a peer), `ttl_expired`,
+//! `too_big` (larger than the egress port's MTU: IPv4 with DF, or IPv6). A packet dropped as
+//! `no_route`, `ttl_expired` or `too_big` is left as it arrived, for the ICMP error about it
+//! ([`Forwarder::icmp_error`], `crate::icmp`), which both loops then ask for.
 
+use std::net::IpAddr;
 use zl_aqm::PacketMeta;
-use zl_core::Color;
+
+use zl_core::{Color, Nanos};
 use zl_port::PacketBuf;
-use zl_wire::{MacAddr, PacketInfo, ParseConfig, TtlOutcome};
+use zl_wire::{IpVersion, MacAddr, PacketInfo, ParseConfig, TtlOutcome};
 
 use crate::config::Forwarding;
+use crate::icmp::{IcmpCounters, IcmpKind, IcmpParams, IcmpPorts, IcmpSender, PortL3};
 use crate::priority::PriorityMap;
 use crate::route::{NextHop, RouteTable};
 use crate::stats::DropCause;
@@ -61,6 +67,11 @@ pub struct Forwarder {
     priority: PriorityMap,
     /// Each port's own MAC, by port index: the source MAC of routed frames leaving it.
     macs: Vec<MacAddr>,
+    /// Each port's configured addresses and egress MTU, by port index (none: no MTU check,
+    /// no configured ICMP source address).
+    l3: Vec<PortL3>,
+    /// Whether and how fast ICMP errors are sent (each loop builds its `IcmpSender` from it).
+    icmp: IcmpParams,
 }
 
 impl Forwarder {
@@ -80,7 +91,52 @@ impl Forwarder {
             parse,
             priority,
             macs,
+            l3: Vec::new(),
+            icmp: IcmpParams::default(),
         }
+    }
+
+    /// Sets the ports' configured addresses and egress MTUs (by port index) and the ICMP
+    /// settings (`crate::icmp`).
+    pub fn set_l3(&mut self, l3: Vec<PortL3>, icmp: IcmpParams) {
+        self.l3 = l3;
+        self.icmp = icmp;
+    }
+    /// The ICMP settings, for each loop's [`IcmpSender`].
+    pub fn icmp_params(&self) -> IcmpParams {
+        self.icmp
+    }
+    /// The ports' configured addresses and MTUs, by port index.
+    pub fn l3(&self) -> &[PortL3] {
+        &self.l3
+    }
+
+    /// The ICMP error about a packet [`Forwarder::forward_in_place`] dropped for `cause`,
+    /// written over `buf` by `sender` when one is due (see [`IcmpSender::reply`]): then
+    /// `buf.out_port` is the ingress port and the caller hands `buf` to that port's egress
+    /// (`Egress::originate`). The one ICMP step of both loops.
+    #[inline]
+    pub fn icmp_error(
+        &self,
+        sender: &mut IcmpSender,
+        counters: &mut IcmpCounters,
+        now: Nanos,
+        buf: &mut PacketBuf,
+        info: Option<&PacketInfo>,
+        cause: DropCause,
+    ) -> Option<IcmpKind> {
+        sender.reply(now, buf, info, cause, self, counters)
+    }
+
+    /// Whether `info`'s packet exceeds the MTU of `port` and may not be fragmented (IPv4
+    /// with DF, or IPv6).
+    #[inline]
+    fn too_big(&self, port: u16, frame: &[u8], info: &PacketInfo) -> bool {
+        self.mtu(port).is_some_and(|mtu| {
+            info.ip_len > mtu as usize
+                && (info.ip_version == IpVersion::V6
+                    || zl_wire::icmp::ipv4_dont_fragment(frame, info))
+        })
     }
 
     /// Kernel routing: routes by `fib` from now on.
@@ -185,6 +241,12 @@ impl Forwarder {
             let Some(&src) = self.macs.get(nh.port as usize) else {
                 return Err(DropCause::NoRoute);
             };
+            // After the TTL check (an expiring packet gets Time Exceeded, as in Linux's
+            // `ip_forward`), before the decrement (the error quotes the packet as it came).
+            if info.ttl > 1 && self.too_big(nh.port, buf.as_slice(), info) {
+                buf.out_port = nh.port;
+                return Err(DropCause::TooBig);
+            }
             match zl_wire::decrement_ttl(buf.as_mut_slice(), info) {
                 Ok(TtlOutcome::Forwarded { .. }) => {}
                 Ok(TtlOutcome::Expired) | Err(_) => return Err(DropCause::TtlExpired),
@@ -209,5 +271,25 @@ impl Forwarder {
                 ..PacketMeta::default()
             },
         })
+    }
+}
+
+impl IcmpPorts for Forwarder {
+    /// Kernel routing: the interface's own addresses (followed from netlink), else the
+    /// configured ones; static routing: the configured ones.
+    fn source(&self, port: u16, toward: IpAddr) -> Option<IpAddr> {
+        let kernel = self
+            .kernel_fib()
+            .and_then(|f| zl_fib::pick_source(f.addresses(port), toward));
+        kernel.or_else(|| {
+            let l3 = self.l3.get(port as usize)?;
+            zl_fib::pick_source(&l3.addresses, toward)
+        })
+    }
+    fn mac(&self, port: u16) -> Option<MacAddr> {
+        self.macs.get(port as usize).copied()
+    }
+    fn mtu(&self, port: u16) -> Option<u32> {
+        self.l3.get(port as usize).and_then(|l| l.mtu)
     }
 }

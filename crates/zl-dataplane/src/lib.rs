@@ -20,6 +20,7 @@ pub mod dataplane;
 pub mod egress;
 pub mod flows;
 pub mod forward;
+pub mod icmp;
 pub mod metrics;
 pub mod mt;
 pub mod port;

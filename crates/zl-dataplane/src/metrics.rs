@@ -313,6 +313,27 @@ impl Collector for SnapshotCollector {
                 .map(|&c| (vec![("cause", c.name().to_owned())], s.drops_of(c))),
         )?;
         f.scalar(
+            "zlrouter_icmp_sent_total",
+            "ICMP errors the router sent (extra frames in the ingress ports' tx), by type.",
+            Counter,
+            s.icmp
+                .sent
+                .iter()
+                .map(|(&k, &n)| (vec![("type", k.to_owned())], n)),
+        )?;
+        f.scalar(
+            "zlrouter_icmp_not_sent_total",
+            "ICMP errors due but not sent, by reason.",
+            Counter,
+            [
+                ("rate_limited", s.icmp.rate_limited),
+                ("suppressed", s.icmp.suppressed),
+                ("no_source_address", s.icmp.no_source_address),
+                ("no_room", s.icmp.no_room),
+            ]
+            .map(|(r, n)| (vec![("reason", r.to_owned())], n)),
+        )?;
+        f.scalar(
             "zlrouter_queued_packets",
             "Packets waiting in egress queues.",
             Gauge,
@@ -343,7 +364,7 @@ impl Collector for SnapshotCollector {
             &'static str,
             fn(&crate::snapshot::ColorSnapshot) -> u64,
         );
-        let color_fields: [ColorField; 6] = [
+        let color_fields: [ColorField; 7] = [
             (
                 "zlrouter_class_enqueued_packets_total",
                 "Packets admitted to the class queue, by color.",
@@ -373,6 +394,11 @@ impl Collector for SnapshotCollector {
                 "zlrouter_class_tail_drops_total",
                 "Tail drops (queue full), by color.",
                 |k| k.tail_drops,
+            ),
+            (
+                "zlrouter_class_shutdown_drops_total",
+                "Packets admitted, then discarded still queued at the end of the run, by color.",
+                |k| k.shutdown_drops,
             ),
         ];
         for (name, help, get) in color_fields {

@@ -68,6 +68,7 @@ use crate::capture::{CaptureStats, CaptureTap, CaptureWriter};
 use crate::dataplane::{PortSlot, StopReason};
 use crate::egress::{Egress, Link, QueueLengthHistogram};
 use crate::forward::Forwarder;
+use crate::icmp::{IcmpKind, IcmpSender};
 use crate::stats::{DropCause, FateCounters, Fates, GroupStats};
 use crate::view::{Observer, RouterView};
 
@@ -121,6 +122,9 @@ struct Item {
     /// that did not parse).
     headers: Option<QosHeaders>,
     obs: Option<Observation>,
+    /// An ICMP error the receive worker wrote over a dropped packet (`crate::icmp`): it goes
+    /// to the port's `Egress::originate`, past classification and admission.
+    icmp: Option<IcmpKind>,
 }
 
 /// The multi-threaded router: the parts of a [`crate::Dataplane`], run by [`MtRouter::run`].
@@ -365,7 +369,11 @@ impl MtRouter {
         // Everything left is counted `shutdown`: the rings, then the egress stages.
         for ring in &rings {
             while let Some(item) = ring.pop() {
-                self.tx_fates.dropped(&item.buf, DropCause::Shutdown);
+                match item.icmp {
+                    // An error not sent is no received packet: counted as not sent.
+                    Some(_) => self.tx_fates.icmp.no_room += 1,
+                    None => self.tx_fates.dropped(&item.buf, DropCause::Shutdown),
+                }
             }
         }
         for (p, egress) in self.egress.iter_mut().enumerate() {
@@ -544,7 +552,14 @@ fn admit_from_ring(
             meta,
             mut headers,
             obs,
+            icmp,
         } = item;
+        if let Some(kind) = icmp {
+            if let Some(b) = egress.originate(buf, kind, fates) {
+                let _ = returns.push(b);
+            }
+            continue;
+        }
         let dropped = egress.admit(now, rng, buf, meta, headers.as_mut(), obs.as_ref(), fates);
         if let Some(b) = dropped {
             let _ = returns.push(b);
@@ -585,6 +600,8 @@ where
     let mut batch = Batch::new();
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(stream_seed(params.seed, 1000 + w as u64));
     let mut exhausted = vec![false; mine.len()];
+    // Each worker limits its errors to its share of the global rate (`crate::icmp`).
+    let mut icmp = IcmpSender::new(sh.forwarder.icmp_params(), sh.progress.len() as u32);
     let mut error = None;
     let mut next_report = Nanos::ZERO;
     let mut idle = 0u32;
@@ -629,7 +646,7 @@ where
                 let mut bytes = 0;
                 for buf in batch.drain() {
                     bytes += buf.len() as u64;
-                    forward_one(buf, now, sh, &mut pool, &mut rng, &mut counts);
+                    forward_one(buf, now, sh, &mut pool, &mut rng, &mut icmp, &mut counts);
                 }
                 counts.received(n, bytes);
                 if let Err(e) = result {
@@ -670,7 +687,8 @@ where
 
 /// The receive stage of one packet, as in the single-thread loop's `process`: forwarding,
 /// then the egress port's list observed once; the packet goes into its egress port's ring
-/// with the observation and its rewritable headers (or its drop is counted).
+/// with the observation and its rewritable headers (or its drop is counted, and the ICMP
+/// error about it, when one is due, goes into its ingress port's ring).
 #[inline]
 fn forward_one(
     mut buf: PacketBuf,
@@ -678,6 +696,7 @@ fn forward_one(
     sh: &Shared<'_>,
     pool: &mut BufPool,
     rng: &mut Xoshiro256PlusPlus,
+    icmp: &mut IcmpSender,
     fates: &mut Fates,
 ) {
     fates.arrives(&buf);
@@ -686,7 +705,29 @@ fn forward_one(
         Ok(meta) => meta,
         Err(cause) => {
             fates.dropped(&buf, cause);
-            return pool.free(buf);
+            let kind = (sh.forwarder).icmp_error(
+                icmp,
+                &mut fates.icmp,
+                now,
+                &mut buf,
+                parsed.as_ref(),
+                cause,
+            );
+            let (Some(kind), Some(ring)) = (kind, sh.rings.get(buf.out_port as usize)) else {
+                return pool.free(buf);
+            };
+            let item = Item {
+                buf,
+                meta: PacketMeta::default(),
+                headers: None,
+                obs: None,
+                icmp: Some(kind),
+            };
+            if let Err(item) = ring.push(item) {
+                fates.icmp.no_room += 1;
+                pool.free(item.buf);
+            }
+            return;
         }
     };
     let out = buf.out_port as usize;
@@ -704,6 +745,7 @@ fn forward_one(
         meta,
         headers: parsed.as_ref().map(QosHeaders::of),
         obs,
+        icmp: None,
     };
     if let Err(item) = ring.push(item) {
         fates.dropped(&item.buf, DropCause::RingFull);
@@ -747,5 +789,8 @@ impl RouterView for MtRouter {
     }
     fn capture_stats(&self) -> Option<CaptureStats> {
         MtRouter::capture_stats(self)
+    }
+    fn icmp(&self) -> crate::icmp::IcmpCounters {
+        self.fates.icmp
     }
 }

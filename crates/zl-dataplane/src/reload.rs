@@ -11,7 +11,8 @@
 //! `metrics.flow_estimate_zombie`).
 //!
 //! Not live, refused naming the key: the set of ports (adding or removing one: `ports`), a
-//! port's name, backend, MAC or backend settings (`ports[i].kind`, `ports[i].af_xdp`, ...),
+//! port's name, backend, MAC, addresses, MTU or backend settings (`ports[i].kind`,
+//! `ports[i].af_xdp`, `ports[i].address`, `ports[i].mtu`, ...), the ICMP settings (`icmp`),
 //! the forwarding mode and bridges (`forwarding`), the parser (`parse`), the run's shape
 //! (`run.*`: workers, buffers, duration, seed), the metrics address (`metrics.listen`) and
 //! DPDK's EAL (`dpdk`). decided: these need the ports reopened, the buffer pool rebuilt or
@@ -102,6 +103,9 @@ fn port_identity(i: usize, old: &PortParams, new: &PortParams) -> Result<(), Rel
         ("pcap", old.pcap != new.pcap),
         ("af_xdp", old.af_xdp != new.af_xdp),
         ("dpdk", old.dpdk != new.dpdk),
+        // Read into the forwarding state at build (`crate::icmp`).
+        ("address", old.address != new.address),
+        ("mtu", old.mtu != new.mtu),
     ];
     if let Some((k, _)) = backend.iter().find(|(_, changed)| *changed) {
         return Err(not_live(
@@ -145,6 +149,7 @@ pub fn plan(old: &RouterConfig, new: &RouterConfig) -> Result<ReloadPlan, Reload
         ("parse", old.parse != new.parse),
         ("metrics.listen", old.metrics.listen != new.metrics.listen),
         ("dpdk", old.dpdk != new.dpdk),
+        ("icmp", old.icmp != new.icmp),
     ] {
         if changed {
             return Err(not_live(key, "changed"));

@@ -91,7 +91,7 @@ pub fn render(snap: &Snapshot) -> String {
                 }
                 let _ = writeln!(
                     out,
-                    "    {:<6} arrived {:>8} sent {:>8} marked {:>6} dropped early {:>6} forced {:>6} tail {:>6}  sojourn mean {:.3} ms max {:.3} ms",
+                    "    {:<6} arrived {:>8} sent {:>8} marked {:>6} dropped early {:>6} forced {:>6} tail {:>6} shutdown {:>6}  sojourn mean {:.3} ms max {:.3} ms",
                     k.color,
                     k.arrived,
                     k.sent,
@@ -99,6 +99,7 @@ pub fn render(snap: &Snapshot) -> String {
                     k.early_drops,
                     k.forced_drops,
                     k.tail_drops,
+                    k.shutdown_drops,
                     k.sojourn.mean_s * 1e3,
                     k.sojourn.max_s * 1e3
                 );
@@ -183,6 +184,22 @@ pub fn render(snap: &Snapshot) -> String {
         causes.trim_start(),
         t.queued,
         t.marked
+    );
+    let icmp = &snap.icmp;
+    let mut sent = String::new();
+    for (k, n) in &icmp.sent {
+        let _ = write!(sent, " {k} {n}");
+    }
+    let _ = writeln!(
+        out,
+        "icmp errors sent {}: {} (extra frames, in the ports' tx)   not sent: rate_limited {} \
+         suppressed {} no_source_address {} no_room {}",
+        icmp.sent.values().sum::<u64>(),
+        sent.trim_start(),
+        icmp.rate_limited,
+        icmp.suppressed,
+        icmp.no_source_address,
+        icmp.no_room
     );
     out
 }

@@ -22,6 +22,7 @@ use zl_wire::FlowKeyKind;
 use crate::capture::CaptureStats;
 use crate::dataplane::QLEN_BUCKETS;
 use crate::flows::key_text;
+use crate::icmp::{IcmpCounters, IcmpKind};
 use crate::stats::{DropCause, FateCounters};
 use crate::view::RouterView;
 
@@ -40,6 +41,40 @@ pub struct Snapshot {
     /// The drop capture's counters (`[capture]`; absent without one).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capture: Option<CaptureStats>,
+    /// The ICMP errors the router sent and held back (`crate::icmp`).
+    pub icmp: IcmpSnapshot,
+}
+
+/// ICMP errors from the router: frames it originates (in the ingress ports' `tx_packets`),
+/// outside the totals' identity. `sent` by type (`time_exceeded`, `unreachable`,
+/// `too_big`); the rest count errors that were due and not sent, by reason.
+#[derive(Clone, Debug, Serialize)]
+pub struct IcmpSnapshot {
+    pub sent: BTreeMap<&'static str, u64>,
+    /// The rate limit held it (`icmp.ratelimit_ms`, `icmp.msgs_per_sec`).
+    pub rate_limited: u64,
+    /// RFC 1812 / RFC 4443 forbid it (about an ICMP error, a non-first fragment, a multicast
+    /// or broadcast packet, a source that names no single host).
+    pub suppressed: u64,
+    /// The ingress port has no address of the packet's IP version.
+    pub no_source_address: u64,
+    /// The frame could not hold it, or the port's send batch was full.
+    pub no_room: u64,
+}
+
+impl IcmpSnapshot {
+    fn of(c: &IcmpCounters) -> Self {
+        IcmpSnapshot {
+            sent: IcmpKind::ALL
+                .iter()
+                .map(|&k| (k.name(), c.sent_of(k)))
+                .collect(),
+            rate_limited: c.rate_limited,
+            suppressed: c.suppressed,
+            no_source_address: c.no_source_address,
+            no_room: c.no_room,
+        }
+    }
 }
 
 /// One port: its I/O counters and its egress (classes, Zombie List).
@@ -147,6 +182,8 @@ pub struct ColorSnapshot {
     pub early_drops: u64,
     pub forced_drops: u64,
     pub tail_drops: u64,
+    /// Admitted, then discarded still queued at the end of the run (not in `sent`).
+    pub shutdown_drops: u64,
     pub sojourn: SojournSnapshot,
 }
 
@@ -232,6 +269,7 @@ fn color(color: Color, k: &ColorStats) -> ColorSnapshot {
         early_drops: k.early_drops,
         forced_drops: k.forced_drops,
         tail_drops: k.tail_drops,
+        shutdown_drops: k.shutdown_drops,
         sojourn: sojourn(&k.sojourn),
     }
 }
@@ -374,6 +412,7 @@ impl Snapshot {
                 })
                 .collect(),
             capture: view.capture_stats(),
+            icmp: IcmpSnapshot::of(&view.icmp()),
         }
     }
 

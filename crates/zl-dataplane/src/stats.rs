@@ -10,6 +10,7 @@ use zl_core::{Color, Nanos};
 use zl_port::PacketBuf;
 
 use crate::capture::CaptureTap;
+use crate::icmp::IcmpCounters;
 
 /// Why the data plane discarded a packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -18,8 +19,11 @@ pub enum DropCause {
     ParseError,
     /// No route matched the destination, or a bridge port without a peer.
     NoRoute,
-    /// TTL / hop limit expired.
+    /// TTL / hop limit expired (the sender gets Time Exceeded, `crate::icmp`).
     TtlExpired,
+    /// Larger than the egress port's MTU and not to be fragmented (IPv4 with DF, or IPv6):
+    /// the sender gets Fragmentation Needed / Packet Too Big (`crate::icmp`).
+    TooBig,
     /// AQM early (probabilistic) drop.
     Early,
     /// AQM forced drop (e.g. RED's `avg >= max_th`).
@@ -38,10 +42,11 @@ pub enum DropCause {
 }
 
 impl DropCause {
-    pub const ALL: [DropCause; 9] = [
+    pub const ALL: [DropCause; 10] = [
         DropCause::ParseError,
         DropCause::NoRoute,
         DropCause::TtlExpired,
+        DropCause::TooBig,
         DropCause::Early,
         DropCause::Forced,
         DropCause::Tail,
@@ -57,6 +62,7 @@ impl DropCause {
             DropCause::ParseError => "parse_error",
             DropCause::NoRoute => "no_route",
             DropCause::TtlExpired => "ttl_expired",
+            DropCause::TooBig => "too_big",
             DropCause::Early => "early",
             DropCause::Forced => "forced",
             DropCause::Tail => "tail",
@@ -139,6 +145,9 @@ pub struct Fates {
     pub groups: Vec<GroupStats>,
     /// The drop capture's tap (`[capture]`), shared by every copy of these counters.
     pub capture: Option<CaptureTap>,
+    /// The ICMP errors the loop sent or held back (`crate::icmp`): frames the router
+    /// originates, outside the conservation identity of received packets.
+    pub icmp: IcmpCounters,
 }
 
 impl Fates {
@@ -148,6 +157,7 @@ impl Fates {
             totals: FateCounters::default(),
             groups,
             capture: None,
+            icmp: IcmpCounters::default(),
         }
     }
 
@@ -178,6 +188,7 @@ impl Fates {
     /// Adds `other`'s counts (the workers of a threaded run).
     pub fn add(&mut self, other: &Fates) {
         self.totals.add(&other.totals);
+        self.icmp.add(&other.icmp);
         for (a, b) in self.groups.iter_mut().zip(&other.groups) {
             a.fate.add(&b.fate);
         }

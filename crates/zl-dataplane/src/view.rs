@@ -10,6 +10,7 @@ use zl_zombie::ZombieList;
 use crate::dataplane::Dataplane;
 use crate::egress::QueueLengthHistogram;
 use crate::flows::FlowTable;
+use crate::icmp::IcmpCounters;
 use crate::stats::{FateCounters, GroupStats};
 
 /// A read-only view of a router's counters, by port index.
@@ -36,6 +37,8 @@ pub trait RouterView {
     }
     /// The named flows of `port`'s egress, when it tracks them.
     fn flow_table(&self, port: usize) -> Option<&FlowTable>;
+    /// The ICMP errors the router sent and held back (`crate::icmp`).
+    fn icmp(&self) -> IcmpCounters;
     /// Active flows at `port`'s egress estimated by its Zombie List (1/P(t)), when it has one.
     fn estimated_flows(&self, port: usize) -> Option<f64> {
         self.zombie_list(port).map(ZombieList::estimated_flows)
@@ -89,5 +92,8 @@ impl RouterView for Dataplane {
     }
     fn capture_stats(&self) -> Option<crate::capture::CaptureStats> {
         Dataplane::capture_stats(self)
+    }
+    fn icmp(&self) -> IcmpCounters {
+        *Dataplane::icmp(self)
     }
 }

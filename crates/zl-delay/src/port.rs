@@ -66,6 +66,14 @@ impl<P: Port> Port for DelayedPort<P> {
         self.inner.name()
     }
 
+    fn mtu(&self) -> Option<u32> {
+        self.inner.mtu()
+    }
+
+    fn mac(&self) -> Option<[u8; 6]> {
+        self.inner.mac()
+    }
+
     /// Takes what the inner port has received into the line (each frame stamped with its
     /// release time), then hands over what is due by `now`.
     fn recv(

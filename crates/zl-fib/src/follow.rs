@@ -24,6 +24,7 @@ pub struct ResolveQueue {
 }
 
 impl ResolveQueue {
+    /// A queue holding at most `capacity` pending requests (at least one).
     pub fn new(capacity: usize) -> Arc<Self> {
         Arc::new(ResolveQueue {
             queue: ArrayQueue::new(capacity.max(1)),
@@ -62,10 +63,12 @@ impl FibFollower {
         let mut follower = Follower::subscribe(Groups {
             routes: true,
             neighbours: true,
-            addresses: false,
+            // The interfaces' addresses: the source of the ICMP errors each port sends.
+            addresses: true,
         })?;
         let mut rtnl = Rtnl::open()?;
         state.load(rtnl.dump_routes()?, rtnl.dump_neighbours()?);
+        state.load_addresses(rtnl.dump_addresses()?);
         let handle = FibHandle::new(state.snapshot());
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
@@ -131,6 +134,13 @@ fn run(
                         changed = true;
                     }
                     Err(e) => tracing::warn!("re-reading routes after an overrun: {e}"),
+                }
+                match rtnl.dump_addresses() {
+                    Ok(a) => {
+                        state.load_addresses(a);
+                        changed = true;
+                    }
+                    Err(e) => tracing::warn!("re-reading addresses after an overrun: {e}"),
                 }
             } else {
                 changed |= state.apply(e);

@@ -4,8 +4,8 @@
 //! data plane's poll loop. The flow:
 //!
 //! ```text
-//!  kernel (ip route, BIRD/FRR, ARP/NDP)
-//!     | rtnetlink dump + RTM_NEWROUTE/DELROUTE/NEWNEIGH/DELNEIGH
+//!  kernel (ip route, BIRD/FRR, ARP/NDP, ip addr)
+//!     | rtnetlink dump + RTM_NEWROUTE/DELROUTE/NEWNEIGH/DELNEIGH/NEWADDR/DELADDR
 //!     v
 //!  control thread: FibState::apply (routes, neighbours, static routes) -> Fib snapshot
 //!     | FibHandle::publish (an Arc swapped in, arc-swap: no lock for the reader)
@@ -32,6 +32,8 @@
 //! (at most 33 / 129 probes, fewer in practice). It holds a full table and updates in O(1);
 //! the full-table LPM of `zl-lpm` replaces it behind [`Fib::decide`] when it lands.
 
+#![warn(missing_docs)]
+
 mod follow;
 mod state;
 mod table;
@@ -39,5 +41,5 @@ mod wait;
 
 pub use follow::{FibFollower, ResolveQueue};
 pub use state::{FibState, StaticRoute};
-pub use table::{Decision, Fib, FibHandle, FibReader};
+pub use table::{pick_source, Decision, Fib, FibHandle, FibReader};
 pub use wait::{Hold, NeighbourWait};

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 
-use zl_netlink::{KernelEvent, KernelNeighbour, KernelRoute, RouteKind};
+use zl_netlink::{KernelAddr, KernelEvent, KernelNeighbour, KernelRoute, RouteKind};
 use zl_wire::MacAddr;
 
 use crate::table::{mask4, mask6, Fib, PrefixMap, Target};
@@ -12,8 +12,11 @@ use crate::table::{mask4, mask6, Fib, PrefixMap, Target};
 /// A `[[routes]]` entry of the config.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StaticRoute {
+    /// The destination prefix.
     pub dst: IpAddr,
+    /// The destination prefix's length.
     pub prefix_len: u8,
+    /// zlrouter's egress port (its index in `[[ports]]`).
     pub port: u16,
     /// The next hop's address; `None` with no `mac`: the destination is on the link.
     pub gateway: Option<IpAddr>,
@@ -38,6 +41,8 @@ pub struct FibState {
     routes: HashMap<(IpAddr, u8), Vec<KernelRoute>>,
     /// Usable neighbour entries by (kernel interface, address).
     neighbours: HashMap<(u32, IpAddr), MacAddr>,
+    /// Interface addresses by kernel interface: (address, prefix length).
+    addresses: HashMap<u32, Vec<(IpAddr, u8)>>,
 }
 
 impl FibState {
@@ -60,6 +65,27 @@ impl FibState {
         }
         for n in neighbours {
             self.set_neighbour(n);
+        }
+    }
+
+    /// Replaces the interface addresses with a dump (at start, and after an overrun).
+    pub fn load_addresses(&mut self, addrs: Vec<KernelAddr>) {
+        self.addresses.clear();
+        for a in addrs {
+            self.add_address(&a);
+        }
+    }
+
+    fn add_address(&mut self, a: &KernelAddr) {
+        let list = self.addresses.entry(a.ifindex).or_default();
+        if !list.contains(&(a.addr, a.prefix_len)) {
+            list.push((a.addr, a.prefix_len));
+        }
+    }
+
+    fn remove_address(&mut self, a: &KernelAddr) {
+        if let Some(list) = self.addresses.get_mut(&a.ifindex) {
+            list.retain(|&(x, _)| x != a.addr);
         }
     }
 
@@ -102,9 +128,9 @@ impl FibState {
             KernelEvent::NeighbourRemoved { ifindex, addr } => {
                 self.neighbours.remove(&(ifindex, addr));
             }
-            KernelEvent::AddrAdded(_) | KernelEvent::AddrRemoved(_) | KernelEvent::Resync => {
-                return false
-            }
+            KernelEvent::AddrAdded(a) => self.add_address(&a),
+            KernelEvent::AddrRemoved(a) => self.remove_address(&a),
+            KernelEvent::Resync => return false,
         }
         true
     }
@@ -156,6 +182,15 @@ impl FibState {
             .iter()
             .filter_map(|(&(ifindex, addr), &mac)| Some(((self.port_of(ifindex)?, addr), mac)))
             .collect();
-        Fib { routes, neighbours }
+        let addresses = self
+            .addresses
+            .iter()
+            .filter_map(|(&ifindex, a)| Some((self.port_of(ifindex)?, a.clone())))
+            .collect();
+        Fib {
+            routes,
+            neighbours,
+            addresses,
+        }
     }
 }

@@ -11,10 +11,20 @@ use zl_wire::MacAddr;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Decision {
     /// Send out of `port` to `mac`.
-    Forward { port: u16, mac: MacAddr },
+    Forward {
+        /// zlrouter's egress port.
+        port: u16,
+        /// The next hop's MAC address.
+        mac: MacAddr,
+    },
     /// The route says `port` via `next_hop`, whose MAC is not known yet: hold the packet
     /// (bounded) and have the kernel resolve it.
-    Resolve { port: u16, next_hop: IpAddr },
+    Resolve {
+        /// zlrouter's egress port.
+        port: u16,
+        /// The address to resolve: the gateway, or the destination on a connected route.
+        next_hop: IpAddr,
+    },
     /// No route, or the best route leaves through an interface that is not one of zlrouter's
     /// ports (the kernel's own, e.g. a management port): counted `no_route`.
     NoRoute,
@@ -109,6 +119,8 @@ impl PrefixMap {
 pub struct Fib {
     pub(crate) routes: PrefixMap,
     pub(crate) neighbours: HashMap<(u16, IpAddr), MacAddr>,
+    /// Each port's interface addresses (address, prefix length), as the kernel has them.
+    pub(crate) addresses: HashMap<u16, Vec<(IpAddr, u8)>>,
 }
 
 impl Fib {
@@ -142,6 +154,37 @@ impl Fib {
     pub fn route_count(&self) -> usize {
         self.routes.len()
     }
+
+    /// The kernel's addresses of `port`'s interface (address, prefix length).
+    pub fn addresses(&self, port: u16) -> &[(IpAddr, u8)] {
+        self.addresses.get(&port).map_or(&[], Vec::as_slice)
+    }
+}
+
+/// The address among `addrs` a router sends from towards `toward` (the source of an ICMP
+/// error about a packet from `toward`): of `toward`'s IP version; the one whose prefix holds
+/// `toward`, else a global one (not IPv6 link-local), else any; `None` when none is of that
+/// version. A simplified RFC 6724 source selection (same subnet, then scope), as Linux's
+/// `icmp_send` ends up choosing on a connected neighbour.
+pub fn pick_source(addrs: &[(IpAddr, u8)], toward: IpAddr) -> Option<IpAddr> {
+    let same_family = || {
+        addrs
+            .iter()
+            .filter(move |(a, _)| a.is_ipv4() == toward.is_ipv4())
+    };
+    let holds = |&&(a, len): &&(IpAddr, u8)| match (a, toward) {
+        (IpAddr::V4(a), IpAddr::V4(t)) => mask4(a.into(), len) == mask4(t.into(), len),
+        (IpAddr::V6(a), IpAddr::V6(t)) => mask6(a.into(), len) == mask6(t.into(), len),
+        _ => false,
+    };
+    let global = |&&(a, _): &&(IpAddr, u8)| match a {
+        IpAddr::V6(a) => a.segments()[0] & 0xffc0 != 0xfe80,
+        IpAddr::V4(_) => true,
+    };
+    (same_family().find(holds))
+        .or_else(|| same_family().find(global))
+        .or_else(|| same_family().next())
+        .map(|&(a, _)| a)
 }
 
 /// The control side's end: publishes new snapshots.
@@ -151,6 +194,7 @@ pub struct FibHandle {
 }
 
 impl FibHandle {
+    /// A handle publishing `fib` as the first snapshot.
     pub fn new(fib: Fib) -> Self {
         FibHandle {
             current: Arc::new(ArcSwap::from_pointee(fib)),

@@ -113,6 +113,7 @@ impl<T> NeighbourWait<T> {
         self.waiting.values().map(|w| w.packets.len()).sum()
     }
 
+    /// True when no packet is held.
     pub fn is_empty(&self) -> bool {
         self.waiting.is_empty()
     }

@@ -317,3 +317,70 @@ fn at_most_per_hop_packets_wait_and_are_released_in_order_or_expire() {
     assert_eq!(gone, vec![5, 7]);
     assert!(w.is_empty());
 }
+
+fn addr(ifindex: u32, a: &str, len: u8) -> zl_netlink::KernelAddr {
+    zl_netlink::KernelAddr {
+        ifindex,
+        addr: ip(a),
+        prefix_len: len,
+        broadcast: None,
+    }
+}
+
+/// The interfaces' addresses follow RTM_NEWADDR / RTM_DELADDR into the snapshot, by port; an
+/// interface that is not zlrouter's is left out.
+#[test]
+fn interface_addresses_follow_the_kernel_by_port() {
+    let mut s = state();
+    s.load_addresses(vec![
+        addr(10, "10.0.1.1", 24),
+        addr(10, "fe80::1", 64),
+        addr(99, "192.0.2.1", 24),
+    ]);
+    assert!(s.apply(KernelEvent::AddrAdded(addr(10, "2001:db8:1::1", 64))));
+    assert!(s.apply(KernelEvent::AddrAdded(addr(20, "10.0.2.1", 24))));
+    let f = s.snapshot();
+    assert_eq!(
+        f.addresses(0),
+        [
+            (ip("10.0.1.1"), 24),
+            (ip("fe80::1"), 64),
+            (ip("2001:db8:1::1"), 64)
+        ]
+    );
+    assert_eq!(f.addresses(1), [(ip("10.0.2.1"), 24)]);
+    assert!(s.apply(KernelEvent::AddrRemoved(addr(20, "10.0.2.1", 24))));
+    assert!(s.snapshot().addresses(1).is_empty());
+}
+
+/// The source of an error towards a host: the address whose prefix holds it, else a global
+/// one (never IPv6 link-local while a global one exists), else any of its version.
+#[test]
+fn the_source_address_is_on_the_hosts_subnet_else_global() {
+    let a = [
+        (ip("10.0.1.1"), 24),
+        (ip("10.0.9.1"), 24),
+        (ip("fe80::1"), 64),
+        (ip("2001:db8:1::1"), 64),
+    ];
+    let pick = |t: &str| zl_fib::pick_source(&a, ip(t));
+    assert_eq!(pick("10.0.9.7"), Some(ip("10.0.9.1")));
+    assert_eq!(pick("10.0.1.7"), Some(ip("10.0.1.1")));
+    assert_eq!(
+        pick("192.0.2.9"),
+        Some(ip("10.0.1.1")),
+        "first of the version"
+    );
+    assert_eq!(
+        pick("2001:db8:7::2"),
+        Some(ip("2001:db8:1::1")),
+        "global over link-local"
+    );
+    assert_eq!(pick("fe80::9"), Some(ip("fe80::1")), "on-link");
+    let only_ll = [(ip("fe80::1"), 64)];
+    assert_eq!(
+        zl_fib::pick_source(&only_ll, ip("2001:db8::2")),
+        Some(ip("fe80::1"))
+    );
+    assert_eq!(zl_fib::pick_source(&only_ll, ip("10.0.0.1")), None);
+}

@@ -44,6 +44,23 @@
 //!
 //! `tests/concurrent.rs` checks the contract with readers racing a writer that splits, fills
 //! and frees groups; `tests/oracle.rs` checks lookups against a naive longest-match scan.
+//!
+//! # Example
+//!
+//! ```
+//! use std::net::Ipv4Addr;
+//! use zl_lpm::Lpm4;
+//!
+//! let table = Lpm4::with_groups(1024);
+//! table.insert(Ipv4Addr::new(10, 0, 0, 0), 8, 1)?;
+//! table.insert(Ipv4Addr::new(10, 1, 2, 0), 24, 2)?;
+//! assert_eq!(table.lookup(Ipv4Addr::new(10, 1, 2, 3)), Some(2)); // the longer prefix
+//! assert_eq!(table.lookup(Ipv4Addr::new(10, 9, 9, 9)), Some(1));
+//! assert_eq!(table.lookup(Ipv4Addr::new(192, 0, 2, 1)), None);
+//! # Ok::<(), zl_lpm::LpmError>(())
+//! ```
+
+#![warn(missing_docs)]
 
 mod entry;
 pub mod synth;
@@ -57,7 +74,12 @@ pub use entry::{MAX_GROUPS, MAX_VALUE};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LpmError {
     /// The prefix length exceeds the address width.
-    PrefixTooLong { len: u32, max: u32 },
+    PrefixTooLong {
+        /// The length asked for.
+        len: u32,
+        /// The address width: 32 for IPv4, 128 for IPv6.
+        max: u32,
+    },
     /// The value does not fit an entry (more than [`MAX_VALUE`]).
     ValueTooLarge(u32),
     /// Every 256-entry group is in use; the table is unchanged.
@@ -160,10 +182,12 @@ macro_rules! family {
                 self.trie.len()
             }
 
+            /// True when the table holds no rule.
             pub fn is_empty(&self) -> bool {
                 self.len() == 0
             }
 
+            /// The table's size: rules, groups in use and their capacity.
             pub fn stats(&self) -> LpmStats {
                 self.trie.stats()
             }

@@ -54,9 +54,11 @@ pub const V6_SHARES: &[(u8, u32)] = &[
 pub struct Rng(u64);
 
 impl Rng {
+    /// A generator seeded with `seed` (any value: the state is made odd, never zero).
     pub fn new(seed: u64) -> Self {
         Rng(seed | 1)
     }
+    /// The next 64 pseudo-random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;

@@ -25,12 +25,14 @@
 //!
 //! Only the main table (254) is read: policy routing tables and VRFs are out of scope.
 
+#![warn(missing_docs)]
+
 mod parse;
 mod socket;
 
 use std::net::{IpAddr, Ipv4Addr};
 
-pub use socket::{Follower, Rtnl};
+pub use socket::{decode_events, Follower, Rtnl};
 
 /// The kernel's main routing table (`RT_TABLE_MAIN`).
 pub const MAIN_TABLE: u32 = 254;
@@ -38,8 +40,11 @@ pub const MAIN_TABLE: u32 = 254;
 /// One of the router's own addresses (`ip addr`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KernelAddr {
+    /// The interface the address is on (`ip link`'s index).
     pub ifindex: u32,
+    /// The address itself.
     pub addr: IpAddr,
+    /// The length of its subnet's prefix (`/24`).
     pub prefix_len: u8,
     /// The IPv4 subnet broadcast address (IFA_BROADCAST), also one of the router's own.
     pub broadcast: Option<Ipv4Addr>,
@@ -62,7 +67,9 @@ pub enum RouteKind {
 pub struct KernelRoute {
     /// The destination prefix (host bits zero).
     pub dst: IpAddr,
+    /// The destination prefix's length (0 for the default route).
     pub prefix_len: u8,
+    /// What the route does with a matching packet.
     pub kind: RouteKind,
     /// The next hop's address; `None` for a connected route (the destination is on the link).
     pub gateway: Option<IpAddr>,
@@ -76,11 +83,14 @@ pub struct KernelRoute {
 /// A neighbour table entry (`ip neigh`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KernelNeighbour {
+    /// The interface the neighbour is reached on.
     pub ifindex: u32,
+    /// The neighbour's network-layer address.
     pub addr: IpAddr,
     /// The link-layer address; `None` while the entry resolves (INCOMPLETE) or after it
     /// failed (FAILED).
     pub mac: Option<[u8; 6]>,
+    /// The entry's state, as far as zlrouter tells states apart.
     pub state: NeighbourState,
 }
 
@@ -108,13 +118,21 @@ impl NeighbourState {
 /// One change announced by the kernel.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KernelEvent {
+    /// An address was added (RTM_NEWADDR).
     AddrAdded(KernelAddr),
+    /// An address was removed (RTM_DELADDR).
     AddrRemoved(KernelAddr),
+    /// A route of the main table was added or replaced (RTM_NEWROUTE).
     RouteAdded(KernelRoute),
+    /// A route of the main table was removed (RTM_DELROUTE).
     RouteRemoved(KernelRoute),
+    /// A neighbour entry was added or changed state (RTM_NEWNEIGH).
     Neighbour(KernelNeighbour),
+    /// A neighbour entry was removed (RTM_DELNEIGH).
     NeighbourRemoved {
+        /// The interface the entry was on.
         ifindex: u32,
+        /// The neighbour's network-layer address.
         addr: IpAddr,
     },
     /// The kernel dropped events (socket buffer overrun): dump the tables again.
@@ -124,12 +142,16 @@ pub enum KernelEvent {
 /// Multicast groups a [`Follower`] can join.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Groups {
+    /// IPv4 and IPv6 address changes (RTNLGRP_IPV4_IFADDR, RTNLGRP_IPV6_IFADDR).
     pub addresses: bool,
+    /// IPv4 and IPv6 route changes (RTNLGRP_IPV4_ROUTE, RTNLGRP_IPV6_ROUTE).
     pub routes: bool,
+    /// Neighbour table changes (RTNLGRP_NEIGH).
     pub neighbours: bool,
 }
 
 impl Groups {
+    /// Every group: addresses, routes and neighbours.
     pub const ALL: Groups = Groups {
         addresses: true,
         routes: true,

@@ -47,12 +47,25 @@ pub(crate) fn address(m: &AddressMessage) -> Option<KernelAddr> {
             _ => {}
         }
     }
+    let addr = local.or(addr)?;
+    let prefix_len = m.header.prefix_len;
+    if prefix_len > max_prefix(addr) {
+        return None;
+    }
     Some(KernelAddr {
         ifindex: m.header.index,
-        addr: local.or(addr)?,
-        prefix_len: m.header.prefix_len,
+        addr,
+        prefix_len,
         broadcast,
     })
+}
+
+/// The address width in bits: the longest prefix an address of its family can have.
+fn max_prefix(a: IpAddr) -> u8 {
+    match a {
+        IpAddr::V4(_) => 32,
+        IpAddr::V6(_) => 128,
+    }
 }
 
 fn ip(a: &RouteAddress) -> Option<IpAddr> {
@@ -111,6 +124,11 @@ pub(crate) fn route(m: &RouteMessage) -> Option<KernelRoute> {
             _ => return None,
         },
     };
+    // The kernel never sends a longer prefix; a message that does is not one (the tables
+    // downstream shift masks by it).
+    if len > max_prefix(dst) {
+        return None;
+    }
     Some(KernelRoute {
         dst,
         prefix_len: len,

@@ -259,12 +259,23 @@ impl Follower {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(Vec::new()),
             Err(e) => return Err(e),
         };
-        Ok(messages(&self.rx[..n])?
-            .into_iter()
-            .filter_map(|m| match m.payload {
-                NetlinkPayload::InnerMessage(inner) => parse::event(inner),
-                _ => None,
-            })
-            .collect())
+        decode_events(&self.rx[..n])
     }
+}
+
+/// Decodes one datagram of kernel announcements into events, as [`Follower::next`] does with
+/// each datagram it receives (public so that the decoding of what arrives from outside the
+/// process can be tested and fuzzed without a socket: `fuzz/fuzz_targets/netlink_events.rs`).
+///
+/// Messages this crate does not model (links, other tables, MPLS, unknown types, a prefix
+/// longer than its address) are left out; bytes that are not netlink messages are an
+/// `InvalidData` error, never a panic.
+pub fn decode_events(datagram: &[u8]) -> io::Result<Vec<KernelEvent>> {
+    Ok(messages(datagram)?
+        .into_iter()
+        .filter_map(|m| match m.payload {
+            NetlinkPayload::InnerMessage(inner) => parse::event(inner),
+            _ => None,
+        })
+        .collect())
 }

@@ -167,6 +167,18 @@ pub trait Port {
 
     /// A snapshot of the port's counters.
     fn counters(&self) -> PortCounters;
+
+    /// The largest IP packet the port's interface sends (its MTU, octets), where the port has
+    /// an interface that says (AF_XDP: the kernel's MTU of the interface); `None` otherwise.
+    fn mtu(&self) -> Option<u32> {
+        None
+    }
+
+    /// The MAC of the port's interface, where it has one (AF_XDP: the kernel interface's
+    /// own address): the router's MAC on the port when the config gives none.
+    fn mac(&self) -> Option<[u8; 6]> {
+        None
+    }
 }
 
 #[cfg(test)]

@@ -496,6 +496,29 @@ impl<T> QosEngine<T> {
         self.dequeue_burst(now, 1, send)
     }
 
+    /// Ends the engine's run: takes every packet still queued, in the scheduler's order and
+    /// without asking the shaper, counts each in its class's `shutdown_drops` (not `dequeued`:
+    /// it never left on the link, so a class's sent count and rate stay what the link carried)
+    /// and hands it to `discard`. Returns how many there were.
+    pub fn discard_all(&mut self, now: Nanos, mut discard: impl FnMut(T)) -> usize {
+        let mut n = 0;
+        loop {
+            let classes = &self.classes;
+            let Some(ci) = self.sched.peek(|i| classes[i].queue.head_len()) else {
+                break;
+            };
+            let class = &mut self.classes[ci];
+            let (Some(len), Some(q)) = (class.queue.head_len(), class.queue.pop(now)) else {
+                break;
+            };
+            self.sched.commit(ci, len, class.queue.is_empty());
+            class.stats.per_color[q.meta.color.index()].shutdown_drops += 1;
+            discard(q.item);
+            n += 1;
+        }
+        n
+    }
+
     #[inline(always)]
     fn dequeue_one(&mut self, now: Nanos) -> Dequeue<T> {
         let classes = &self.classes;

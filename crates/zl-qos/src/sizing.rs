@@ -93,6 +93,23 @@ fn positive(key: &str, v: f64) -> Result<f64, QosConfigError> {
     }
 }
 
+/// A packet limit of a `fixed` or `tiny` rule: at least one packet and at most the ring's
+/// `max_packets` (a larger limit could never be reached; the AQM policies would also read it
+/// as their `B`).
+fn packet_limit(packets: u32, max_packets: u32) -> Result<u32, QosConfigError> {
+    if packets == 0 || packets > max_packets {
+        Err(QosConfigError::new(
+            "packets",
+            format!(
+                "{packets} is outside 1 ..= {max_packets} (the class's `max_packets`, the most \
+                 its ring holds: raise `max_packets` to allow more)"
+            ),
+        ))
+    } else {
+        Ok(packets)
+    }
+}
+
 fn nonzero<T: PartialEq + Default + core::fmt::Display>(
     key: &str,
     v: T,
@@ -114,7 +131,7 @@ impl BufferRule {
         };
         Ok(match *self {
             BufferRule::Fixed { packets, bytes } => {
-                nonzero("packets", packets)?;
+                packet_limit(packets, max_packets)?;
                 if let Some(b) = bytes {
                     nonzero("bytes", b)?;
                 }
@@ -143,7 +160,7 @@ impl BufferRule {
             }
             BufferRule::Tiny { packets } => (
                 Capacity {
-                    packets: nonzero("packets", packets)?,
+                    packets: packet_limit(packets, max_packets)?,
                     bytes: u64::MAX,
                 },
                 None,
@@ -242,6 +259,29 @@ mod tests {
             sqrt_n_bytes(10_000_000_000, 250.0, 10_000.0),
             2.5e9 / 8.0 / 100.0
         );
+    }
+
+    #[test]
+    fn packet_limits_stay_within_the_ring() {
+        // Issue 13 defect 9: `packets = 4294967295` reached the AQM as `B` and was reported
+        // as `aqm.capacity_packets`; it is the rule's own `packets` that is wrong.
+        for rule in [
+            BufferRule::Fixed {
+                packets: u32::MAX,
+                bytes: None,
+            },
+            BufferRule::Tiny { packets: 1001 },
+            BufferRule::Tiny { packets: 0 },
+        ] {
+            let e = rule.build(1000).unwrap_err();
+            assert_eq!(e.key, "packets", "{rule:?}");
+            assert!(e.reason.contains("1 ..= 1000"), "{}", e.reason);
+        }
+        let fixed = BufferRule::Fixed {
+            packets: 1000,
+            bytes: None,
+        };
+        assert_eq!(fixed.build(1000).unwrap().0.packets, 1000);
     }
 
     #[test]

@@ -105,6 +105,10 @@ pub struct ColorStats {
     pub forced_drops: u64,
     /// Dropped because the queue was full (or the packet exceeds what the shaper can send).
     pub tail_drops: u64,
+    /// Admitted, then discarded still queued when the run ended ([`crate::QosEngine::discard_all`]):
+    /// counted in `enqueued`, never in `dequeued`, so `enqueued = dequeued + shutdown_drops +`
+    /// the backlog. Not an arrival's drop: [`ColorStats::drops`] leaves it out.
+    pub shutdown_drops: u64,
     /// Sojourn times of the packets that left.
     pub sojourn: SojournHistogram,
 }
@@ -153,6 +157,7 @@ impl ColorStats {
         self.early_drops += o.early_drops;
         self.forced_drops += o.forced_drops;
         self.tail_drops += o.tail_drops;
+        self.shutdown_drops += o.shutdown_drops;
         self.sojourn.merge(&o.sojourn);
     }
 }

@@ -47,6 +47,7 @@ pub mod checksum;
 mod error;
 pub mod ethernet;
 mod flow;
+pub mod icmp;
 pub mod ipv4;
 pub mod ipv6;
 pub mod mutate;
@@ -63,6 +64,7 @@ pub use cc_ext::{CcExt, CcExtRepr};
 pub use error::{Header, MutateError, ParseError};
 pub use ethernet::{set_macs, EthernetInfo, MacAddr, VlanTag, MAX_VLAN_TAGS};
 pub use flow::{FlowKey, FlowKeyKind, Ports};
+pub use icmp::{error_allowed, write_error, write_error_in_place, IcmpBuildError, IcmpError};
 pub use mutate::{
     decrement_ttl, mark, set_cc_ext_ecn, set_ce, set_dscp, MarkOutcome, QosHeaders, TtlOutcome,
 };

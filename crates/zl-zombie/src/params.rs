@@ -59,6 +59,34 @@ pub enum ZombieConfigError {
     Alpha(f64),
 }
 
+impl ZombieConfigError {
+    /// The parameter's key within the list's table: `"m"`, `"p_swap"` or `"alpha"`.
+    pub fn param(&self) -> &'static str {
+        match self {
+            ZombieConfigError::M(_) => "m",
+            ZombieConfigError::PSwap(_) => "p_swap",
+            ZombieConfigError::Alpha(_) => "alpha",
+        }
+    }
+
+    /// The offending value, formatted.
+    pub fn value(&self) -> String {
+        match self {
+            ZombieConfigError::M(m) => m.to_string(),
+            ZombieConfigError::PSwap(v) | ZombieConfigError::Alpha(v) => v.to_string(),
+        }
+    }
+
+    /// The allowed range, in words (`"1 <= m <= 1048576"`).
+    pub fn expected(&self) -> String {
+        match self {
+            ZombieConfigError::M(_) => format!("1 <= m <= {MAX_M}"),
+            ZombieConfigError::PSwap(_) => "0 <= p_swap <= 1".into(),
+            ZombieConfigError::Alpha(_) => "0 < alpha <= 1".into(),
+        }
+    }
+}
+
 /// Validated Zombie List configuration.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ZombieConfig {

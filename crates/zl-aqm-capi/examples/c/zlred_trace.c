@@ -15,7 +15,8 @@
  *     seed ^ 0x6A09E667F3BCC909, kept here and advanced by zl_aqm_arrive.
  *
  * Build (from the repository root, after `cargo build -p zl-aqm-capi`):
- *   cc -O2 -Wall -Wextra -std=c11 -Icrates/zl-aqm-capi/include examples/c/zlred_trace.c \
+ *   cc -O2 -Wall -Wextra -std=c11 -Icrates/zl-aqm-capi/include \
+ *      crates/zl-aqm-capi/examples/c/zlred_trace.c \
  *      target/debug/libzl_aqm_capi.a -lpthread -ldl -lm -o target/zlred_trace
  * Run: target/zlred_trace [seed] [packets]
  */

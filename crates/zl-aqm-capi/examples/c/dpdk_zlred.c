@@ -16,7 +16,8 @@
  * others', ZL-RED's counters and its flow estimate 1/P(t).
  *
  * Build (the CI's DPDK step and tests/dpdk_example.rs with --features dpdk do this):
- *   cc -O2 -std=gnu11 -Icrates/zl-aqm-capi/include examples/c/dpdk_zlred.c \
+ *   cc -O2 -std=gnu11 -Icrates/zl-aqm-capi/include \
+ *      crates/zl-aqm-capi/examples/c/dpdk_zlred.c \
  *      $(pkg-config --cflags --libs libdpdk) target/debug/libzl_aqm_capi.a \
  *      -lpthread -ldl -lm -o target/dpdk_zlred
  * Run:

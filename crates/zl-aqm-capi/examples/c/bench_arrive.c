@@ -10,7 +10,8 @@
  * of the passes, in ns per packet, for each way and their ratio.
  *
  * Build (release library: cargo build --release -p zl-aqm-capi):
- *   cc -O2 -std=c11 -Icrates/zl-aqm-capi/include examples/c/bench_arrive.c \
+ *   cc -O2 -std=c11 -Icrates/zl-aqm-capi/include \
+ *      crates/zl-aqm-capi/examples/c/bench_arrive.c \
  *      target/release/libzl_aqm_capi.a -lpthread -ldl -lm -o target/bench_arrive
  * Run: target/bench_arrive [passes]     (0 passes: one replay each, for callgrind)
  */
