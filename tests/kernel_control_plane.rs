@@ -155,8 +155,36 @@ fn arp_pings_to_the_router_and_a_tcp_listener_on_it_reach_the_kernel_while_it_fo
         String::from_utf8_lossy(&bg.stdout)
     );
 
+    // Static routing, no `address` in the config: the router's Time Exceeded comes from
+    // r0's own address, read from the interface when the port opened.
+    let ttl1 = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            snd.name(),
+            "ping",
+            "-n",
+            "-c",
+            "1",
+            "-W",
+            "1",
+        ])
+        .args(["-t", "1", RECEIVER_IP])
+        .output()
+        .unwrap();
+    let ttl1 = String::from_utf8_lossy(&ttl1.stdout);
+    assert!(
+        ttl1.contains(&format!("From {ROUTER_R0}")) && ttl1.contains("Time to live exceeded"),
+        "{ttl1}"
+    );
+
     let (status, out) = lab.stop_router();
     assert!(status.success(), "{out}");
+    assert_eq!(
+        table_value(&out, "icmp errors sent", "time_exceeded"),
+        Some(1),
+        "{out}"
+    );
     // zlrouter forwarded the transit echoes (5 + 5 + 20 each way, 60 in all) and saw none of
     // the ARP, the pings to its own addresses or the TCP connection to it.
     let forwarded = table_value(&out, "received", "forwarded").expect("forwarded in the table");

@@ -587,7 +587,8 @@ fn a_smaller_egress_mtu_gets_frag_needed_and_packet_too_big() {
 /// A next hop that never resolves: its packets wait in zlrouter's queue while the kernel
 /// tries ARP / NDP, then (after 3 s, as the kernel gives up) are dropped as `no_neighbour`
 /// with Destination Host Unreachable (ICMPv6 Address Unreachable) to their sender, as a
-/// Linux router sends when neighbour resolution fails.
+/// Linux router sends when neighbour resolution fails. A blackhole route drops silently
+/// (`no_route`, no error), as the kernel's does.
 #[test]
 fn a_next_hop_that_never_resolves_gets_host_unreachable() {
     const TEST: &str = "a_next_hop_that_never_resolves_gets_host_unreachable";
@@ -607,8 +608,16 @@ fn a_next_hop_that_never_resolves_gets_host_unreachable() {
             "2001:db8:100::99",
         ])
         .unwrap();
+    lab.rtr
+        .ip(&["route", "add", "blackhole", "10.88.0.0/16"])
+        .unwrap();
     lab.start(TEST, &kernel_config());
     let snd = &lab.senders[0];
+    let (ok, text) = run_in(snd, 10, &["ping", "-n", "-c", "1", "-W", "1", "10.88.0.1"]);
+    assert!(
+        !ok && !text.contains("From "),
+        "blackholed silently: {text}"
+    );
     let (ok, text) = run_in(snd, 15, &["ping", "-n", "-c", "1", "-W", "6", "10.77.0.2"]);
     assert!(!ok, "{text}");
     assert!(
@@ -632,6 +641,7 @@ fn a_next_hop_that_never_resolves_gets_host_unreachable() {
         Some(2),
         "{out}"
     );
+    assert_eq!(table_value(&out, "received", "no_route"), Some(1), "{out}");
     assert_eq!(
         table_value(&out, "icmp errors sent", "unreachable"),
         Some(2),

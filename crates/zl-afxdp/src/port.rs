@@ -442,6 +442,24 @@ impl Port for AfXdpPort {
         interface_mac(&self.cfg.ifname).ok().map(|m| m.0)
     }
 
+    /// The interface's addresses, one RTM_GETADDR dump when asked (at build time); none
+    /// when netlink cannot be read (the caller counts errors it then cannot source).
+    fn addresses(&self) -> Vec<(std::net::IpAddr, u8)> {
+        let Ok(ifindex) = interface_index(&self.cfg.ifname) else {
+            return Vec::new();
+        };
+        match zl_netlink::Rtnl::open().and_then(|mut r| r.dump_addresses()) {
+            Ok(all) => (all.into_iter())
+                .filter(|a| a.ifindex == ifindex)
+                .map(|a| (a.addr, a.prefix_len))
+                .collect(),
+            Err(e) => {
+                tracing::warn!("reading {}'s addresses: {e}", self.cfg.ifname);
+                Vec::new()
+            }
+        }
+    }
+
     fn recv(
         &mut self,
         now: Nanos,

@@ -319,7 +319,7 @@ fn build_parts(
     };
     let mut forwarder = Forwarder::new(forwarding, cfg.parse, cfg.priority.build()?, macs);
     let l3 = (slots.iter().enumerate())
-        .map(|(i, s)| cfg.port_l3(i, s.port.mtu()))
+        .map(|(i, s)| cfg.port_l3(i, s.port.as_ref()))
         .collect();
     forwarder.set_l3(l3, cfg.icmp);
     Ok(RouterParts {

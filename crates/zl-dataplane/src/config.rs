@@ -183,9 +183,11 @@ pub struct PortParams {
     pub qos: Option<QosParams>,
     /// The router's addresses on this port's link, `address/length`, IPv4 and / or IPv6 (one
     /// string or a list): the source of the ICMP errors sent out of this port
-    /// (`crate::icmp`). With `routing.source = "kernel"` the interface's own addresses (from
-    /// netlink) are used and these are the fallback. Without an address of a version, no
-    /// error of that version leaves the port (counted `no_source_address`).
+    /// (`crate::icmp`). Absent: the interface's own addresses where the port has an
+    /// interface (AF_XDP; read when it opens). With `routing.source = "kernel"` the
+    /// interface's addresses as the kernel has them now (followed through netlink) come
+    /// first. Without an address of a version, no error of that version leaves the port
+    /// (counted `no_source_address`).
     #[serde(
         default,
         deserialize_with = "one_or_many",
@@ -412,19 +414,24 @@ impl RouterConfig {
 
     /// Checks values and cross references that serde cannot (everything the run needs
     /// besides opening files and building the QoS engines, which check their own keys).
-    /// Port `i`'s configured addresses and MTU (an unparsable address, which `validate`
-    /// rejects, is skipped); `mtu` falls back to `interface_mtu`, the MTU the port itself
-    /// reports.
-    pub fn port_l3(&self, i: usize, interface_mtu: Option<u32>) -> PortL3 {
+    /// Port `i`'s addresses and MTU: as configured (an unparsable address, which `validate`
+    /// rejects, is skipped), else what the port's interface reports (`port`'s
+    /// `Port::addresses` and `Port::mtu`, asked only when needed).
+    pub fn port_l3(&self, i: usize, port: &dyn zl_port::Port) -> PortL3 {
         let Some(p) = self.ports.get(i) else {
             return PortL3::default();
         };
+        let configured: Vec<_> = (p.address.iter())
+            .filter_map(|a| a.parse::<Prefix>().ok())
+            .map(|a| (a.addr, a.len))
+            .collect();
         PortL3 {
-            addresses: (p.address.iter())
-                .filter_map(|a| a.parse::<Prefix>().ok())
-                .map(|a| (a.addr, a.len))
-                .collect(),
-            mtu: p.mtu.or(interface_mtu),
+            addresses: if configured.is_empty() {
+                port.addresses()
+            } else {
+                configured
+            },
+            mtu: p.mtu.or_else(|| port.mtu()),
         }
     }
 

@@ -125,6 +125,13 @@ impl Forwarder {
         info: Option<&PacketInfo>,
         cause: DropCause,
     ) -> Option<IcmpKind> {
+        // A kernel blackhole route drops silently (`ip route add blackhole`, RTBH); looked up
+        // again here, off the forwarding path, rather than given a drop cause of its own.
+        if let (DropCause::NoRoute, Some(fib), Some(i)) = (cause, self.kernel_fib(), info) {
+            if fib.decide(i.dst) == zl_fib::Decision::Blackhole {
+                return None;
+            }
+        }
         sender.reply(now, buf, info, cause, self, counters)
     }
 

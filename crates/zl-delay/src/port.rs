@@ -74,6 +74,10 @@ impl<P: Port> Port for DelayedPort<P> {
         self.inner.mac()
     }
 
+    fn addresses(&self) -> Vec<(std::net::IpAddr, u8)> {
+        self.inner.addresses()
+    }
+
     /// Takes what the inner port has received into the line (each frame stamped with its
     /// release time), then hands over what is due by `now`.
     fn recv(

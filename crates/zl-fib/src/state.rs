@@ -153,7 +153,8 @@ impl FibState {
                 continue;
             };
             let target = match best.kind {
-                RouteKind::Blackhole | RouteKind::Unreachable => Target::Reject,
+                RouteKind::Blackhole => Target::Blackhole,
+                RouteKind::Unreachable => Target::Reject,
                 RouteKind::Unicast => match self.port_of(best.oif) {
                     Some(port) => Target::Port {
                         port,

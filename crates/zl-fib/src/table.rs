@@ -28,8 +28,11 @@ pub enum Decision {
     /// No route, or the best route leaves through an interface that is not one of zlrouter's
     /// ports (the kernel's own, e.g. a management port): counted `no_route`.
     NoRoute,
-    /// A blackhole / unreachable / prohibit route: dropped (counted `no_route`).
+    /// An unreachable / prohibit route: dropped (counted `no_route`) with Destination
+    /// Unreachable to the sender.
     Reject,
+    /// A blackhole route: dropped (counted `no_route`) silently, as the kernel does.
+    Blackhole,
 }
 
 /// Where a chosen route sends packets.
@@ -45,6 +48,7 @@ pub(crate) enum Target {
     /// The kernel's interface `oif` is not one of zlrouter's ports.
     Elsewhere,
     Reject,
+    Blackhole,
 }
 
 /// Longest-prefix match by per-length hash maps, lengths kept longest first.
@@ -130,6 +134,7 @@ impl Fib {
         match self.routes.lookup(dst) {
             None | Some(Target::Elsewhere) => Decision::NoRoute,
             Some(Target::Reject) => Decision::Reject,
+            Some(Target::Blackhole) => Decision::Blackhole,
             Some(Target::Port {
                 port,
                 mac: Some(mac),

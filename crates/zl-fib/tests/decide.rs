@@ -206,7 +206,7 @@ fn other_interfaces_blackholes_and_neighbour_loss() {
         Decision::NoRoute,
         "the best route is the management port's"
     );
-    assert_eq!(f.decide(ip("10.66.1.1")), Decision::Reject);
+    assert_eq!(f.decide(ip("10.66.1.1")), Decision::Blackhole);
     assert_eq!(
         f.decide(ip("8.8.8.8")),
         Decision::Forward {

@@ -112,7 +112,7 @@ fn ip_route_changes_and_resolved_neighbours_reach_the_reader_within_a_second() {
         until(
             &mut reader,
             "10.50.1.1",
-            Decision::Reject,
+            Decision::Blackhole,
             Duration::from_secs(1),
         );
         drop(follower);

@@ -179,6 +179,13 @@ pub trait Port {
     fn mac(&self) -> Option<[u8; 6]> {
         None
     }
+
+    /// The addresses (address, prefix length) of the port's interface, where it has one
+    /// (AF_XDP: the kernel interface's): the source of the router's ICMP errors on the port
+    /// when the config gives none.
+    fn addresses(&self) -> Vec<(std::net::IpAddr, u8)> {
+        Vec::new()
+    }
 }
 
 #[cfg(test)]
