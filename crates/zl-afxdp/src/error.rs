@@ -94,6 +94,19 @@ pub enum AfXdpError {
         source: io::Error,
     },
 
+    #[error(
+        "{op} on `{ifname}`: the kernel would not pin the UMEM ({source}); it is locked memory, \
+         charged to RLIMIT_MEMLOCK (`ulimit -l`) unless the process has CAP_IPC_LOCK: grant \
+         CAP_IPC_LOCK or raise the limit (systemd: `LimitMEMLOCK=infinity`; see \
+         packaging/zlrouter.service)"
+    )]
+    UmemNotPinned {
+        op: Op,
+        ifname: String,
+        #[source]
+        source: io::Error,
+    },
+
     #[error("interface `{ifname}` is gone ({detail}); the port cannot be used any more")]
     InterfaceGone { ifname: String, detail: String },
 
@@ -133,6 +146,11 @@ pub fn classify(op: Op, ifname: &str, mode: ModeContext, err: io::Error) -> AfXd
         libc::EPERM | libc::EACCES => AfXdpError::PermissionDenied {
             op,
             ifname,
+            source: err,
+        },
+        libc::ENOBUFS | libc::ENOMEM if op == Op::RegisterUmem => AfXdpError::UmemNotPinned {
+            op,
+            ifname: ifname.to_owned(),
             source: err,
         },
         libc::ENODEV if matches!(op, Op::Bind | Op::AttachProgram) => {
@@ -203,6 +221,15 @@ mod tests {
             text.contains("CAP_NET_ADMIN") && text.contains("setcap"),
             "{text}"
         );
+        // A UMEM the kernel would not pin: the memlock limit, or CAP_IPC_LOCK.
+        let err = classify(
+            Op::RegisterUmem,
+            "eth0",
+            ModeContext::None,
+            e(libc::ENOBUFS),
+        );
+        assert!(matches!(err, AfXdpError::UmemNotPinned { .. }));
+        assert!(err.to_string().contains("CAP_IPC_LOCK"), "{err}");
     }
 
     #[test]
