@@ -26,6 +26,33 @@
 //! long, dropped by the driver (a wakeup answered EBUSY in copy mode), abandoned on the ring,
 //! or dropped while the interface is gone; refused wakeups (EAGAIN, ENOBUFS) are counted
 //! retries ([`XskCounters`]).
+//!
+//! # Example
+//!
+//! A port's config as it appears in the router's TOML, and what opening it says when it
+//! cannot: the error names the interface and what to check (opening a real interface needs
+//! CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF; the data plane then drives it through
+//! [`zl_port::Port`]).
+//!
+//! ```
+//! use zl_afxdp::{AfXdpConfig, AfXdpError, AfXdpPort, XdpMode};
+//!
+//! let cfg: AfXdpConfig = toml::from_str(r#"ifname = "zlr-doc-none0""#).unwrap();
+//! assert_eq!(cfg.queues, vec![0]);
+//! assert_eq!(cfg.xdp_mode, XdpMode::Generic);
+//! cfg.validate().unwrap();
+//!
+//! match AfXdpPort::open("wan", 0, &cfg) {
+//!     Err(e @ AfXdpError::InterfaceNotFound { .. }) => {
+//!         assert!(e.to_string().contains("ip link show"), "{e}")
+//!     }
+//!     other => panic!("{:?}", other.err()),
+//! }
+//!
+//! // A bad value is refused before anything is opened.
+//! let bad: AfXdpConfig = toml::from_str("ifname = \"eth1\"\nframe_size = 3000").unwrap();
+//! assert!(matches!(bad.validate(), Err(AfXdpError::Config { .. })));
+//! ```
 
 pub mod bpf;
 mod error;

@@ -9,6 +9,30 @@
 //! bridge -> classify -> meter -> AQM admission -> per-class queue -> schedule -> shape ->
 //! tx burst. Every received packet ends forwarded, dropped by a named [`DropCause`], or still
 //! queued; [`FateCounters`] keep the identity exact.
+//!
+//! # Example
+//!
+//! The built-in default (generator ports offering responsive and misbehaving flows to a
+//! ZL-RED / Diffserv egress) for one second of virtual time: every packet received is
+//! forwarded, dropped with a cause, or still queued.
+//!
+//! ```
+//! use std::sync::atomic::AtomicBool;
+//! use zl_core::Nanos;
+//! use zl_dataplane::{build, NoObserver, RouterConfig, Snapshot, StopReason, DEFAULT_CONFIG};
+//!
+//! let cfg = RouterConfig::from_toml(DEFAULT_CONFIG).expect("the default validates");
+//! let mut dp = build(&cfg, &std::env::temp_dir()).expect("generator ports need nothing");
+//! let stop = AtomicBool::new(false);
+//! let second = Nanos::from_secs(1);
+//! let why = dp.run_virtual(second, Nanos::ZERO, &stop, second, &mut NoObserver).unwrap();
+//! assert!(matches!(why, StopReason::Finished | StopReason::DrainTimeout), "{why:?}");
+//! let t = *dp.totals();
+//! assert!(t.received > 0 && t.forwarded > 0);
+//! assert_eq!(t.received, t.forwarded + t.dropped() + dp.queued());
+//! // What `zlrouter run --json` prints.
+//! assert!(Snapshot::take(&dp, dp.now()).to_json().contains("\"forwarded\""));
+//! ```
 
 #![forbid(unsafe_code)]
 

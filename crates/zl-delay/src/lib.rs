@@ -24,6 +24,22 @@
 //! walks the wheel's cursor forward one tick at a time up to `now`, so its cost is the number
 //! of ticks since the previous call plus the items it returns; an empty line jumps the cursor
 //! straight to `now`.
+//!
+//! # Example
+//!
+//! ```
+//! use zl_core::Nanos;
+//! use zl_delay::{DelayLine, DelayLineConfig};
+//!
+//! // 5 ms of propagation delay for up to 1024 items in flight.
+//! let mut line = DelayLine::new(DelayLineConfig::from_millis(5, 1024)).unwrap();
+//! line.push(Nanos::from_millis(1), "first").unwrap();
+//! line.push(Nanos::from_millis(2), "second").unwrap();
+//! assert_eq!(line.pop_due(Nanos::from_millis(5)), None); // not before 1 ms + 5 ms
+//! assert_eq!(line.pop_due(Nanos::from_millis(6)), Some("first"));
+//! assert_eq!(line.pop_due(Nanos::from_millis(7)), Some("second"));
+//! assert_eq!(line.len(), 0);
+//! ```
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

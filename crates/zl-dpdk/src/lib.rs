@@ -19,6 +19,28 @@
 //!   does not take is freed and counted as `tx_ring_full`. Each burst costs one FFI call each
 //!   way (plus the bulk free on receive): the C shim does the per-mbuf work. Multi-segment
 //!   frames are dropped and counted (`rx_too_long`).
+//!
+//! # Example
+//!
+//! A port's config as in the router's TOML, and the EAL arguments that run without
+//! hugepages or PCI devices (what the tests and CI use with `net_null` / `net_ring` vdevs);
+//! [`Eal::init`] with them, then [`DpdkPort::open`], gives the [`zl_port::Port`].
+//!
+//! ```
+//! use zl_dpdk::{DpdkPortConfig, EalConfig};
+//!
+//! let port: DpdkPortConfig =
+//!     toml::from_str(r#"device = "net_pcap0,rx_pcap=in.pcap,tx_pcap=out.pcap""#).unwrap();
+//! assert_eq!(port.ethdev_name(), "net_pcap0");
+//! port.validate().unwrap();
+//!
+//! let eal = EalConfig::no_huge("zlr-doc");
+//! assert!(eal.args.iter().any(|a| a == "--no-huge"));
+//! eal.validate().unwrap();
+//! // An empty argument is named by its key instead of reaching DPDK.
+//! let bad = EalConfig { args: vec!["--no-pci".into(), String::new()] };
+//! assert!(bad.validate().unwrap_err().to_string().contains("args[1]"));
+//! ```
 
 mod config;
 #[cfg(dpdk_available)]

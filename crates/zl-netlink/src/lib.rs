@@ -24,6 +24,37 @@
 //!   [`KernelEvent::Neighbour`].
 //!
 //! Only the main table (254) is read: policy routing tables and VRFs are out of scope.
+//!
+//! # Example
+//!
+//! A control thread dumps the tables, then follows the kernel's announcements. What a
+//! datagram from the kernel means does not need a socket: [`decode_events`] is what
+//! [`Follower::next`] runs on each one. Here, the `RTM_NEWROUTE` a Linux 6.x kernel sent for
+//! `ip route add 198.51.100.0/24 via 10.7.0.2 dev zt0` (ifindex 3):
+//!
+//! ```
+//! use std::net::{IpAddr, Ipv4Addr};
+//! use zl_netlink::{decode_events, KernelEvent, RouteKind};
+//!
+//! let datagram: [u8; 60] = [
+//!     0x3c, 0x00, 0x00, 0x00, 0x18, 0x00, 0x00, 0x06, 0x5a, 0x19, 0x06, 0x6b, 0xfd, 0x10,
+//!     0x00, 0x00, 0x02, 0x18, 0x00, 0x00, 0xfe, 0x03, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00,
+//!     0x08, 0x00, 0x0f, 0x00, 0xfe, 0x00, 0x00, 0x00, 0x08, 0x00, 0x01, 0x00, 0xc6, 0x33,
+//!     0x64, 0x00, 0x08, 0x00, 0x05, 0x00, 0x0a, 0x07, 0x00, 0x02, 0x08, 0x00, 0x04, 0x00,
+//!     0x03, 0x00, 0x00, 0x00,
+//! ];
+//! let events = decode_events(&datagram).unwrap();
+//! let KernelEvent::RouteAdded(route) = &events[0] else {
+//!     panic!("{events:?}")
+//! };
+//! assert_eq!(route.dst, IpAddr::V4(Ipv4Addr::new(198, 51, 100, 0)));
+//! assert_eq!(route.prefix_len, 24);
+//! assert_eq!(route.kind, RouteKind::Unicast);
+//! assert_eq!(route.gateway, Some(IpAddr::V4(Ipv4Addr::new(10, 7, 0, 2))));
+//! assert_eq!(route.oif, 3);
+//! // Truncated or foreign input is an error or nothing, never a panic.
+//! assert!(decode_events(&datagram[..20]).map_or(true, |e| e.is_empty()));
+//! ```
 
 #![warn(missing_docs)]
 

@@ -20,6 +20,31 @@
 //!   the timestamp of its next packet so the loop can advance virtual time to it.
 //!
 //! This crate sits just above `zl-core` and below every backend and the data plane.
+//!
+//! # Example
+//!
+//! A port's contract from the caller's side (the poll loop): receive into a batch from the
+//! pool, transmit the batch, and every buffer comes back to the pool.
+//!
+//! ```
+//! use zl_port::{Batch, BufPool, MemoryPort, Nanos, Port};
+//!
+//! let frame = vec![0u8; 64];
+//! let mut rx = MemoryPort::cycling("rx", 0, vec![frame], 3);
+//! let mut tx = MemoryPort::cycling("tx", 1, Vec::new(), 0).with_capture();
+//! let mut pool = BufPool::new(8, 2048);
+//! let mut batch = Batch::new();
+//!
+//! let now = Nanos::from_micros(1);
+//! let got = rx.recv(now, &mut pool, &mut batch).unwrap();
+//! assert_eq!(got, 3);
+//! assert_eq!(tx.send(now, &mut batch, &mut pool).unwrap(), 3);
+//! assert_eq!(batch.len(), 0);
+//! assert_eq!(tx.captured().len(), 3);
+//! // Every buffer is back: the pool can lend all 8 again.
+//! let again: Vec<_> = (0..8).map_while(|_| pool.alloc()).collect();
+//! assert_eq!(again.len(), 8);
+//! ```
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
