@@ -410,3 +410,13 @@ impl<P: Aqm> Admission<P> {
         &mut self.policy
     }
 }
+
+impl Admission<AqmPolicy> {
+    /// A live reconfiguration: this admission, built from the new parameters, takes over
+    /// `old`'s counters (they go on, as counters must) and, where it is the same policy,
+    /// its running state ([`AqmPolicy::inherit_state`]).
+    pub fn take_over(&mut self, old: &Admission<AqmPolicy>) {
+        self.stats = old.stats;
+        self.policy.inherit_state(&old.policy);
+    }
+}

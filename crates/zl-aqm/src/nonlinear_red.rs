@@ -126,6 +126,12 @@ pub struct NonlinearRed {
 }
 
 impl NonlinearRed {
+    /// Takes over `old`'s running state, keeping this policy's parameters (a live
+    /// reconfiguration: `AqmPolicy::inherit_state`).
+    pub fn inherit_state(&mut self, old: &NonlinearRed) {
+        self.avg = old.avg;
+    }
+
     /// A policy with `avg = 0`.
     pub fn new(cfg: NonlinearRedConfig) -> Self {
         NonlinearRed { cfg, avg: 0.0 }

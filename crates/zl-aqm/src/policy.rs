@@ -155,6 +155,27 @@ macro_rules! dispatch {
     };
 }
 
+impl AqmPolicy {
+    /// Takes over `old`'s running state where `old` is the same policy, keeping this one's
+    /// parameters: the averages, the count since the last mark or drop, the latest terms.
+    /// A live reconfiguration then goes on from where the old policy was instead of from an
+    /// empty queue's average. A different policy keeps its fresh state: nothing of the old
+    /// one means the same to it. decided: not in the papers, which never change a running
+    /// policy; a RED average re-learnt from zero would under-drop for about `1 / w_q` packets.
+    pub fn inherit_state(&mut self, old: &AqmPolicy) {
+        use AqmPolicy as P;
+        match (self, old) {
+            (P::Red(n), P::Red(o)) => n.inherit_state(o),
+            (P::Sred(n), P::Sred(o)) => n.inherit_state(o),
+            (P::ZlRed(n), P::ZlRed(o)) => n.inherit_state(o),
+            (P::PriorityEcnRed(n), P::PriorityEcnRed(o)) => n.inherit_state(o),
+            (P::NonlinearRed(n), P::NonlinearRed(o)) => n.inherit_state(o),
+            (P::Sojourn(n), P::Sojourn(o)) => n.inherit_state(o),
+            _ => {}
+        }
+    }
+}
+
 impl Aqm for AqmPolicy {
     #[inline]
     fn decide<R: rand::RngCore + ?Sized>(&mut self, arrival: &Arrival<'_>, rng: &mut R) -> Verdict {

@@ -115,6 +115,12 @@ pub struct PriorityEcnRed {
 }
 
 impl PriorityEcnRed {
+    /// Takes over `old`'s running state, keeping this policy's parameters (a live
+    /// reconfiguration: `AqmPolicy::inherit_state`).
+    pub fn inherit_state(&mut self, old: &PriorityEcnRed) {
+        self.red.inherit_state(&old.red);
+    }
+
     /// A policy with RED's `avg = 0`.
     pub fn new(cfg: PriorityEcnRedConfig) -> Self {
         PriorityEcnRed {

@@ -209,6 +209,13 @@ pub struct Red {
 }
 
 impl Red {
+    /// Takes over `old`'s running state, keeping this policy's parameters (a live
+    /// reconfiguration: `AqmPolicy::inherit_state`).
+    pub fn inherit_state(&mut self, old: &Red) {
+        self.avg = old.avg;
+        self.count = old.count;
+    }
+
     /// A policy with `avg = 0` and `count = 0`.
     pub fn new(cfg: RedConfig) -> Self {
         Red {

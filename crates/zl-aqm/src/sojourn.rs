@@ -178,6 +178,12 @@ pub struct Sojourn {
 }
 
 impl Sojourn {
+    /// Takes over `old`'s running state, keeping this policy's parameters (a live
+    /// reconfiguration: `AqmPolicy::inherit_state`).
+    pub fn inherit_state(&mut self, old: &Sojourn) {
+        self.avg_ns = old.avg_ns;
+    }
+
     /// A policy with an average sojourn of 0.
     pub fn new(cfg: SojournConfig) -> Self {
         Sojourn { cfg, avg_ns: 0.0 }

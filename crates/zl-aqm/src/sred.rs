@@ -178,6 +178,12 @@ pub struct Sred {
 }
 
 impl Sred {
+    /// Takes over `old`'s running state, keeping this policy's parameters (a live
+    /// reconfiguration: `AqmPolicy::inherit_state`).
+    pub fn inherit_state(&mut self, old: &Sred) {
+        self.last = old.last;
+    }
+
     /// With its own Zombie List built from the config.
     pub fn new(cfg: SredConfig) -> Self {
         let list = Arc::new(ZombieList::new(cfg.zombie));

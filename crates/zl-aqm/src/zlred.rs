@@ -328,6 +328,13 @@ pub struct ZlRed {
 }
 
 impl ZlRed {
+    /// Takes over `old`'s running state, keeping this policy's parameters (a live
+    /// reconfiguration: `AqmPolicy::inherit_state`).
+    /// The Zombie List is this policy's own (the same list where the port keeps it).
+    pub fn inherit_state(&mut self, old: &ZlRed) {
+        self.last = old.last;
+    }
+
     /// With its own Zombie List built from the config.
     pub fn new(cfg: ZlRedConfig) -> Self {
         let list = Arc::new(ZombieList::new(cfg.zombie));

@@ -136,12 +136,24 @@ pub struct QosEngine<T> {
     live_sized: bool,
 }
 
-fn build_class<T>(
+/// A class as configured, everything but its queue's contents and its counters: what a live
+/// reconfiguration ([`QosUpdate`]) replaces.
+struct ClassSetup {
+    max_packets: u32,
+    cap: Capacity,
+    meter: Option<Meter>,
+    drop_red: bool,
+    remark: Option<[u8; 3]>,
+    aqm: ClassAqm,
+    live: Option<LiveSqrtN>,
+}
+
+fn build_class(
     i: usize,
     p: &ClassParams,
     link_rate_bps: u64,
     zombies: Option<&Arc<ZombieList>>,
-) -> Result<(Class<T>, SchedClass), QosConfigError> {
+) -> Result<(ClassSetup, SchedClass), QosConfigError> {
     let key = |k: &str| format!("classes[{i}].{k}");
     let sched = match (p.weight, p.strict_rank) {
         (Some(0), None) => return Err(QosConfigError::new(key("weight"), "must be > 0")),
@@ -235,33 +247,39 @@ fn build_class<T>(
                 .map_err(aqm_err(key("aqm")))?,
         )),
     };
-    let class = Class {
-        queue: ClassQueue::new(p.max_packets, cap),
+    let class = ClassSetup {
+        max_packets: p.max_packets,
+        cap,
         meter,
         drop_red: p.drop_red,
         remark,
         aqm,
         live,
-        stats: ClassStats::default(),
     };
     Ok((class, sched))
 }
 
-impl<T> QosEngine<T> {
-    /// Validates `p` and builds the engine (allocates every queue ring now). Each SRED or
-    /// ZL-RED policy gets a Zombie List of its own, built from its parameters.
-    pub fn new(p: &QosParams) -> Result<Self, QosConfigError> {
-        Self::build(p, None)
-    }
+/// A new configuration for a running [`QosEngine`]: validated and built (meters, policies,
+/// shaper, scheduler, classifier table) where it is made, off the packet path, then applied
+/// by [`QosEngine::apply`] between two packets. The queues keep what they hold and every
+/// counter goes on; what is configured is replaced: meters and shaper start full at their
+/// new rates, the scheduler starts a new round with the new quanta, each AQM policy takes
+/// over its predecessor's state when it is the same policy ([`AqmPolicy::inherit_state`]).
+/// The classes themselves (their number, names and ring sizes `max_packets`) cannot change:
+/// the rings hold the queued packets.
+pub struct QosUpdate {
+    classes: Vec<ClassSetup>,
+    names: Vec<String>,
+    table: DscpTable,
+    sched: Scheduler,
+    shaper: Option<Shaper>,
+}
 
-    /// As [`QosEngine::new`], but every SRED and ZL-RED policy of every class and color uses
-    /// `list` (its configuration replaces theirs): the one lock-free list that receive workers
-    /// observe, for [`QosEngine::enqueue_classified_observed`].
-    pub fn with_zombie_list(p: &QosParams, list: &Arc<ZombieList>) -> Result<Self, QosConfigError> {
-        Self::build(p, Some(list))
-    }
-
-    fn build(p: &QosParams, zombies: Option<&Arc<ZombieList>>) -> Result<Self, QosConfigError> {
+impl QosUpdate {
+    /// Validates `p` and builds what [`QosEngine::apply`] installs; SRED and ZL-RED policies
+    /// decide on `list` when given (as [`QosEngine::with_zombie_list`]), on their own lists
+    /// otherwise.
+    pub fn new(p: &QosParams, list: Option<&Arc<ZombieList>>) -> Result<Self, QosConfigError> {
         if p.classes.is_empty() {
             return Err(QosConfigError::new(
                 "classes",
@@ -298,22 +316,130 @@ impl<T> QosEngine<T> {
         let mut classes = Vec::with_capacity(p.classes.len());
         let mut places = Vec::with_capacity(p.classes.len());
         for (i, c) in p.classes.iter().enumerate() {
-            let (class, place) = build_class(i, c, link_rate_bps, zombies)?;
+            let (class, place) = build_class(i, c, link_rate_bps, list)?;
             classes.push(class);
             places.push(place);
         }
         let cp = &p.classifier;
         let table = DscpTable::build(&names, &cp.default_class, cp.standard, &cp.dscp)
             .map_err(|e| e.within("classifier"))?;
-        Ok(QosEngine {
-            live_sized: classes.iter().any(|c| c.live.is_some()),
+        Ok(QosUpdate {
             classes,
             names,
             table,
             sched: Scheduler::new(p.scheduler.mode, &places),
             shaper,
+        })
+    }
+}
+
+impl<T> QosEngine<T> {
+    /// Validates `p` and builds the engine (allocates every queue ring now). Each SRED or
+    /// ZL-RED policy gets a Zombie List of its own, built from its parameters.
+    pub fn new(p: &QosParams) -> Result<Self, QosConfigError> {
+        Self::build(p, None)
+    }
+
+    /// As [`QosEngine::new`], but every SRED and ZL-RED policy of every class and color uses
+    /// `list` (its configuration replaces theirs): the one lock-free list that receive workers
+    /// observe, for [`QosEngine::enqueue_classified_observed`].
+    pub fn with_zombie_list(p: &QosParams, list: &Arc<ZombieList>) -> Result<Self, QosConfigError> {
+        Self::build(p, Some(list))
+    }
+
+    fn build(p: &QosParams, zombies: Option<&Arc<ZombieList>>) -> Result<Self, QosConfigError> {
+        let u = QosUpdate::new(p, zombies)?;
+        let classes: Vec<Class<T>> = (u.classes.into_iter())
+            .map(|c| Class {
+                queue: ClassQueue::new(c.max_packets, c.cap),
+                meter: c.meter,
+                drop_red: c.drop_red,
+                remark: c.remark,
+                aqm: c.aqm,
+                live: c.live,
+                stats: ClassStats::default(),
+            })
+            .collect();
+        Ok(QosEngine {
+            live_sized: classes.iter().any(|c| c.live.is_some()),
+            classes,
+            names: u.names,
+            table: u.table,
+            sched: u.sched,
+            shaper: u.shaper,
             classifier_stats: ClassifierStats::default(),
         })
+    }
+
+    /// Installs a new configuration (built off the packet path: [`QosUpdate`]) while packets
+    /// are queued: each class keeps its queue and its counters, its meter, re-mark, AQM,
+    /// buffer rule and limits are replaced (a limit below what is queued refuses arrivals
+    /// until the queue drains below it: nothing queued is dropped), as are the classifier's
+    /// table, the scheduler and the shaper. An update whose classes differ (number, names,
+    /// ring sizes, or one policy for every color against one per color) is refused naming
+    /// the key, and nothing changes.
+    pub fn apply(&mut self, u: QosUpdate) -> Result<(), QosConfigError> {
+        if u.names.len() != self.names.len() {
+            return Err(QosConfigError::new(
+                "classes",
+                format!(
+                    "{} classes -> {}: a running engine keeps its classes (their rings hold the \
+                     queued packets)",
+                    self.names.len(),
+                    u.names.len()
+                ),
+            ));
+        }
+        for (i, (c, n)) in self.classes.iter().zip(&u.classes).enumerate() {
+            if self.names[i] != u.names[i] {
+                return Err(QosConfigError::new(
+                    format!("classes[{i}].name"),
+                    format!(
+                        "`{}` -> `{}`: a running engine keeps its classes",
+                        self.names[i], u.names[i]
+                    ),
+                ));
+            }
+            if c.queue.max_packets() != n.max_packets {
+                return Err(QosConfigError::new(
+                    format!("classes[{i}].max_packets"),
+                    format!(
+                        "{} -> {}: the ring is allocated at start",
+                        c.queue.max_packets(),
+                        n.max_packets
+                    ),
+                ));
+            }
+            if matches!(c.aqm, ClassAqm::Shared(_)) != matches!(n.aqm, ClassAqm::Shared(_)) {
+                return Err(QosConfigError::new(
+                    format!("classes[{i}].aqm_by_color"),
+                    "one policy for every color <-> one per color: the per-color counters would \
+                     restart",
+                ));
+            }
+        }
+        for (c, mut n) in self.classes.iter_mut().zip(u.classes) {
+            match (&mut n.aqm, &c.aqm) {
+                (ClassAqm::Shared(new), ClassAqm::Shared(old)) => new.take_over(old),
+                (ClassAqm::ByColor(new), ClassAqm::ByColor(old)) => {
+                    for (new, old) in new.iter_mut().zip(old.iter()) {
+                        new.take_over(old);
+                    }
+                }
+                _ => unreachable!("checked above"),
+            }
+            c.queue.set_capacity(n.cap);
+            c.meter = n.meter;
+            c.drop_red = n.drop_red;
+            c.remark = n.remark;
+            c.aqm = n.aqm;
+            c.live = n.live;
+        }
+        self.live_sized = self.classes.iter().any(|c| c.live.is_some());
+        self.table = u.table;
+        self.sched = u.sched;
+        self.shaper = u.shaper;
+        Ok(())
     }
 
     /// Class names, in index order.

@@ -65,7 +65,9 @@ pub mod stats;
 
 pub use bucket::{MAX_BURST_BYTES, MAX_RATE_BPS, UNITS_PER_BYTE};
 pub use classify::{DscpRule, DscpSpec, DscpTable, Lookup};
-pub use engine::{Burst, Classified, Departed, Dequeue, Dropped, QosEngine, MAX_QUEUE_PACKETS};
+pub use engine::{
+    Burst, Classified, Departed, Dequeue, Dropped, QosEngine, QosUpdate, MAX_QUEUE_PACKETS,
+};
 pub use error::QosConfigError;
 pub use meter::{ColorMode, Meter, MeterParams, Srtcm, Trtcm};
 pub use params::{ByColor, ClassParams, ClassifierParams, QosParams, SchedulerParams};
