@@ -15,9 +15,11 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::{Parser, Subcommand};
 use zl_core::Nanos;
 use zl_dataplane::config::{PortKind, PortParams, RouteSource};
+use zl_dataplane::egress::Threading;
 use zl_dataplane::metrics::{ControlThread, MetricsHub};
 use zl_dataplane::mt::MtRouter;
 use zl_dataplane::port::FileAccess;
+use zl_dataplane::reload::Reloader;
 use zl_dataplane::snapshot::FlowSnapshot;
 use zl_dataplane::{
     build_threaded, build_with_ports, check_with_ports, report, BoxedPort, BuildError, Dataplane,
@@ -91,6 +93,14 @@ enum Command {
         /// Print the list as JSON: `{port: [flow, ...]}` (the `top_flows` of `/stats.json`).
         #[arg(long)]
         json: bool,
+    },
+    /// Make a running router re-read its config file and apply what changed while it
+    /// forwards (as SIGHUP does): prints what changed, or why the reload was refused (the old
+    /// config keeps running; exit status 1).
+    Reload {
+        /// The router's control (metrics) address.
+        #[arg(long, default_value = "127.0.0.1:9464")]
+        addr: String,
     },
 }
 
@@ -322,11 +332,21 @@ struct Session {
 }
 
 impl Session {
-    fn start(router: &dyn RouterView, cfg: &RouterConfig, quiet: bool) -> Result<Self> {
+    fn start(
+        router: &dyn RouterView,
+        cfg: &RouterConfig,
+        reloader: Reloader,
+        quiet: bool,
+    ) -> Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
         let hub = Arc::new(MetricsHub::new(router));
-        let server = ControlThread::start(cfg.metrics.listen.as_deref(), hub.clone(), stop.clone())
-            .context("starting the control thread")?;
+        let server = ControlThread::start(
+            cfg.metrics.listen.as_deref(),
+            hub.clone(),
+            stop.clone(),
+            Some(reloader),
+        )
+        .context("starting the control thread")?;
         if let Some(addr) = server.local_addr() {
             note!("zlrouter: metrics on http://{addr}/metrics");
         }
@@ -370,27 +390,54 @@ fn run(
     json: bool,
 ) -> Result<()> {
     let (mut cfg, base) = load(config.as_deref())?;
-    if let Some(d) = duration {
-        cfg.run.duration_s = d;
-    }
-    if let Some(s) = seed {
-        cfg.run.seed = s;
-    }
-    if let Some(m) = metrics {
-        // A bare port stays on loopback (`ControlThread::start`), as in the config.
-        cfg.metrics.listen = Some(m);
-    }
+    // The command line's overrides, applied again to every config a reload reads.
+    let overrides = move |cfg: &mut RouterConfig| {
+        if let Some(d) = duration {
+            cfg.run.duration_s = d;
+        }
+        if let Some(s) = seed {
+            cfg.run.seed = s;
+        }
+        if let Some(m) = &metrics {
+            // A bare port stays on loopback (`ControlThread::start`), as in the config.
+            cfg.metrics.listen = Some(m.clone());
+        }
+    };
+    overrides(&mut cfg);
+    let reloader = |threading, lists, routes, slot| {
+        Reloader::new(
+            config.clone(),
+            Box::new(overrides.clone()),
+            cfg.clone(),
+            threading,
+            lists,
+            routes,
+            slot,
+        )
+    };
     let mut dpdk = dpdk_ports::DpdkOpener::open_all();
     if cfg.run.rx_workers > 0 {
         let supply: &mut PortSupplier<'_> = &mut ports(&cfg, &mut dpdk);
-        let mt = build_threaded(&cfg, &base, supply, cfg.run.rx_workers as usize)?;
-        return run_threaded(mt, &cfg, quiet, json);
+        let mut mt = build_threaded(&cfg, &base, supply, cfg.run.rx_workers as usize)?;
+        let r = reloader(
+            Threading::Threaded,
+            mt.zombie_lists(),
+            mt.routes(),
+            mt.reload_slot(),
+        );
+        return run_threaded(mt, &cfg, r, quiet, json);
     }
     let mut dp = build(&cfg, &base, &mut dpdk, FileAccess::Open)?;
     if cfg.routing.source == RouteSource::Kernel {
         follow_kernel(&mut dp, &cfg)?;
     }
-    let mut session = Session::start(&dp, &cfg, quiet)?;
+    let r = reloader(
+        Threading::Single,
+        dp.zombie_lists(),
+        dp.routes(),
+        dp.reload_slot(),
+    );
+    let mut session = Session::start(&dp, &cfg, r, quiet)?;
     let end = Nanos::from_secs_f64(cfg.run.duration_s);
     let drain = Nanos::from_secs_f64(cfg.run.drain_s);
     let (stop, progress) = (&session.stop, &mut session.progress);
@@ -404,8 +451,14 @@ fn run(
 
 /// Runs the threaded router (`run.rx_workers` receive workers and one transmit worker) on the
 /// monotonic clock, whatever the ports (generator and pcap ports then offer in real time).
-fn run_threaded(mut mt: MtRouter, cfg: &RouterConfig, quiet: bool, json: bool) -> Result<()> {
-    let mut session = Session::start(&mt, cfg, quiet)?;
+fn run_threaded(
+    mut mt: MtRouter,
+    cfg: &RouterConfig,
+    reloader: Reloader,
+    quiet: bool,
+    json: bool,
+) -> Result<()> {
+    let mut session = Session::start(&mt, cfg, reloader, quiet)?;
     if !quiet {
         note!(
             "zlrouter: {} receive worker(s) and one transmit worker",
@@ -558,6 +611,27 @@ fn flows(addr: &str, port: Option<&str>, top: usize, json: bool) -> Result<()> {
 
 /// The body of `GET path` from the router's metrics endpoint at `addr`.
 fn fetch(addr: &str, path: &str) -> Result<String> {
+    let (status, text) = request(addr, "GET", path)?;
+    if !status.ends_with(" 200") {
+        bail!("{addr} answered: {status}");
+    }
+    Ok(text)
+}
+
+/// `zlrouter reload`: `POST /reload` to the running router; its answer on stdout when the
+/// reload was applied, on stderr (exit status 1) when it was refused.
+fn reload(addr: &str) -> Result<()> {
+    let (status, text) = request(addr, "POST", "/reload")?;
+    if status.ends_with(" 200") {
+        return out(format_args!("{text}"));
+    }
+    note!("zlrouter: {}", text.trim_end());
+    std::process::exit(1);
+}
+
+/// One request to the router's control endpoint at `addr`: the status line's code part
+/// (`HTTP/1.0 200`) and the body, whatever the status.
+fn request(addr: &str, method: &str, path: &str) -> Result<(String, String)> {
     let endpoint = || format!("the router's metrics endpoint at {addr}");
     let target = addr
         .to_socket_addrs()
@@ -584,17 +658,20 @@ fn fetch(addr: &str, path: &str) -> Result<String> {
         ),
         _ => anyhow!("reading from {}: {e}", endpoint()),
     };
-    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+    s.write_all(format!("{method} {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
         .map_err(timed_out)?;
     let mut body = String::new();
     s.read_to_string(&mut body).map_err(timed_out)?;
     let Some((head, text)) = body.split_once("\r\n\r\n") else {
         bail!("{addr} answered without an HTTP header");
     };
-    if !head.starts_with("HTTP/1.0 200") && !head.starts_with("HTTP/1.1 200") {
-        bail!("{addr} answered: {}", head.lines().next().unwrap_or(""));
+    let status_line = head.lines().next().unwrap_or("");
+    // `HTTP/1.x NNN`: the version and the code.
+    let status: String = status_line.split(' ').take(2).collect::<Vec<_>>().join(" ");
+    if !status.starts_with("HTTP/1.") {
+        bail!("{addr} answered: {status_line}");
     }
-    Ok(text.to_owned())
+    Ok((status, text.to_owned()))
 }
 
 fn main() {
@@ -630,6 +707,7 @@ fn main() {
             top,
             json,
         } => flows(&addr, port.as_deref(), top, json),
+        Command::Reload { addr } => reload(&addr),
     };
     if let Err(e) = result {
         note!("zlrouter: {}", error_text(&e));

@@ -124,8 +124,13 @@ fn cli_stats_reads_a_metrics_endpoint() {
     let (dp, _) = common::run(&cfg, &common::root());
     let hub = Arc::new(MetricsHub::new(&dp));
     hub.publish(Nanos::from_millis(500), &dp);
-    let control =
-        ControlThread::start(Some("127.0.0.1:0"), hub, Arc::new(AtomicBool::new(false))).unwrap();
+    let control = ControlThread::start(
+        Some("127.0.0.1:0"),
+        hub,
+        Arc::new(AtomicBool::new(false)),
+        None,
+    )
+    .unwrap();
     let addr = control.local_addr().unwrap().to_string();
     let out = zlrouter(&["stats", "--raw", "--addr", &addr]);
     let summary = zlrouter(&["stats", "--addr", &addr]);
@@ -217,8 +222,13 @@ fn metrics_endpoint_closes_an_idle_connection() {
     cfg.run.duration_s = 0.1;
     let (dp, _) = common::run(&cfg, &common::root());
     let hub = Arc::new(MetricsHub::new(&dp));
-    let control =
-        ControlThread::start(Some("127.0.0.1:0"), hub, Arc::new(AtomicBool::new(false))).unwrap();
+    let control = ControlThread::start(
+        Some("127.0.0.1:0"),
+        hub,
+        Arc::new(AtomicBool::new(false)),
+        None,
+    )
+    .unwrap();
     let mut sock = std::net::TcpStream::connect(control.local_addr().unwrap()).unwrap();
     // The client sends nothing; the server must give up on it (after 5 s) rather than hold a
     // task forever. The read timeout only bounds this test if the server never closes.

@@ -249,8 +249,13 @@ fn every_scrape_balances_and_stats_json_serves_the_snapshot() {
     .unwrap();
     assert!(scraper.checked >= 10, "{}", scraper.checked);
 
-    let control =
-        ControlThread::start(Some("127.0.0.1:0"), hub, Arc::new(AtomicBool::new(false))).unwrap();
+    let control = ControlThread::start(
+        Some("127.0.0.1:0"),
+        hub,
+        Arc::new(AtomicBool::new(false)),
+        None,
+    )
+    .unwrap();
     let addr = control.local_addr().unwrap().to_string();
     let out = zlrouter(&["stats", "--json", "--addr", &addr]);
     control.stop();

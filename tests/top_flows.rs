@@ -272,6 +272,7 @@ fn cli_flows_reads_a_running_router() {
         Some("127.0.0.1:0"),
         hub.clone(),
         Arc::new(AtomicBool::new(false)),
+        None,
     )
     .unwrap();
     let addr = control.local_addr().unwrap().to_string();

@@ -592,6 +592,37 @@ impl RouterConfig {
             .map(|i| i as u16)
     }
 
+    /// The `[[routes]]`, parsed and resolved to port indices, in config order.
+    pub fn static_routes(&self) -> Result<Vec<(Prefix, NextHop)>, ConfigError> {
+        let mut out = Vec::with_capacity(self.routes.len());
+        for (i, rt) in self.routes.iter().enumerate() {
+            let key = |f: &str| format!("routes[{i}].{f}");
+            let prefix: Prefix = rt.prefix.parse().map_err(|e: String| {
+                invalid(
+                    key("prefix"),
+                    format!("{:?}", rt.prefix),
+                    format!("address/length ({e})"),
+                )
+            })?;
+            let port = self.port_index(&rt.port).ok_or_else(|| {
+                invalid(
+                    key("port"),
+                    format!("{:?}", rt.port),
+                    "the name of a configured port",
+                )
+            })?;
+            let mac = parse_mac(&rt.next_hop_mac).ok_or_else(|| {
+                invalid(
+                    key("next_hop_mac"),
+                    format!("{:?}", rt.next_hop_mac),
+                    "a MAC address like 02:00:00:00:00:01",
+                )
+            })?;
+            out.push((prefix, NextHop::new(port, mac)));
+        }
+        Ok(out)
+    }
+
     /// Resolves forwarding to port indices.
     pub fn forwarding(&self) -> Result<Forwarding, ConfigError> {
         match self.forwarding.mode {
@@ -605,37 +636,17 @@ impl RouterConfig {
                 }
                 let table = RouteTable::default();
                 let mut statics = Vec::new();
-                for (i, rt) in self.routes.iter().enumerate() {
+                for (i, (prefix, hop)) in self.static_routes()?.into_iter().enumerate() {
+                    let rt = &self.routes[i];
                     let key = |f: &str| format!("routes[{i}].{f}");
-                    let prefix: Prefix = rt.prefix.parse().map_err(|e: String| {
-                        invalid(
-                            key("prefix"),
-                            format!("{:?}", rt.prefix),
-                            format!("address/length ({e})"),
-                        )
-                    })?;
-                    let port = self.port_index(&rt.port).ok_or_else(|| {
-                        invalid(
-                            key("port"),
-                            format!("{:?}", rt.port),
-                            "the name of a configured port",
-                        )
-                    })?;
-                    let mac = parse_mac(&rt.next_hop_mac).ok_or_else(|| {
-                        invalid(
-                            key("next_hop_mac"),
-                            format!("{:?}", rt.next_hop_mac),
-                            "a MAC address like 02:00:00:00:00:01",
-                        )
-                    })?;
                     statics.push(zl_fib::StaticRoute {
                         dst: prefix.addr,
                         prefix_len: prefix.len,
-                        port,
+                        port: hop.port,
                         gateway: None,
-                        mac: Some(mac),
+                        mac: Some(hop.mac),
                     });
-                    match table.insert(prefix, NextHop::new(port, mac)) {
+                    match table.insert(prefix, hop) {
                         Ok(None) => {}
                         Ok(Some(_)) => {
                             return Err(invalid(

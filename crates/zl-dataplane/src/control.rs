@@ -1,11 +1,15 @@
-//! The control thread: a current-thread tokio runtime that serves the metrics endpoint
+//! The control thread: a current-thread tokio runtime that serves the control endpoint
 //! (`GET /metrics`, Prometheus text, and `GET /stats.json`, both from a [`MetricsHub`]'s last
-//! snapshot) and turns SIGINT / SIGTERM /
-//! SIGHUP into the forwarding loop's stop flag. It never touches the forwarding thread beyond
-//! the hub's atomics and that flag.
+//! snapshot; `POST /reload`), turns SIGINT / SIGTERM into the forwarding loop's stop flag, and
+//! reloads the config on SIGHUP or `POST /reload` (`zlrouter reload`) through its
+//! [`Reloader`]. It never touches the forwarding thread beyond the hub's atomics, that flag
+//! and the reload slot (`crate::reload`).
 //!
-//! decided: SIGHUP stops the run like SIGTERM (final table, captures flushed) until the
-//! router can reload its config; by default it would kill the process with nothing written.
+//! A reload runs on tokio's blocking pool (it reads the file, builds the update and waits for
+//! the loop's answer), one at a time; its outcome is logged on stderr, counted
+//! (`zlrouter_config_reloads_total{result}`) and, for `POST /reload`, answered: `200` with
+//! what changed, `409` with why it was refused (the old config keeps running), `503` when
+//! the router was started without a reloader.
 //!
 //! A failed `accept()` (out of file descriptors, out of memory) is logged, counted
 //! (`zlrouter_metrics_accept_errors_total`) and retried after a back-off that doubles from
@@ -20,6 +24,10 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::metrics::MetricsHub;
+use crate::reload::Reloader;
+
+/// The reloader, shared by the signal handler and the endpoint (a reload at a time).
+type SharedReloader = Arc<std::sync::Mutex<Reloader>>;
 
 /// The control thread: metrics endpoint and signal handling.
 pub struct ControlThread {
@@ -59,12 +67,14 @@ pub fn listen_address(listen: &str) -> Result<String, String> {
 
 impl ControlThread {
     /// Starts the thread: serves `hub` on `listen` when given (`host:port`, or a bare port on
-    /// loopback: [`listen_address`]), and sets `stop` on SIGINT, SIGTERM or SIGHUP (a second
-    /// signal exits the process at once).
+    /// loopback: [`listen_address`]), sets `stop` on SIGINT or SIGTERM (a second signal exits
+    /// the process at once), and reloads through `reloader` on SIGHUP and `POST /reload`
+    /// (without one, SIGHUP stops the run like SIGTERM).
     pub fn start(
         listen: Option<&str>,
         hub: Arc<MetricsHub>,
         stop: Arc<AtomicBool>,
+        reloader: Option<Reloader>,
     ) -> Result<Self, ControlError> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -112,7 +122,10 @@ impl ControlThread {
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::Builder::new()
             .name("zlrouter-control".into())
-            .spawn(move || rt.block_on(control(listener, signals, hub, stop, rx)))
+            .spawn(move || {
+                let reloader = reloader.map(|r| Arc::new(std::sync::Mutex::new(r)));
+                rt.block_on(control(listener, signals, hub, stop, reloader, rx))
+            })
             .map_err(ControlError::Runtime)?;
         Ok(ControlThread {
             addr,
@@ -166,6 +179,7 @@ async fn control(
     (mut int, mut term, mut hup): Signals,
     hub: Arc<MetricsHub>,
     stop: Arc<AtomicBool>,
+    reloader: Option<SharedReloader>,
     mut shutdown: tokio::sync::oneshot::Receiver<()>,
 ) {
     // After a failed accept: when to try again, and the pause after the next failure.
@@ -185,12 +199,18 @@ async fn control(
             _ = &mut shutdown => return,
             Some(_) = int.recv() => on_signal(&stop, "SIGINT"),
             Some(_) = term.recv() => on_signal(&stop, "SIGTERM"),
-            Some(_) = hup.recv() => on_signal(&stop, "SIGHUP"),
+            Some(_) = hup.recv() => match &reloader {
+                Some(r) => {
+                    tokio::spawn(reload(r.clone(), hub.clone(), "SIGHUP"));
+                }
+                None => on_signal(&stop, "SIGHUP"),
+            },
             accepted = accept => match accepted {
                 Ok((sock, _)) => {
                     resume = None;
                     backoff = ACCEPT_BACKOFF_MIN;
-                    tokio::spawn(tokio::time::timeout(REQUEST_TIMEOUT, serve(sock, hub.clone())));
+                    let served = serve(sock, hub.clone(), reloader.clone());
+                    tokio::spawn(tokio::time::timeout(REQUEST_TIMEOUT, served));
                 }
                 Err(e) => {
                     hub.count_accept_error();
@@ -214,7 +234,11 @@ async fn control(
 /// Answers one connection: reads the request head, writes the metrics or a 404. A client that
 /// sends nothing is cut off by the caller's REQUEST_TIMEOUT, so idle connections cannot pile
 /// up tasks.
-async fn serve(mut sock: tokio::net::TcpStream, hub: Arc<MetricsHub>) {
+async fn serve(
+    mut sock: tokio::net::TcpStream,
+    hub: Arc<MetricsHub>,
+    reloader: Option<SharedReloader>,
+) {
     // Read the whole request head (up to 4 KiB) before answering: closing a socket with
     // unread input makes the kernel reset the connection.
     let mut req = [0u8; 4096];
@@ -240,6 +264,23 @@ async fn serve(mut sock: tokio::net::TcpStream, hub: Arc<MetricsHub>) {
                 body.len()
             )
         }
+        Route::Reload => {
+            let (status, body) = match reloader {
+                Some(r) => match reload(r, hub, "POST /reload").await {
+                    Ok(done) => ("200 OK", done),
+                    Err(refused) => ("409 Conflict", refused),
+                },
+                None => (
+                    "503 Service Unavailable",
+                    "this router was started without a config reloader".to_owned(),
+                ),
+            };
+            let body = format!("{body}\n");
+            format!(
+                "HTTP/1.0 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+        }
         Route::NotFound => "HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n".to_owned(),
     };
     let _ = sock.write_all(resp.as_bytes()).await;
@@ -252,12 +293,14 @@ pub enum Route {
     Metrics,
     /// `GET /stats.json`: the last snapshot as JSON.
     StatsJson,
+    /// `POST /reload`: re-read the config file and apply it live.
+    Reload,
     /// Anything else, malformed requests included.
     NotFound,
 }
 
 /// Routes a request head (the bytes read so far, at most 4 KiB, any content): only a first
-/// line starting `GET /metrics` or `GET /stats.json` is served. Never panics (fuzzed: `fuzz/fuzz_targets/
+/// line starting `GET /metrics`, `GET /stats.json` or `POST /reload` is served. Never panics (fuzzed: `fuzz/fuzz_targets/
 /// metrics_request.rs`).
 pub fn route(head: &[u8]) -> Route {
     let line = std::str::from_utf8(head)
@@ -269,9 +312,46 @@ pub fn route(head: &[u8]) -> Route {
         Route::Metrics
     } else if line.starts_with("GET /stats.json") {
         Route::StatsJson
+    } else if line.starts_with("POST /reload") {
+        Route::Reload
     } else {
         Route::NotFound
     }
+}
+
+/// Time a reload may take: reading and building, plus the loop's answer
+/// (`crate::reload::APPLY_TIMEOUT`); the endpoint's own request timeout is longer.
+const RELOAD_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One reload asked by `by`, off the runtime's thread: its outcome logged on stderr and
+/// counted, and returned as text (`Err`: refused, the old config still running).
+async fn reload(
+    r: SharedReloader,
+    hub: Arc<MetricsHub>,
+    by: &'static str,
+) -> Result<String, String> {
+    let run = tokio::task::spawn_blocking(move || {
+        let mut r = r.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        r.reload()
+    });
+    let outcome = match tokio::time::timeout(RELOAD_TIMEOUT, run).await {
+        Ok(Ok(Ok(done))) => Ok(done.to_string()),
+        Ok(Ok(Err(e))) => Err(format!("reload refused: {e}; the old config keeps running")),
+        Ok(Err(e)) => Err(format!("reload failed: {e}; the old config keeps running")),
+        Err(_) => Err(format!(
+            "reload did not finish within {} s",
+            RELOAD_TIMEOUT.as_secs()
+        )),
+    };
+    hub.count_reload(outcome.is_ok());
+    use std::io::Write;
+    let line = match &outcome {
+        Ok(done) => format!("zlrouter: {by}: {done}"),
+        Err(why) => format!("zlrouter: {by}: {why}"),
+    };
+    // A closed stderr must not stop the control thread.
+    let _ = writeln!(std::io::stderr(), "\n{line}");
+    outcome
 }
 
 fn on_signal(stop: &AtomicBool, name: &str) {

@@ -24,6 +24,7 @@
 //! reserved at build time, counters are fixed arrays.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use rand_xoshiro::Xoshiro256PlusPlus;
 use zl_core::Nanos;
@@ -35,6 +36,7 @@ use crate::config::Forwarding;
 use crate::egress::{Egress, Link};
 use crate::forward::Forwarder;
 use crate::icmp::{IcmpCounters, IcmpSender};
+use crate::reload::{Applied, LiveUpdate, ReloadSlot};
 use crate::route::RouteTable;
 use crate::stats::{DropCause, FateCounters, Fates, GroupStats};
 use crate::view::Observer;
@@ -108,6 +110,31 @@ impl Link for PoolLink<'_> {
     }
 }
 
+/// Installs each port's new egress from `updates` (by port index) into `ports` (reached
+/// through `egress`), all or none: every update is checked before any is installed. The one
+/// reload step of both loops.
+pub(crate) fn apply_egress<P>(
+    ports: &mut [P],
+    updates: Vec<Option<crate::egress::EgressUpdate>>,
+    egress: impl Fn(&mut P) -> &mut Egress,
+) -> Applied {
+    for (i, (p, u)) in ports.iter_mut().zip(&updates).enumerate() {
+        if let Some(u) = u {
+            egress(p)
+                .check(u)
+                .map_err(|e| format!("port {i}: {}: {}", e.key, e.reason))?;
+        }
+    }
+    for (p, u) in ports.iter_mut().zip(updates) {
+        if let Some(u) = u {
+            egress(p)
+                .apply(u)
+                .map_err(|e| format!("{}: {}", e.key, e.reason))?;
+        }
+    }
+    Ok(())
+}
+
 /// The forwarding engine of one thread.
 pub struct Dataplane {
     pub(crate) slots: Vec<PortSlot>,
@@ -130,6 +157,8 @@ pub struct Dataplane {
     capture: Option<CaptureWriter>,
     /// The ICMP errors about dropped packets: the rate limit's state (`crate::icmp`).
     icmp: IcmpSender,
+    /// Where live reloads arrive (`crate::reload`), looked at once per poll.
+    reload: Option<Arc<ReloadSlot>>,
 }
 
 /// How long a next hop's packets wait for its MAC: the kernel gives up after
@@ -173,7 +202,40 @@ impl Dataplane {
             expired: Vec::new(),
             capture: None,
             icmp: IcmpSender::new(forwarder_icmp, 1),
+            reload: None,
         })
+    }
+
+    /// Where live reloads reach this loop (`crate::reload::Reloader`): made on the first
+    /// call, looked at once per poll from then on.
+    pub fn reload_slot(&mut self) -> Arc<ReloadSlot> {
+        self.reload.get_or_insert_with(ReloadSlot::new).clone()
+    }
+
+    /// Each port's Zombie List as the egress stages hold them now (for a `Reloader`).
+    pub fn zombie_lists(&self) -> Vec<Option<Arc<zl_zombie::ZombieList>>> {
+        self.slots.iter().map(|s| s.egress.zombie.clone()).collect()
+    }
+
+    /// Between polls: installs a posted reload, if any, and answers it.
+    #[inline]
+    fn take_reload(&mut self) {
+        let Some((update, answer)) = self.reload.as_ref().and_then(|r| r.take()) else {
+            return;
+        };
+        let applied = self.apply_live(update);
+        // The reloader may have given up waiting: then nobody hears the answer.
+        let _ = answer.send(applied);
+    }
+
+    /// Installs a live update: every port's new egress, checked first so that a refused one
+    /// changes nothing, then the priority map.
+    fn apply_live(&mut self, u: LiveUpdate) -> Applied {
+        apply_egress(&mut self.slots, u.egress, |s| &mut s.egress)?;
+        if let Some(p) = u.priority {
+            self.forwarder.set_priority(p);
+        }
+        Ok(())
     }
 
     /// The drop capture's counters, when capturing.
@@ -354,6 +416,7 @@ impl Dataplane {
         self.now = now;
         self.fates.set_clock(now);
         self.polls = self.polls.wrapping_add(1);
+        self.take_reload();
         self.follow_table(now);
         let mut rx = self.rx.take().unwrap_or_default();
         let result = self.receive(now, &mut rx);

@@ -146,7 +146,35 @@ pub struct Egress {
     pending: Batch,
 }
 
+/// A live reconfiguration of one egress port, built off the packet path
+/// (`crate::reload`) and installed between two polls by [`Egress::apply`].
+pub struct EgressUpdate {
+    /// The new QoS (built on the list the port keeps after the update).
+    pub qos: zl_qos::QosUpdate,
+    /// `Some(list)` when the port's Zombie List changes (the flow-estimate settings, or the
+    /// policies' list parameters): the new list (`None`: the port keeps none), with the named
+    /// flows table to go with it (a new list starts a new table).
+    pub list: Option<(Option<Arc<ZombieList>>, Option<FlowTable>)>,
+}
+
 impl Egress {
+    /// Installs `u` (see [`EgressUpdate`], `QosEngine::apply`): what is queued stays queued
+    /// and every counter goes on; refused, with nothing changed, when `u`'s classes are not
+    /// this port's.
+    pub fn apply(&mut self, u: EgressUpdate) -> Result<(), zl_qos::QosConfigError> {
+        self.qos.apply(u.qos)?;
+        if let Some((list, flows)) = u.list {
+            self.zombie = list;
+            self.flows = flows;
+        }
+        Ok(())
+    }
+
+    /// Whether `u` can be installed ([`Egress::apply`] would not refuse it).
+    pub fn check(&self, u: &EgressUpdate) -> Result<(), zl_qos::QosConfigError> {
+        self.qos.check(&u.qos)
+    }
+
     /// An egress on `qos`, whose SRED / ZL-RED policies, if any, decide on `zombie` when it is
     /// given (build the engine with `QosEngine::with_zombie_list` on that list).
     pub fn new(qos: QosEngine<PacketBuf>, zombie: Option<Arc<ZombieList>>) -> Self {
@@ -422,10 +450,31 @@ pub(crate) fn port_egress(
     estimate_params: Option<ZombieParams>,
     threading: Threading,
 ) -> Result<Egress, ConfigError> {
-    let qos_err = |e: zl_qos::QosConfigError| ConfigError::Qos {
+    let qos_err = qos_error(qos_key);
+    match port_list(params, qos_key, estimate, estimate_params, threading)? {
+        None => Ok(Egress::new(QosEngine::new(params).map_err(qos_err)?, None)),
+        Some(zc) => Egress::on_own_list(params, zc).map_err(qos_err),
+    }
+}
+
+/// A QoS error under the port's QoS table `qos_key`.
+pub(crate) fn qos_error(qos_key: &str) -> impl Fn(zl_qos::QosConfigError) -> ConfigError + '_ {
+    move |e| ConfigError::Qos {
         key: format!("{qos_key}.{}", e.key),
         reason: e.reason,
-    };
+    }
+}
+
+/// The Zombie List a port's egress keeps, if any ([`port_egress`] says when), as its
+/// validated configuration.
+pub(crate) fn port_list(
+    params: &QosParams,
+    qos_key: &str,
+    estimate: bool,
+    estimate_params: Option<ZombieParams>,
+    threading: Threading,
+) -> Result<Option<ZombieConfig>, ConfigError> {
+    let qos_err = qos_error(qos_key);
     const ESTIMATE_KEY: &str = "metrics.flow_estimate_zombie";
     // Out of range is reported as such, estimate on or off, before any comparison with the
     // policies' settings.
@@ -438,7 +487,7 @@ pub(crate) fn port_egress(
         None
     };
     if !estimate && policies.is_none() {
-        return Ok(Egress::new(QosEngine::new(params).map_err(qos_err)?, None));
+        return Ok(None);
     }
     let estimate_params = estimate_params.filter(|_| estimate);
     let (key, zp) = match (estimate_params, policies) {
@@ -457,8 +506,7 @@ pub(crate) fn port_egress(
         (None, Some((k, p))) => (format!("{qos_key}.{k}"), p),
         (None, None) => (ESTIMATE_KEY.to_owned(), ZombieParams::default()),
     };
-    let zc = zp.validate().map_err(|e| zombie_invalid(&key, e))?;
-    Egress::on_own_list(params, zc).map_err(qos_err)
+    zp.validate().map(Some).map_err(|e| zombie_invalid(&key, e))
 }
 
 /// A Zombie List parameter out of range, named under the list's table `key`.

@@ -102,6 +102,10 @@ impl Forwarder {
         self.l3 = l3;
         self.icmp = icmp;
     }
+    /// Replaces the priority map (a live reload, between polls).
+    pub fn set_priority(&mut self, priority: PriorityMap) {
+        self.priority = priority;
+    }
     /// The ICMP settings, for each loop's [`IcmpSender`].
     pub fn icmp_params(&self) -> IcmpParams {
         self.icmp

@@ -34,6 +34,8 @@ pub struct MetricsHub {
     /// Connections the metrics endpoint failed to accept (file descriptors exhausted, ...);
     /// written by the control thread.
     accept_errors: AtomicU64,
+    /// Config reloads applied and refused; written by the control thread.
+    reloads: [AtomicU64; 2],
 }
 
 impl MetricsHub {
@@ -42,6 +44,7 @@ impl MetricsHub {
         MetricsHub {
             last: ArcSwap::from_pointee(Snapshot::take(dp, Nanos::ZERO)),
             accept_errors: AtomicU64::new(0),
+            reloads: [AtomicU64::new(0), AtomicU64::new(0)],
         }
     }
 
@@ -54,6 +57,18 @@ impl MetricsHub {
     /// Failed `accept()`s of the metrics endpoint so far.
     pub fn accept_errors(&self) -> u64 {
         self.accept_errors.load(Ordering::Relaxed)
+    }
+
+    /// Counts one config reload, applied or refused.
+    pub fn count_reload(&self, applied: bool) {
+        // Relaxed: counters read on their own.
+        self.reloads[usize::from(!applied)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Config reloads so far: (applied, refused).
+    pub fn reloads(&self) -> (u64, u64) {
+        let n = |i: usize| self.reloads[i].load(Ordering::Relaxed);
+        (n(0), n(1))
     }
 
     /// Takes and stores the current snapshot (called by the forwarding thread at a low rate).
@@ -77,6 +92,7 @@ impl MetricsHub {
         registry.register_collector(Box::new(SnapshotCollector(
             self.snapshot(),
             self.accept_errors(),
+            self.reloads(),
         )));
         let mut out = String::new();
         // Cannot fail: writing to a String.
@@ -86,7 +102,7 @@ impl MetricsHub {
 }
 
 #[derive(Debug)]
-struct SnapshotCollector(Arc<Snapshot>, u64);
+struct SnapshotCollector(Arc<Snapshot>, u64, (u64, u64));
 
 type Labels = Vec<(&'static str, String)>;
 
@@ -548,6 +564,14 @@ impl Collector for SnapshotCollector {
              each is logged, and accepting resumes after a back-off",
             Counter,
             [(Vec::new(), self.1)],
+        )?;
+        f.scalar(
+            "zlrouter_config_reloads_total",
+            "Config reloads (SIGHUP, zlrouter reload): applied, or refused with the old config \
+             left running",
+            Counter,
+            [("applied", self.2 .0), ("refused", self.2 .1)]
+                .map(|(r, n)| (vec![("result", r.to_owned())], n)),
         )?;
         Ok(())
     }

@@ -48,7 +48,7 @@
 //! receive workers stop first, then what is left in the rings and the class queues is counted
 //! as `shutdown`, so `queued` is 0. Time is passed in (`clock`), never read here.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, TryLockError};
 
 use crossbeam_queue::ArrayQueue;
@@ -65,10 +65,11 @@ use zl_zombie::{Observation, ZombieConfig, ZombieList};
 
 use crate::build::{stream_seed, BoxedPort};
 use crate::capture::{CaptureStats, CaptureTap, CaptureWriter};
-use crate::dataplane::{PortSlot, StopReason};
+use crate::dataplane::{apply_egress, PortSlot, StopReason};
 use crate::egress::{Egress, Link, QueueLengthHistogram};
 use crate::forward::Forwarder;
 use crate::icmp::{IcmpKind, IcmpSender};
+use crate::reload::{Applied, LiveUpdate, ReloadSlot};
 use crate::stats::{DropCause, FateCounters, Fates, GroupStats};
 use crate::view::{Observer, RouterView};
 
@@ -150,6 +151,17 @@ pub struct MtRouter {
     now: Nanos,
     /// The drop capture's writer thread (`[capture]`), closed at the end of a run.
     capture: Option<CaptureWriter>,
+    /// Where live reloads arrive (`crate::reload`), looked at once per transmit round.
+    reload: Option<Arc<ReloadSlot>>,
+}
+
+/// What the receive workers forward with, replaced as a whole by a live reload: each worker
+/// keeps its own copy and takes the new one when [`Shared::rx_generation`] moves.
+#[derive(Clone)]
+struct RxState {
+    forwarder: Forwarder,
+    /// Each egress port's Zombie List, observed on receive.
+    zombies: Vec<Option<Arc<ZombieList>>>,
 }
 
 /// The receive side's shared state, borrowed by every worker for the length of a run.
@@ -160,8 +172,10 @@ struct Shared<'a> {
     tx_waiting: &'a [AtomicBool],
     rings: &'a [ArrayQueue<Item>],
     returns: &'a ArrayQueue<PacketBuf>,
-    zombies: &'a [Option<Arc<ZombieList>>],
-    forwarder: &'a Forwarder,
+    /// The receive workers' forwarding state as of the last reload, and its generation (a
+    /// worker compares it once per round; the lock is taken only to copy a new state).
+    rx_state: &'a Mutex<RxState>,
+    rx_generation: &'a AtomicU64,
     /// Set when the receive workers must stop (the run is over).
     quit: &'a AtomicBool,
     failed: &'a AtomicBool,
@@ -232,6 +246,7 @@ impl MtRouter {
             in_rings: 0,
             now: Nanos::ZERO,
             capture: None,
+            reload: None,
         }
     }
 
@@ -246,6 +261,17 @@ impl MtRouter {
     /// The drop capture's counters, when capturing.
     pub fn capture_stats(&self) -> Option<CaptureStats> {
         self.capture.as_ref().map(CaptureWriter::stats)
+    }
+
+    /// Where live reloads reach this router (`crate::reload::Reloader`): made on the first
+    /// call, looked at once per transmit round from then on.
+    pub fn reload_slot(&mut self) -> Arc<ReloadSlot> {
+        self.reload.get_or_insert_with(ReloadSlot::new).clone()
+    }
+
+    /// Each port's Zombie List as the egress stages hold them now.
+    pub fn zombie_lists(&self) -> Vec<Option<Arc<ZombieList>>> {
+        self.egress.iter().map(|e| e.zombie.clone()).collect()
     }
 
     pub fn params(&self) -> &MtParams {
@@ -316,17 +342,19 @@ impl MtRouter {
         let progress: Vec<Mutex<Fates>> = starts.iter().cloned().map(Mutex::new).collect();
         // The workers' own handles (Arc clones; the forwarding tables are small), so the
         // transmit worker keeps `&mut self`.
-        let zombies: Vec<Option<Arc<ZombieList>>> =
-            self.egress.iter().map(|e| e.zombie.clone()).collect();
-        let forwarder = self.forwarder.clone();
+        let rx_state = Mutex::new(RxState {
+            forwarder: self.forwarder.clone(),
+            zombies: self.zombie_lists(),
+        });
+        let rx_generation = AtomicU64::new(0);
         let tx_waiting: Vec<AtomicBool> = (0..n_ports).map(|_| AtomicBool::new(false)).collect();
         let shared = Shared {
             ports: &ports,
             tx_waiting: &tx_waiting,
             rings: &rings,
             returns: &returns,
-            zombies: &zombies,
-            forwarder: &forwarder,
+            rx_state: &rx_state,
+            rx_generation: &rx_generation,
             quit: &quit,
             failed: &failed,
             running: &running,
@@ -444,6 +472,11 @@ impl MtRouter {
             self.now = now;
             self.tx_fates.set_clock(now);
             rounds = rounds.wrapping_add(1);
+            if let Some((update, answer)) = self.reload.as_ref().and_then(|r| r.take()) {
+                let applied = self.apply_live(sh, update);
+                // The reloader may have given up waiting: then nobody hears the answer.
+                let _ = answer.send(applied);
+            }
             let mut moved = 0usize;
             for (p, egress) in self.egress.iter_mut().enumerate() {
                 let mut link = RingLink {
@@ -505,6 +538,24 @@ impl MtRouter {
             idle = if moved == 0 { idle + 1 } else { 0 };
             pause(idle);
         }
+    }
+
+    /// Installs a live update between two rounds: the egress stages here, then the receive
+    /// workers' forwarding state (the priority map, the lists they observe), which each
+    /// worker takes at its next round.
+    fn apply_live(&mut self, sh: &Shared<'_>, u: LiveUpdate) -> Applied {
+        apply_egress(&mut self.egress, u.egress, |e| e)?;
+        if let Some(p) = u.priority {
+            self.forwarder.set_priority(p);
+        }
+        let mut state = sh.rx_state.lock().unwrap_or_else(PoisonError::into_inner);
+        *state = RxState {
+            forwarder: self.forwarder.clone(),
+            zombies: self.zombie_lists(),
+        };
+        // Release: the new state is in place before a worker sees the generation move.
+        sh.rx_generation.fetch_add(1, Ordering::Release);
+        Ok(())
     }
 
     /// Gathers the workers' counters and the ports' into this router and shows it.
@@ -600,8 +651,15 @@ where
     let mut batch = Batch::new();
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(stream_seed(params.seed, 1000 + w as u64));
     let mut exhausted = vec![false; mine.len()];
+    // This worker's copy of the forwarding state, and the reload generation it is of.
+    let mut generation = sh.rx_generation.load(Ordering::Acquire);
+    let mut state = sh
+        .rx_state
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
     // Each worker limits its errors to its share of the global rate (`crate::icmp`).
-    let mut icmp = IcmpSender::new(sh.forwarder.icmp_params(), sh.progress.len() as u32);
+    let mut icmp = IcmpSender::new(state.forwarder.icmp_params(), sh.progress.len() as u32);
     let mut error = None;
     let mut next_report = Nanos::ZERO;
     let mut idle = 0u32;
@@ -610,6 +668,12 @@ where
         && !stop.load(Ordering::Relaxed)
         && !sh.failed.load(Ordering::Relaxed)
     {
+        // Acquire: pairs with the transmit worker's release after it replaced the state.
+        let now_generation = sh.rx_generation.load(Ordering::Acquire);
+        if now_generation != generation {
+            generation = now_generation;
+            state.clone_from(&sh.rx_state.lock().unwrap_or_else(PoisonError::into_inner));
+        }
         while pool.available() < pool.total() {
             match sh.returns.pop() {
                 Some(b) => pool.free(b),
@@ -646,7 +710,8 @@ where
                 let mut bytes = 0;
                 for buf in batch.drain() {
                     bytes += buf.len() as u64;
-                    forward_one(buf, now, sh, &mut pool, &mut rng, &mut icmp, &mut counts);
+                    let ctx = (sh, &state);
+                    forward_one(buf, now, ctx, &mut pool, &mut rng, &mut icmp, &mut counts);
                 }
                 counts.received(n, bytes);
                 if let Err(e) = result {
@@ -693,7 +758,7 @@ where
 fn forward_one(
     mut buf: PacketBuf,
     now: Nanos,
-    sh: &Shared<'_>,
+    (sh, state): (&Shared<'_>, &RxState),
     pool: &mut BufPool,
     rng: &mut Xoshiro256PlusPlus,
     icmp: &mut IcmpSender,
@@ -701,11 +766,11 @@ fn forward_one(
 ) {
     fates.arrives(&buf);
     let mut parsed = None;
-    let meta = match sh.forwarder.forward_in_place(&mut buf, &mut parsed) {
+    let meta = match state.forwarder.forward_in_place(&mut buf, &mut parsed) {
         Ok(meta) => meta,
         Err(cause) => {
             fates.dropped(&buf, cause);
-            let kind = (sh.forwarder).icmp_error(
+            let kind = (state.forwarder).icmp_error(
                 icmp,
                 &mut fates.icmp,
                 now,
@@ -735,7 +800,7 @@ fn forward_one(
         fates.dropped(&buf, DropCause::NoRoute);
         return pool.free(buf);
     };
-    let obs = sh
+    let obs = state
         .zombies
         .get(out)
         .and_then(Option::as_ref)

@@ -15,10 +15,35 @@
 //! `ports[i].af_xdp`, `ports[i].address`, `ports[i].mtu`, ...), the ICMP settings (`icmp`),
 //! the forwarding mode and bridges (`forwarding`), the parser (`parse`), the run's shape
 //! (`run.*`: workers, buffers, duration, seed), the metrics address (`metrics.listen`) and
-//! DPDK's EAL (`dpdk`). decided: these need the ports reopened, the buffer pool rebuilt or
-//! the run restarted, which loses what is queued; an operator restarts for them.
+//! DPDK's EAL (`dpdk`); a port's classes themselves (their number, names, ring sizes
+//! `max_packets`, one policy for every color or one per color); and, with kernel routing,
+//! the static routes (the kernel's table is the live one there: `ip route`). decided: these
+//! need the ports reopened, the buffer pool or the class rings rebuilt or the run
+//! restarted, which loses what is queued; an operator restarts for them.
+//!
+//! How a reload reaches a running router: a [`Reloader`] (on the control thread, asked by
+//! SIGHUP or by `zlrouter reload` through the control endpoint) re-reads the config file,
+//! [`plan`]s, builds what changes ([`LiveUpdate`]: new QoS engines' parts, Zombie Lists,
+//! the priority map; allocations and validation happen here, off the packet path), applies
+//! static route changes to the shared lock-free table, and posts the rest in a
+//! [`ReloadSlot`]. The forwarding loop looks at the slot once per poll (one relaxed load of
+//! a flag when nothing is pending), installs the update between two polls and answers; the
+//! [`Reloader`] waits for that answer ([`APPLY_TIMEOUT`]) before it reports the reload done.
 
-use crate::config::{ConfigError, PortParams, RouterConfig};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use zl_zombie::ZombieList;
+
+use crate::config::{ConfigError, PortParams, RouteSource, RouterConfig};
+use crate::egress::{port_list, qos_error, EgressUpdate, Threading};
+use crate::flows::{FlowTable, DEFAULT_TOP_FLOWS};
+use crate::priority::PriorityMap;
+use crate::route::{NextHop, Prefix, RouteTable};
 
 /// What changes live, port by port.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -68,6 +93,12 @@ pub enum ReloadError {
     /// A change that needs a restart.
     #[error("`{key}` cannot change while the router runs ({what}); restart to apply it")]
     NotLive { key: String, what: String },
+    /// The router runs its built-in default config: there is no file to re-read.
+    #[error("the router runs the built-in default config: there is no config file to re-read")]
+    NoFile,
+    /// The forwarding loop did not install the update (it refused it, or the run is ending).
+    #[error("the forwarding loop did not apply the reload: {0}")]
+    NotApplied(String),
 }
 
 fn not_live(key: impl Into<String>, what: impl Into<String>) -> ReloadError {
@@ -116,6 +147,58 @@ fn port_identity(i: usize, old: &PortParams, new: &PortParams) -> Result<(), Rel
     Ok(())
 }
 
+/// The key of port `i`'s QoS table in `c`.
+fn qos_key(c: &RouterConfig, i: usize) -> String {
+    if c.ports[i].qos.is_some() {
+        format!("ports[{i}].qos")
+    } else {
+        "qos".to_owned()
+    }
+}
+
+/// Port `i` keeps its classes: their number, names, ring sizes, and policy layout.
+fn same_classes(i: usize, old: &RouterConfig, new: &RouterConfig) -> Result<(), ReloadError> {
+    let (o, n) = (old.qos_of(i), new.qos_of(i));
+    let key = qos_key(new, i);
+    let port = &old.ports[i].name;
+    if o.classes.len() != n.classes.len() {
+        return Err(not_live(
+            format!("{key}.classes"),
+            format!(
+                "port `{port}`: {} classes -> {}; the class rings hold the queued packets",
+                o.classes.len(),
+                n.classes.len()
+            ),
+        ));
+    }
+    for (j, (oc, nc)) in o.classes.iter().zip(&n.classes).enumerate() {
+        let k = |f: &str| format!("{key}.classes[{j}].{f}");
+        if oc.name != nc.name {
+            return Err(not_live(
+                k("name"),
+                format!("port `{port}`: `{}` -> `{}`", oc.name, nc.name),
+            ));
+        }
+        if oc.max_packets != nc.max_packets {
+            return Err(not_live(
+                k("max_packets"),
+                format!(
+                    "port `{port}`: {} -> {}; the ring and the buffer pool are sized at start \
+                     (`buffer` changes the limit live, within the ring)",
+                    oc.max_packets, nc.max_packets
+                ),
+            ));
+        }
+        if oc.aqm_by_color.is_some() != nc.aqm_by_color.is_some() {
+            return Err(not_live(
+                k("aqm_by_color"),
+                format!("port `{port}`: one policy for every color <-> one per color"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Decides what a reload from `old` to `new` changes, or why it is refused. `new` is
 /// validated first.
 pub fn plan(old: &RouterConfig, new: &RouterConfig) -> Result<ReloadPlan, ReloadError> {
@@ -155,6 +238,16 @@ pub fn plan(old: &RouterConfig, new: &RouterConfig) -> Result<ReloadPlan, Reload
             return Err(not_live(key, "changed"));
         }
     }
+    for i in 0..old.ports.len() {
+        same_classes(i, old, new)?;
+    }
+    if old.routing.source == RouteSource::Kernel && old.routes != new.routes {
+        return Err(not_live(
+            "routes",
+            "with routing.source = \"kernel\" the kernel's table is the live one: change routes \
+             with `ip route` or the routing daemon",
+        ));
+    }
     // A port's effective QoS: its own table, else the global one.
     let qos = |c: &RouterConfig, p: &PortParams| p.qos.clone().or_else(|| c.qos.clone());
     let qos_ports = old
@@ -172,6 +265,338 @@ pub fn plan(old: &RouterConfig, new: &RouterConfig) -> Result<ReloadPlan, Reload
         flow_estimate: old.metrics.flow_estimate != new.metrics.flow_estimate
             || old.metrics.flow_estimate_zombie != new.metrics.flow_estimate_zombie,
     })
+}
+
+/// What a reload hands the forwarding loop, installed between two polls.
+pub struct LiveUpdate {
+    /// By port index: the port's new egress, where it changes.
+    pub egress: Vec<Option<EgressUpdate>>,
+    /// The new priority map, where it changes.
+    pub priority: Option<PriorityMap>,
+}
+
+impl LiveUpdate {
+    /// True when the loop has nothing to install.
+    pub fn is_empty(&self) -> bool {
+        self.egress.iter().all(Option::is_none) && self.priority.is_none()
+    }
+}
+
+/// The loop's answer: installed, or why not.
+pub type Applied = Result<(), String>;
+
+/// Where a [`Reloader`] leaves an update for the forwarding loop and waits for its answer:
+/// one update at a time. The loop's side ([`ReloadSlot::take`]) costs one relaxed load when
+/// nothing is pending; the lock is taken only to hand over a posted update.
+#[derive(Default)]
+pub struct ReloadSlot {
+    pending: AtomicBool,
+    posted: Mutex<Option<(LiveUpdate, mpsc::SyncSender<Applied>)>>,
+}
+
+impl ReloadSlot {
+    /// An empty slot, shared by a [`Reloader`] and a loop.
+    pub fn new() -> Arc<Self> {
+        Arc::new(ReloadSlot::default())
+    }
+
+    /// Leaves `update` for the loop; its answer arrives on the returned receiver. An update
+    /// the loop never took is replaced.
+    pub fn post(&self, update: LiveUpdate) -> mpsc::Receiver<Applied> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        *self.posted.lock().unwrap_or_else(PoisonError::into_inner) = Some((update, tx));
+        // Release: the update is in place before the loop sees the flag.
+        self.pending.store(true, Ordering::Release);
+        rx
+    }
+
+    /// The loop's side, between polls: the posted update and where to answer, if any.
+    #[inline]
+    pub fn take(&self) -> Option<(LiveUpdate, mpsc::SyncSender<Applied>)> {
+        // Relaxed first: the common case, nothing posted, is one load.
+        if !self.pending.load(Ordering::Relaxed) {
+            return None;
+        }
+        self.take_posted()
+    }
+
+    #[cold]
+    fn take_posted(&self) -> Option<(LiveUpdate, mpsc::SyncSender<Applied>)> {
+        // Acquire: pairs with `post`'s release.
+        if !self.pending.swap(false, Ordering::Acquire) {
+            return None;
+        }
+        self.posted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+}
+
+/// How long a [`Reloader`] waits for the loop to install an update: a loop polls far more
+/// often; a loop that does not answer in this time is stopping (or stuck in a port).
+pub const APPLY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What a successful reload changed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReloadOutcome {
+    /// The keys that changed live (empty: the file is the running config).
+    pub changed: Vec<String>,
+    /// Static routes added or changed, and removed.
+    pub routes_set: usize,
+    pub routes_removed: usize,
+}
+
+impl std::fmt::Display for ReloadOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.changed.is_empty() {
+            return write!(f, "reloaded: nothing changed");
+        }
+        write!(f, "reloaded: {}", self.changed.join(", "))?;
+        if self.routes_set + self.routes_removed > 0 {
+            write!(
+                f,
+                " ({} route(s) added or changed, {} removed)",
+                self.routes_set, self.routes_removed
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// The control side of live reloads: re-reads the config file, plans, builds the update,
+/// hands it to the loop through its [`ReloadSlot`] and waits for the answer. The running
+/// config it compares with becomes the new one only when a reload is applied.
+pub struct Reloader {
+    path: Option<PathBuf>,
+    /// What the command line overrides in every config it reads (`--duration`, ...).
+    overrides: Box<dyn Fn(&mut RouterConfig) + Send>,
+    running: RouterConfig,
+    threading: Threading,
+    /// Each port's Zombie List as the loop holds it now.
+    lists: Vec<Option<Arc<ZombieList>>>,
+    /// The shared static routing table (router mode).
+    routes: Option<RouteTable>,
+    slot: Arc<ReloadSlot>,
+}
+
+impl Reloader {
+    /// A reloader for a router built from `running` (read from `path`, `None` for the
+    /// built-in default, with `overrides` applied), whose loop holds `lists` (by port) and
+    /// routes by `routes`, and takes updates from `slot`.
+    pub fn new(
+        path: Option<PathBuf>,
+        overrides: Box<dyn Fn(&mut RouterConfig) + Send>,
+        running: RouterConfig,
+        threading: Threading,
+        lists: Vec<Option<Arc<ZombieList>>>,
+        routes: Option<RouteTable>,
+        slot: Arc<ReloadSlot>,
+    ) -> Self {
+        Reloader {
+            path,
+            overrides,
+            running,
+            threading,
+            lists,
+            routes,
+            slot,
+        }
+    }
+
+    /// The config running now.
+    pub fn running(&self) -> &RouterConfig {
+        &self.running
+    }
+
+    /// Re-reads the file and applies what changed (see the module doc), waiting for the loop
+    /// to install it. On any error nothing has changed.
+    pub fn reload(&mut self) -> Result<ReloadOutcome, ReloadError> {
+        let path = self.path.as_ref().ok_or(ReloadError::NoFile)?;
+        let mut new = RouterConfig::load(path)?;
+        (self.overrides)(&mut new);
+        self.reload_to(new)
+    }
+
+    /// Applies `new` (as if read from the file), waiting for the loop to install it.
+    pub fn reload_to(&mut self, new: RouterConfig) -> Result<ReloadOutcome, ReloadError> {
+        let pending = self.begin(new)?;
+        self.finish(pending, APPLY_TIMEOUT)
+    }
+
+    /// The first half of [`Reloader::reload_to`], for a caller on the loop's own thread (a
+    /// test's observer in virtual time): plans, builds and posts the update; nothing has
+    /// changed yet. The loop installs it at its next poll; [`Reloader::finish`] then collects
+    /// its answer and applies the route changes.
+    pub fn begin(&mut self, new: RouterConfig) -> Result<PendingReload, ReloadError> {
+        let plan = plan(&self.running, &new)?;
+        let (update, lists) = self.build(&plan, &new)?;
+        let routes = match (&self.routes, plan.routes) {
+            (Some(_), true) => Some(route_changes(&self.running, &new)?),
+            _ => None,
+        };
+        let mut changed = plan.keys();
+        for (i, l) in lists.iter().enumerate() {
+            if l.is_some() && !plan.qos_ports.contains(&i) {
+                changed.push(format!("ports[{i}] Zombie List"));
+            }
+        }
+        let answer = (!update.is_empty()).then(|| self.slot.post(update));
+        Ok(PendingReload {
+            new,
+            lists,
+            routes,
+            changed,
+            answer,
+        })
+    }
+
+    /// The second half: waits up to `timeout` for the loop's answer, then applies the route
+    /// changes and makes the new config the running one. On an error nothing has changed.
+    pub fn finish(
+        &mut self,
+        p: PendingReload,
+        timeout: Duration,
+    ) -> Result<ReloadOutcome, ReloadError> {
+        if let Some(answer) = &p.answer {
+            match answer.recv_timeout(timeout) {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(ReloadError::NotApplied(e)),
+                Err(_) => {
+                    // Take it back so a loop that comes later does not install it unasked.
+                    let _ = self.slot.take();
+                    return Err(ReloadError::NotApplied(format!(
+                        "no answer within {} ms (is the run ending?)",
+                        timeout.as_millis()
+                    )));
+                }
+            }
+        }
+        let (mut set, mut removed) = (0, 0);
+        if let (Some(table), Some((to_set, to_remove))) = (&self.routes, p.routes) {
+            // New and changed routes first, removals last: a prefix never has no route
+            // where the new table has one.
+            for (prefix, hop) in to_set {
+                table.insert(prefix, hop).map_err(|e| {
+                    ReloadError::NotApplied(format!("route {}/{}: {e}", prefix.addr, prefix.len))
+                })?;
+                set += 1;
+            }
+            for prefix in to_remove {
+                table.remove(prefix);
+                removed += 1;
+            }
+        }
+        for (i, l) in p.lists.into_iter().enumerate() {
+            if let Some(l) = l {
+                self.lists[i] = l;
+            }
+        }
+        self.running = p.new;
+        Ok(ReloadOutcome {
+            changed: p.changed,
+            routes_set: set,
+            routes_removed: removed,
+        })
+    }
+
+    /// The loop's part of `plan` (QoS, lists, priority), built here, and the ports whose list
+    /// changes (to the list given).
+    #[allow(clippy::type_complexity)]
+    fn build(
+        &self,
+        plan: &ReloadPlan,
+        new: &RouterConfig,
+    ) -> Result<(LiveUpdate, Vec<Option<Option<Arc<ZombieList>>>>), ReloadError> {
+        let mut egress = Vec::with_capacity(new.ports.len());
+        let mut lists = Vec::with_capacity(new.ports.len());
+        for i in 0..new.ports.len() {
+            let params = new.qos_of(i);
+            let key = qos_key(new, i);
+            let live_sizing = params
+                .classes
+                .iter()
+                .any(|c| matches!(c.buffer, Some(zl_qos::BufferRule::SqrtNLive { .. })));
+            let wanted = port_list(
+                &params,
+                &key,
+                new.metrics.flow_estimate || live_sizing,
+                new.metrics.flow_estimate_zombie,
+                self.threading,
+            )?;
+            let list_changes = match (&wanted, &self.lists[i]) {
+                (None, None) => false,
+                (Some(zc), Some(l)) => l.config() != zc,
+                _ => true,
+            };
+            let new_list = list_changes.then(|| wanted.map(|zc| Arc::new(ZombieList::new(zc))));
+            if !list_changes && !plan.qos_ports.contains(&i) {
+                egress.push(None);
+                lists.push(None);
+                continue;
+            }
+            let list = match &new_list {
+                Some(l) => l.clone(),
+                None => self.lists[i].clone(),
+            };
+            let qos = zl_qos::QosUpdate::new(&params, list.as_ref()).map_err(qos_error(&key))?;
+            let top = new.metrics.top_flows.unwrap_or(DEFAULT_TOP_FLOWS);
+            egress.push(Some(EgressUpdate {
+                qos,
+                list: new_list.clone().map(|l| {
+                    let flows = (l.is_some() && top > 0).then(|| FlowTable::new(new.parse, top));
+                    (l, flows)
+                }),
+            }));
+            lists.push(new_list);
+        }
+        let priority = if plan.priority {
+            Some(new.priority.build()?)
+        } else {
+            None
+        };
+        Ok((LiveUpdate { egress, priority }, lists))
+    }
+}
+
+/// A reload posted to the loop ([`Reloader::begin`]), to be collected by
+/// [`Reloader::finish`].
+pub struct PendingReload {
+    new: RouterConfig,
+    lists: Vec<Option<Option<Arc<ZombieList>>>>,
+    #[allow(clippy::type_complexity)]
+    routes: Option<(Vec<(Prefix, NextHop)>, Vec<Prefix>)>,
+    changed: Vec<String>,
+    answer: Option<mpsc::Receiver<Applied>>,
+}
+
+/// Static routes: what to insert (new or changed) and what to remove, from `old` to `new`.
+#[allow(clippy::type_complexity)]
+fn route_changes(
+    old: &RouterConfig,
+    new: &RouterConfig,
+) -> Result<(Vec<(Prefix, NextHop)>, Vec<Prefix>), ReloadError> {
+    let routes =
+        |c: &RouterConfig| -> Result<HashMap<(std::net::IpAddr, u8), NextHop>, ConfigError> {
+            Ok(c.static_routes()?
+                .into_iter()
+                .map(|(p, h)| ((p.addr, p.len), h))
+                .collect())
+        };
+    let (o, n) = (routes(old)?, routes(new)?);
+    let mut set: Vec<(Prefix, NextHop)> = n
+        .iter()
+        .filter(|(k, h)| o.get(k) != Some(h))
+        .map(|(&(addr, len), &h)| (Prefix { addr, len }, h))
+        .collect();
+    set.sort_by_key(|(p, _)| (p.addr, p.len));
+    let mut removed: Vec<Prefix> = o
+        .keys()
+        .filter(|k| !n.contains_key(k))
+        .map(|&(addr, len)| Prefix { addr, len })
+        .collect();
+    removed.sort_by_key(|p| (p.addr, p.len));
+    Ok((set, removed))
 }
 
 #[cfg(test)]

@@ -379,6 +379,34 @@ impl<T> QosEngine<T> {
     /// ring sizes, or one policy for every color against one per color) is refused naming
     /// the key, and nothing changes.
     pub fn apply(&mut self, u: QosUpdate) -> Result<(), QosConfigError> {
+        self.check(&u)?;
+        for (c, mut n) in self.classes.iter_mut().zip(u.classes) {
+            match (&mut n.aqm, &c.aqm) {
+                (ClassAqm::Shared(new), ClassAqm::Shared(old)) => new.take_over(old),
+                (ClassAqm::ByColor(new), ClassAqm::ByColor(old)) => {
+                    for (new, old) in new.iter_mut().zip(old.iter()) {
+                        new.take_over(old);
+                    }
+                }
+                _ => unreachable!("checked above"),
+            }
+            c.queue.set_capacity(n.cap);
+            c.meter = n.meter;
+            c.drop_red = n.drop_red;
+            c.remark = n.remark;
+            c.aqm = n.aqm;
+            c.live = n.live;
+        }
+        self.live_sized = self.classes.iter().any(|c| c.live.is_some());
+        self.table = u.table;
+        self.sched = u.sched;
+        self.shaper = u.shaper;
+        Ok(())
+    }
+
+    /// Whether [`QosEngine::apply`] would install `u`: the same classes (number, names, ring
+    /// sizes, and for each one policy for every color or one per color, as now).
+    pub fn check(&self, u: &QosUpdate) -> Result<(), QosConfigError> {
         if u.names.len() != self.names.len() {
             return Err(QosConfigError::new(
                 "classes",
@@ -418,27 +446,6 @@ impl<T> QosEngine<T> {
                 ));
             }
         }
-        for (c, mut n) in self.classes.iter_mut().zip(u.classes) {
-            match (&mut n.aqm, &c.aqm) {
-                (ClassAqm::Shared(new), ClassAqm::Shared(old)) => new.take_over(old),
-                (ClassAqm::ByColor(new), ClassAqm::ByColor(old)) => {
-                    for (new, old) in new.iter_mut().zip(old.iter()) {
-                        new.take_over(old);
-                    }
-                }
-                _ => unreachable!("checked above"),
-            }
-            c.queue.set_capacity(n.cap);
-            c.meter = n.meter;
-            c.drop_red = n.drop_red;
-            c.remark = n.remark;
-            c.aqm = n.aqm;
-            c.live = n.live;
-        }
-        self.live_sized = self.classes.iter().any(|c| c.live.is_some());
-        self.table = u.table;
-        self.sched = u.sched;
-        self.shaper = u.shaper;
         Ok(())
     }
 
