@@ -26,7 +26,7 @@ fn gamma_zero_is_linear_red_without_the_count_term() {
         gamma: 0.0,
         ..NonlinearRedParams::default()
     }
-    .validate()
+    .validate(100_000_000)
     .unwrap();
     let red = RedParams {
         min_th: 30.0,
@@ -86,7 +86,7 @@ fn probability_reaches_p_max_at_x_one_and_falls_with_gamma_inside() {
 #[test]
 fn forced_drop_above_q_max() {
     let mut aqm = Admission::new(NonlinearRed::new(
-        NonlinearRedParams::default().validate().unwrap(),
+        NonlinearRedParams::default().validate(100_000_000).unwrap(),
     ));
     aqm.policy_mut().set_avg(95.0);
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(12);
