@@ -727,7 +727,11 @@ fn build_flow(i: usize, f: &FlowSpec, link_delay: Nanos) -> Result<Flow, SimErro
                 ),
                 TcpModel::Ns2 => Source::Ns2(
                     Box::new(Ns2Sender::new(params)),
-                    TcpReceiver::with_echo(params.window_cap, params.delayed_ack, true),
+                    TcpReceiver::with_echo(
+                        params.window_cap,
+                        params.delayed_ack,
+                        params.echo_until_cwr,
+                    ),
                 ),
             }
         }

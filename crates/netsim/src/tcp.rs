@@ -109,6 +109,9 @@ pub struct TcpParams {
     /// `ns2` model: open with a one-packet SYN exchange, then `windowInit_` (ns-2 `syn_` and
     /// `delay_growth_`, both `true` since 2001/5/17, `false` before).
     pub syn: bool,
+    /// `ns2` model: the sink repeats the echo on every ACK until a CWR packet arrives (ns-2
+    /// `tcp-sink.cc` `ecn_unacked_`); `false`: only the next ACK carries it.
+    pub echo_until_cwr: bool,
     /// Bytes per data packet on the wire (ns-2 `packetSize_`, 1000).
     pub packet_size: u32,
     /// Largest window in packets, the receiver's advertised window (ns-2 `window_`, 20).
@@ -147,6 +150,7 @@ impl Default for TcpParams {
             max_burst: 0,
             precision_reduce: true,
             syn: true,
+            echo_until_cwr: true,
             packet_size: 1000,
             window_cap: 20,
             initial_window: 1,
