@@ -575,9 +575,11 @@ impl Ns2Sender {
             self.cwnd = 1.0;
         }
         let nothing_outstanding = self.highest_ack == self.maxseq;
-        if nothing_outstanding {
-            self.slowdown(false, Cut::One);
-        } else if self.highest_ack < self.recover && self.last_cwnd_action == CwndAction::Ecn {
+        // Nothing outstanding (`restart_bugfix_`), or still recovering from an ECN cut: the
+        // window restarts at one packet without a second ssthresh cut.
+        let ecn_recovery =
+            self.highest_ack < self.recover && self.last_cwnd_action == CwndAction::Ecn;
+        if nothing_outstanding || ecn_recovery {
             self.slowdown(false, Cut::One);
         } else {
             io.counters.timeouts += 1;

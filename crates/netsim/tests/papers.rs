@@ -177,7 +177,7 @@ fn nonlinear_red_average_grows_with_n_and_gamma() {
 
 /// spec/04 Table 3 in the ns-2 mode (docs/reproduction.md section 6): utilisation at
 /// gamma = 0 within 1.5 points of the paper for N >= 2, on 50 s runs (10 s warm-up) with two
-/// seeds, which the section shows agree with the full 100 s runs within 0.3 points.
+/// seeds, which the section shows agree with the full 100 s runs within 0.1 points for N >= 2.
 #[test]
 fn nonlinear_red_table3_in_ns2_mode() {
     let paper = [(2, 97.0680), (3, 98.0448), (5, 99.6824), (10, 99.9592)];
