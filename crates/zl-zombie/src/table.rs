@@ -78,14 +78,12 @@ fn count(meta: u64) -> u64 {
     meta & COUNT_MASK
 }
 
-/// splitmix64's finalizer: a bijective mix whose halves serve as the two hash functions
-/// (and whose top 16 bits tag the flow in a zombie slot word).
+/// A flow id's hash: SplitMix64's first output from it ([`zl_core::splitmix64`]), a bijective
+/// mix whose halves serve as the two hash functions (and whose top 16 bits tag the flow in a
+/// zombie slot word).
 #[inline]
 pub(crate) fn mix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+    zl_core::splitmix64(x, 1)
 }
 
 /// One entry: its key and its state word, which live in the two arrays.
