@@ -1,5 +1,5 @@
-//! RED, Random Early Detection (Floyd & Jacobson, IEEE/ACM ToN 1993), as restated in
-//! spec/01 §1.
+//! RED, Random Early Detection (Floyd & Jacobson, IEEE/ACM ToN 1993), written out in
+//! docs/algorithms/red.md.
 //!
 //! Per arrival, with `q` the instantaneous queue (packets, or bytes in byte mode):
 //! 1. idle decay: if the queue has been empty since `t0`, `avg = (1 - w_q)^m * avg` with
@@ -16,14 +16,14 @@
 //! Units: thresholds in packets (or bytes with `unit = "bytes"`), `max_p` and `w_q` are
 //! dimensionless, time in nanoseconds.
 //!
-//! Decided (spec/01): the count term is the paper's `1 - count * p_b` form (ns-3 `Wait = false`),
-//! not DPDK's `2 - count * p_b`. Decided here: `count` is "the number of unmarked packets that
-//! have arrived since the last marked packet" (Floyd & Jacobson §7), not counting the arriving
-//! one, so the gap between marks is uniform on `1..=1/p_b` (mean `(1/p_b + 1)/2`) at a held
-//! average. The count term also applies in the gentle region (as ns-2).
+//! Decided (docs/algorithms/red.md): the count term is the paper's `1 - count * p_b` form (ns-3
+//! `Wait = false`), not DPDK's `2 - count * p_b`. Decided here: `count` is "the number of unmarked
+//! packets that have arrived since the last marked packet" (Floyd & Jacobson §7), not counting the
+//! arriving one, so the gap between marks is uniform on `1..=1/p_b` (mean `(1/p_b + 1)/2`) at a
+//! held average. The count term also applies in the gentle region (as ns-2).
 //! Decided: the average is updated on every arrival, tail-dropped ones included (as ns-2), and
-//! the idle exponent `m` is real-valued. Decided: `ecn` defaults to on (spec/01: an early
-//! decision on an ECN-capable packet sets CE); forced and tail drops always drop.
+//! the idle exponent `m` is real-valued. Decided: `ecn` defaults to on (docs/algorithms/red.md: an
+//! early decision on an ECN-capable packet sets CE); forced and tail drops always drop.
 
 use serde::{Deserialize, Serialize};
 

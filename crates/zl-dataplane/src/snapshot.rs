@@ -122,7 +122,7 @@ pub struct FlowSnapshot {
     pub share: f64,
     /// F / (T P(t)): its occurrence over the mean occurrence per flow (1 = its fair share).
     pub relative_occurrence: f64,
-    /// Eq. (4) of spec/01: `F > T P(t)`.
+    /// Eq. (4) of ZL-RED, docs/algorithms/zl-red.md: `F > T P(t)`.
     pub misbehaving: bool,
     /// Since when its counters count (the loop's clock, seconds); `null` when not tracked.
     pub first_seen_s: Option<f64>,

@@ -2,7 +2,8 @@
 //! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p zl-zombie --release --test loom`).
 //!
 //! Two threads on a tiny list; loom explores their interleavings (preemption bound 3, 2 for
-//! the burst model) and every execution must end with the invariants of spec/01 §4 intact.
+//! the burst model) and every execution must end with the invariants of
+//! docs/algorithms/zombie-list.md intact.
 #![cfg(loom)]
 
 use loom::sync::Arc;
