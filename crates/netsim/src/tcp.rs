@@ -12,10 +12,10 @@
 //!   grows every other RTT and ends when `diff > gamma`. ns-2's defaults alpha/beta/gamma =
 //!   1/3/1. Decided: RTT per round is the minimum sample of the round (as Linux
 //!   `tcp_vegas.c`, which is robust to delayed ACKs), and losses are handled as Reno's.
-//! - Paced (docs/algorithms/buffer-sizing.md): any variant may pace, sending one packet every `srtt
-//! / cwnd` instead of   a burst per ACK; retransmissions are not delayed.
-//! - ECN (RFC 3168): on an echoed mark the window halves at most once per window of data;
-//!   the priority extension header of docs/algorithms/wire.md is the same reaction to its CI echo.
+//! - Paced (docs/algorithms/buffer-sizing.md): any variant may pace, sending one packet every
+//!   `srtt / cwnd` instead of a burst per ACK; retransmissions are not delayed.
+//! - ECN (RFC 3168): on an echoed mark the window halves at most once per window of data; the
+//!   priority extension header of docs/algorithms/wire.md is the same reaction to its CI echo.
 //!
 //! Retransmission timer: RFC 6298 (`srtt + 4 rttvar`, floor `min_rto`, doubling back-off),
 //! go-back-N after a timeout, and ns-2's `bugfix_` (no fast retransmit for duplicate ACKs of
