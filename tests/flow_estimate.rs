@@ -108,8 +108,8 @@ fn the_estimate_follows_the_number_of_equal_flows() {
         common::assert_conserved(&dp);
         let n = estimate(&samples);
         // N equal flows give 1/P = N (SRED's eq. 3.4, docs/algorithms/zombie-list.md). Averaged
-        // over 1.5 s (about 15 000 arrivals, P's memory being about M = 1000 of them): at most 12.5
-        // % off over seeds 1..20; one end-of-run reading was off by up to 37 %.
+        // over 1.5 s (about 15 000 arrivals, P's memory being about M = 1000 of them): at most
+        // 12.5 % off over seeds 1..20; one end-of-run reading was off by up to 37 %.
         assert!(
             (n - flows as f64).abs() < 0.25 * flows as f64,
             "{flows} flows estimated as {n:.1} (samples {samples:?})"
