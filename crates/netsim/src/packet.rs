@@ -20,6 +20,8 @@ pub(crate) struct Packet {
     pub cc_ext: bool,
     /// A router set CE (or the extension header's ECN bit).
     pub marked: bool,
+    /// The sender reduced its window since the last one (TCP CWR, ns-2 `cong_action`).
+    pub cwr: bool,
     /// Priority 8..=15 (docs/algorithms/priority-ecn-red.md).
     pub priority: u8,
     /// Priority weight `w` (docs/algorithms/priority-ecn-red.md).

@@ -114,7 +114,7 @@ pub mod zlred;
 pub use nonlinear_red::{NonlinearRed, NonlinearRedConfig, NonlinearRedParams};
 pub use policy::{AqmParams, AqmPolicy, BuildContext};
 pub use priority_ecn::{PriorityEcnRed, PriorityEcnRedConfig, PriorityEcnRedParams};
-pub use red::{QueueUnit, Red, RedConfig, RedParams, RedRegion};
+pub use red::{CountTerm, QueueUnit, Red, RedConfig, RedParams, RedRegion};
 pub use sojourn::{Sojourn, SojournColorParams, SojournConfig, SojournParams};
 pub use sred::{Sred, SredConfig, SredParams, SredTerms};
 pub use tail_drop::{TailDrop, TailDropParams};
