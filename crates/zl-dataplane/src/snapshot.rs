@@ -213,10 +213,12 @@ pub struct QueueLengthSnapshot {
 /// The fate of every received packet.
 ///
 /// Identity: `received = forwarded + dropped + queued + in_flight`, exact in every snapshot.
-/// `in_flight` is 0 in every snapshot of the single-thread loop and in every final one; a
-/// live snapshot of a threaded run may catch packets a receive worker has counted as
-/// received that the transmit worker has not yet taken from its ring (the receive side's
-/// counters lead).
+/// `in_flight` is 0 in every snapshot of the single-thread loop and in every final one; in a
+/// live snapshot of a threaded run it is never negative: the packets a receive worker has
+/// counted as received whose fate is not counted yet (in a ring to the transmit worker, in
+/// the worker's hands, or dropped by it since it last published its drops, at most half a
+/// progress period ago). The receive side's counters lead (`crate::mt`); `queued` is the
+/// class queues.
 #[derive(Clone, Debug, Serialize)]
 pub struct TotalsSnapshot {
     pub received: u64,
