@@ -2,9 +2,9 @@
 //! (RFC 1122 / RFC 5681 §4.2: every second in-order packet or after a timeout; an out-of-order
 //! or gap-filling packet is acknowledged at once), and the echo of congestion marks.
 //!
-//! Decided: a mark is echoed on the next ACK sent (ECE, or CI of the spec/02 extension header)
-//! rather than repeated until the sender's CWR; the sender reacts at most once per window
-//! either way, so the two give the same window behaviour in a loss-free reverse path.
+//! Decided: a mark is echoed on the next ACK sent (ECE, or CI of the docs/algorithms/wire.md
+//! extension header) rather than repeated until the sender's CWR; the sender reacts at most once
+//! per window either way, so the two give the same window behaviour in a loss-free reverse path.
 
 use zl_core::Nanos;
 

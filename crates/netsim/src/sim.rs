@@ -665,7 +665,10 @@ pub fn check_flow(i: usize, f: &FlowSpec) -> Result<(), SimError> {
                 return Err(invalid(key("delack_ms"), "must be in 0..=1e9 ms"));
             }
             if !(8..=15).contains(&params.priority) {
-                return Err(invalid(key("priority"), "must be in 8..=15 (spec/02)"));
+                return Err(invalid(
+                    key("priority"),
+                    "must be in 8..=15 (docs/algorithms/priority-ecn-red.md)",
+                ));
             }
             if let Some(w) = web {
                 let finite = w.shape.is_finite()

@@ -12,10 +12,10 @@
 //!   grows every other RTT and ends when `diff > gamma`. ns-2's defaults alpha/beta/gamma =
 //!   1/3/1. Decided: RTT per round is the minimum sample of the round (as Linux
 //!   `tcp_vegas.c`, which is robust to delayed ACKs), and losses are handled as Reno's.
-//! - Paced (spec/03): any variant may pace, sending one packet every `srtt / cwnd` instead of
-//!   a burst per ACK; retransmissions are not delayed.
-//! - ECN (RFC 3168): on an echoed mark the window halves at most once per window of data;
-//!   the priority extension header of spec/02 is the same reaction to its CI echo.
+//! - Paced (docs/algorithms/buffer-sizing.md): any variant may pace, sending one packet every
+//!   `srtt / cwnd` instead of a burst per ACK; retransmissions are not delayed.
+//! - ECN (RFC 3168): on an echoed mark the window halves at most once per window of data; the
+//!   priority extension header of docs/algorithms/wire.md is the same reaction to its CI echo.
 //!
 //! Retransmission timer: RFC 6298 (`srtt + 4 rttvar`, floor `min_rto`, doubling back-off),
 //! go-back-N after a timeout, and ns-2's `bugfix_` (no fast retransmit for duplicate ACKs of
@@ -65,7 +65,8 @@ pub enum EcnMode {
     Off,
     /// RFC 3168: packets carry ECT(0), the receiver echoes CE as ECE.
     Rfc3168,
-    /// The congestion-control extension header of spec/02 (ECN bit, CI echo, weight).
+    /// The congestion-control extension header of docs/algorithms/wire.md (ECN bit, CI echo,
+    /// weight).
     PriorityExt,
 }
 
@@ -129,9 +130,10 @@ pub struct TcpParams {
     /// Space packets one `srtt / cwnd` apart.
     pub paced: bool,
     pub ecn: EcnMode,
-    /// Priority 8..=15 carried in each packet (spec/02), 11 = the reference priority.
+    /// Priority 8..=15 carried in each packet (docs/algorithms/priority-ecn-red.md), 11 = the
+    /// reference priority.
     pub priority: u8,
-    /// Priority weight `w` carried in the extension header (spec/02).
+    /// Priority weight `w` carried in the extension header (docs/algorithms/wire.md).
     pub weight: u8,
     pub vegas: VegasParams,
     /// The receiver acknowledges every second packet, or after `delack_ms`.

@@ -1,5 +1,6 @@
 //! Exponential nonlinear RED (Kousaka, "Effect of the packet drop probability with a
-//! nonlinearity on TCP/RED"), spec/04 eq. (1)-(2).
+//! nonlinearity on TCP/RED"), eq. (1)-(2):
+//! docs/algorithms/nonlinear-red.md.
 //!
 //! ```text
 //! avg <- (1 - w_q) * avg + w_q * q                                   (1)

@@ -1,8 +1,8 @@
 //! Priority-weighted ECN RED (Ueno, Kimura, Ebihara, "Prioritized Congestion Control with
-//! Explicit Congestion Notification for TCP", IPSJ 1999), spec/02.
+//! Explicit Congestion Notification for TCP", IPSJ 1999), docs/algorithms/priority-ecn-red.md.
 //!
-//! RED (spec/01 §1, see [`crate::red`]) computes `p_a`; a packet of priority `pri` (0..=15,
-//! 8 lowest .. 15 highest in the paper's use) and weight `w` (0..=255, from the packet's
+//! RED (docs/algorithms/red.md, see [`crate::red`]) computes `p_a`; a packet of priority `pri`
+//! (0..=15, 8 lowest .. 15 highest in the paper's use) and weight `w` (0..=255, from the packet's
 //! congestion-control extension header or the configured default) is marked with, eq. (3):
 //!
 //! ```text

@@ -1,5 +1,5 @@
-//! RED, Random Early Detection (Floyd & Jacobson, IEEE/ACM ToN 1993), as restated in
-//! spec/01 §1.
+//! RED, Random Early Detection (Floyd & Jacobson, IEEE/ACM ToN 1993), written out in
+//! docs/algorithms/red.md.
 //!
 //! Per arrival, with `q` the instantaneous queue (packets, or bytes in byte mode):
 //! 1. idle decay: if the queue has been empty since `t0`, `avg = (1 - w_q)^m * avg` with
@@ -16,11 +16,11 @@
 //! Units: thresholds in packets (or bytes with `unit = "bytes"`), `max_p` and `w_q` are
 //! dimensionless, time in nanoseconds.
 //!
-//! Decided (spec/01): the count term is the paper's `1 - count * p_b` form (ns-3 `Wait = false`),
-//! not DPDK's `2 - count * p_b`. Decided here: `count` is "the number of unmarked packets that
-//! have arrived since the last marked packet" (Floyd & Jacobson §7), not counting the arriving
-//! one, so the gap between marks is uniform on `1..=1/p_b` (mean `(1/p_b + 1)/2`) at a held
-//! average. The count term also applies in the gentle region (as ns-2).
+//! Decided (docs/algorithms/red.md): the count term is the paper's `1 - count * p_b` form (ns-3
+//! `Wait = false`), not DPDK's `2 - count * p_b`. Decided here: `count` is "the number of unmarked
+//! packets that have arrived since the last marked packet" (Floyd & Jacobson §7), not counting the
+//! arriving one, so the gap between marks is uniform on `1..=1/p_b` (mean `(1/p_b + 1)/2`) at a
+//! held average. The count term also applies in the gentle region (as ns-2).
 //! Decided: the average is updated on every arrival, tail-dropped ones included (as ns-2), and
 //! the idle exponent `m` is real-valued.
 //!
@@ -30,8 +30,9 @@
 //! including the arriving packet as ns-2's `++edv_.count` does), and `spare_queue_packets`
 //! (ns-2 `enque`: no early or average-forced drop unless `qlen > 1`; an arrival to a queue this
 //! short is admitted whatever `avg` says, which is what keeps ns-2's RED from locking up when
-//! `avg` is left above `max_th`, docs/algorithms/nonlinear-red.md). Decided: `ecn` defaults to on (spec/01: an early
-//! decision on an ECN-capable packet sets CE); forced and tail drops always drop.
+//! `avg` is left above `max_th`, docs/algorithms/nonlinear-red.md). Decided: `ecn` defaults to
+//! on (docs/algorithms/red.md: an early decision on an ECN-capable packet sets CE); forced and
+//! tail drops always drop.
 
 use serde::{Deserialize, Serialize};
 
@@ -65,7 +66,8 @@ impl QueueUnit {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum CountTerm {
-    /// `p_a = p_b`: geometric gaps between marks (spec/04's nonlinear RED as written).
+    /// `p_a = p_b`: geometric gaps between marks (Kousaka's nonlinear RED as written,
+    /// docs/algorithms/nonlinear-red.md).
     None,
     /// `p_a = p_b / (1 - count * p_b)`: uniform gaps on `1..=1/p_b` (Floyd & Jacobson §7, ns-2
     /// with `wait_ false`). `count` does not include the arriving packet.

@@ -1,4 +1,5 @@
-//! Exponential nonlinear RED (spec/04 eq. 1-2) and its 1-D discrete model (eq. 3-5).
+//! Exponential nonlinear RED (eq. 1-2) and its 1-D discrete model (eq. 3-5),
+//! docs/algorithms/nonlinear-red.md.
 
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -112,7 +113,7 @@ fn fixed_point_rises_with_gamma_for_n_3_and_10() {
             prev = q;
         }
     }
-    // More connections, higher queue (spec/04 results).
+    // More connections, higher queue (the paper's results, docs/algorithms/nonlinear-red.md).
     let q3 = NonlinearRedModel::paper(3.0, 5.0).fixed_point().unwrap();
     let q10 = NonlinearRedModel::paper(10.0, 5.0).fixed_point().unwrap();
     assert!(q10 > q3);

@@ -1,5 +1,6 @@
-//! RED (spec/01 §1): observed mark/drop rates and gaps at a held average against the theory of
-//! the count term, ECN marking, forced and tail drops, gentle mode, idle decay, byte mode.
+//! RED (docs/algorithms/red.md): observed mark/drop rates and gaps at a held average against the
+//! theory of the count term, ECN marking, forced and tail drops, gentle mode, idle decay, byte
+//! mode.
 
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;

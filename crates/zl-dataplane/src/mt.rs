@@ -1,4 +1,4 @@
-//! Multi-threaded forwarding: the receive / transmit split of the IXP1200 design (spec/06).
+//! Multi-threaded forwarding: the receive / transmit split of the IXP1200 design (docs/ixp-sim.md).
 //!
 //! ```text
 //!  rx worker 0: ports' recv -> Forwarder::forward (parse, route / bridge, TTL, MACs)

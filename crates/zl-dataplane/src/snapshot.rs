@@ -92,6 +92,10 @@ pub struct PortSnapshot {
     pub tx_no_buffer: u64,
     pub tx_errors: u64,
     pub tx_link_gone: u64,
+    /// Times the port's interface went away, and times the port re-attached to it (AF_XDP
+    /// ports with `on_gone = "wait"`; 0 for the others).
+    pub link_gone_events: u64,
+    pub link_reattached: u64,
     pub classifier: ClassifierSnapshot,
     /// The egress Zombie List, when the port has one.
     pub zombie: Option<ZombieSnapshot>,
@@ -122,7 +126,7 @@ pub struct FlowSnapshot {
     pub share: f64,
     /// F / (T P(t)): its occurrence over the mean occurrence per flow (1 = its fair share).
     pub relative_occurrence: f64,
-    /// Eq. (4) of spec/01: `F > T P(t)`.
+    /// Eq. (4) of ZL-RED, docs/algorithms/zl-red.md: `F > T P(t)`.
     pub misbehaving: bool,
     /// Since when its counters count (the loop's clock, seconds); `null` when not tracked.
     pub first_seen_s: Option<f64>,
@@ -313,6 +317,8 @@ fn port(view: &dyn RouterView, p: usize) -> PortSnapshot {
         tx_no_buffer: c.tx_no_buffer,
         tx_errors: c.tx_errors,
         tx_link_gone: c.tx_link_gone,
+        link_gone_events: c.link_gone_events,
+        link_reattached: c.link_reattached,
         classifier: ClassifierSnapshot {
             unmapped: cls.unmapped,
             unparsed: cls.unparsed,
