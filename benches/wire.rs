@@ -1,8 +1,8 @@
-//! Per-packet cost of `zl-wire` as the data plane calls it: `parse` (which includes the flow
-//! hash) of a 64-byte IPv4/TCP frame and of an IPv6/UDP frame carrying the spec/02
-//! congestion-control extension header; the flow hash alone for each key kind; and the
-//! rewrites (`set_ce` with the RFC 1624 checksum update, `decrement_ttl`, the extension
-//! header's ECN bit). The comparison with `etherparse::SlicedPacket::from_ethernet` lives in
+//! Per-packet cost of `zl-wire` as the data plane calls it: `parse` (which includes the flow hash)
+//! of a 64-byte IPv4/TCP frame and of an IPv6/UDP frame carrying the congestion-control extension
+//! header (docs/algorithms/wire.md); the flow hash alone for each key kind; and the rewrites
+//! (`set_ce` with the RFC 1624 checksum update, `decrement_ttl`, the extension header's ECN bit).
+//! The comparison with `etherparse::SlicedPacket::from_ethernet` lives in
 //! `crates/zl-wire/benches/vs_etherparse.rs` (etherparse is not a dev-dependency of the root
 //! package). The parse closures return the flow id, as a caller reads fields: returning the whole
 //! `PacketInfo` through `black_box` adds a store-forwarding stall of the harness. Results:

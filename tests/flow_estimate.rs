@@ -1,13 +1,13 @@
 //! The egress Zombie List's flow estimate 1/P(t): it tracks the number of flows, it is
-//! exported, and `sqrt-n-live` buffers follow it (spec/03 "decided").
+//! exported, and `sqrt-n-live` buffers follow it (docs/algorithms/buffer-sizing.md "decided").
 //!
 //! P(t) is an EWMA with weight 1/M over the arrivals, so one reading of 1/P(t) swings: at the
 //! end of a 2 s run, over seeds 1..12, 9.2..11.0 for 10 flows and 43.7..68.3 for 50 (the
 //! seed here, 3, happened to give 43.7). The tests judge the estimate as the sizer uses it
-//! (spec/03 "decided"): P averaged over the run past its first 0.5 s (sampled every 100 ms of
-//! virtual time), then inverted; over seeds 1..20 that is within 4.3 % of 10 flows and within
-//! 12.5 % of 50 (the standard deviation about 4 %), so a change that moves the random stream
-//! (another seed in effect) does not flip them.
+//! (docs/algorithms/buffer-sizing.md "decided"): P averaged over the run past its first 0.5 s
+//! (sampled every 100 ms of virtual time), then inverted; over seeds 1..20 that is within 4.3 % of
+//! 10 flows and within 12.5 % of 50 (the standard deviation about 4 %), so a change that moves the
+//! random stream (another seed in effect) does not flip them.
 
 mod common;
 
@@ -107,9 +107,9 @@ fn the_estimate_follows_the_number_of_equal_flows() {
         let (dp, samples) = sampled_run(&config(flows, false));
         common::assert_conserved(&dp);
         let n = estimate(&samples);
-        // N equal flows give 1/P = N (spec/01 eq. 3.4). Averaged over 1.5 s (about 15 000
-        // arrivals, P's memory being about M = 1000 of them): at most 12.5 % off over seeds
-        // 1..20; one end-of-run reading was off by up to 37 %.
+        // N equal flows give 1/P = N (SRED's eq. 3.4, docs/algorithms/zombie-list.md). Averaged
+        // over 1.5 s (about 15 000 arrivals, P's memory being about M = 1000 of them): at most
+        // 12.5 % off over seeds 1..20; one end-of-run reading was off by up to 37 %.
         assert!(
             (n - flows as f64).abs() < 0.25 * flows as f64,
             "{flows} flows estimated as {n:.1} (samples {samples:?})"

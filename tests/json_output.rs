@@ -123,6 +123,7 @@ fn run_json_carries_every_counter_of_the_table_and_balances() {
         let want: Vec<u64> = keys.iter().map(|k| u(&p[*k])).collect();
         assert_eq!(nums, want, "{line}");
         assert!(p["classifier"]["unmapped"].is_u64());
+        assert!(p["link_gone_events"].is_u64() && p["link_reattached"].is_u64());
     }
     // Every class and color line: sent, marks and drops per cause.
     let mut colors_seen = 0;

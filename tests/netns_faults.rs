@@ -219,6 +219,13 @@ fn with_on_gone_wait_a_deleted_interface_is_waited_for_and_traffic_resumes() {
         gone, WHILE_GONE,
         "every frame routed to r0 while it was gone is a counted drop:\n{out}"
     );
+    // The port counted the interface going once and its re-attach once (the table's link line).
+    assert_eq!(table_value(&out, "link r0:", "gone"), Some(1), "{out}");
+    assert_eq!(
+        table_value(&out, "link r0:", "re-attached"),
+        Some(1),
+        "{out}"
+    );
     let tx = table_value(&out, "port r0", "tx").expect("tx of r0");
     // r0's egress class (the first class line) handed the port exactly what it sent or dropped.
     let handed = table_value(&out, "class be", "sent").expect("r0's class");

@@ -1,5 +1,5 @@
-//! The ZL-RED paper's RTT case (seed 000 §4.3, spec/01 §3) on real Linux TCP Reno stacks
-//! through `zlrouter` (root; prints `SKIPPED ...` and passes otherwise): Reno connections
+//! The ZL-RED paper's RTT case (its §4.3, docs/algorithms/zl-red.md) on real Linux TCP Reno
+//! stacks through `zlrouter` (root; prints `SKIPPED ...` and passes otherwise): Reno connections
 //! behind a short and a long delay line share one bottleneck, under tail drop and under ZL-RED
 //! at the same rate and buffer; ZL-RED's per-flow Jain index must be the higher one.
 //!
@@ -11,11 +11,11 @@
 //! - 45 Mbit/s (the paper's bottleneck) with one-way delays of 20 ms (the paper's `tau_rx`) and
 //!   80 ms: SRED's (2) makes the total drop rate about `p_max (N/256)^2`, which Reno's
 //!   `p ~ 1.5 (N / W_total)^2` matches only when the path holds a few hundred packets
-//!   (`W_total` = rate x RTT + queue). At 8 Mbit/s and 10/40 ms (session 1's lab) it holds
+//!   (`W_total` = rate x RTT + queue). At 8 Mbit/s and 10/40 ms (a smaller lab) it holds
 //!   ~60, the queue sits at `B` and nearly every drop is a tail drop for either AQM.
 //! - `B` = 200 packets, about the mean path's bandwidth-delay product (45 Mbit/s x 50 ms): the
 //!   queue's delay (at most 53 ms) does not swamp the propagation delays, so tail drop shows
-//!   Reno's RTT bias (with session 1's 45 ms queue on 10/40 ms paths it was nearly fair).
+//!   Reno's RTT bias (with a 45 ms queue on 10/40 ms paths it was nearly fair).
 //! - ZL-RED with the paper's constants (`p_max` 0.15, `th_min` 5, `M` 1000, `p_swap` 0.25)
 //!   and `a` = 10 (figure 7 varies `a`; larger is fairer).
 

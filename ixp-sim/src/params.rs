@@ -2,7 +2,7 @@
 //! `MachineConfig` (per-unit occupancies in core cycles, precomputed).
 //!
 //! Every default carries its source in its doc comment: "spec 06" is the public-facts table of
-//! `spec/06-ixp1200.md`, "seed" is section 5 of the ZL-RED paper, "assumed" marks a value no
+//! docs/ixp-sim.md, "seed" is section 5 of the ZL-RED paper, "assumed" marks a value no
 //! public source fixed, chosen as stated and overridable from a config.
 
 use serde::{Deserialize, Serialize};

@@ -37,7 +37,7 @@ fn invalid(key: impl Into<String>, reason: impl Into<String>) -> SimError {
     }
 }
 
-/// How the bottleneck buffer is sized (spec/03).
+/// How the bottleneck buffer is sized (docs/algorithms/buffer-sizing.md).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum BufferRule {
@@ -49,7 +49,8 @@ pub enum BufferRule {
     /// `C * RTT / sqrt(N)`, N = the number of long-lived TCP flows configured.
     SqrtN,
     /// `C * RTT / sqrt(1/P(t))` with 1/P(t) the Zombie List's live flow estimate, re-evaluated at
-    /// every sample tick, never below `buffer_floor_packets` (spec/03 "decided").
+    /// every sample tick, never below `buffer_floor_packets` (docs/algorithms/buffer-sizing.md
+    /// "decided").
     LiveSqrtN,
 }
 
@@ -146,12 +147,13 @@ fn default_spread() -> f64 {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum ProbeConfig {
-    /// A Zombie List beside the queue; traces 1/P(t) (spec/01 figure 2).
+    /// A Zombie List beside the queue; traces 1/P(t) (figure 2 of the ZL-RED paper,
+    /// docs/algorithms/zombie-list.md).
     Zombie {
         #[serde(default)]
         zombie: ZombieParams,
     },
-    /// RED's average queue with weight `w_q` (the quantity spec/04 plots).
+    /// RED's average queue with weight `w_q` (the quantity docs/algorithms/nonlinear-red.md plots).
     Ewma { w_q: f64 },
 }
 

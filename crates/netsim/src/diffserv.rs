@@ -1,6 +1,7 @@
-//! The Diffserv bottleneck of spec/05: the router's own `zl_qos::QosEngine` (DSCP classifier,
-//! trTCM/srTCM meters, a `zl-aqm` policy per class or per color, bounded class queues, WRR/DRR
-//! and strict priority, optional shaper), configured by the same `QosParams` as the router.
+//! The Diffserv bottleneck of docs/algorithms/diffserv.md: the router's own `zl_qos::QosEngine`
+//! (DSCP classifier, trTCM/srTCM meters, a `zl-aqm` policy per class or per color, bounded class
+//! queues, WRR/DRR and strict priority, optional shaper), configured by the same `QosParams` as the
+//! router.
 //!
 //! The engine holds the simulator's packet handles (`u32`). Re-marking is reported by the
 //! engine but not applied: the simulated path has no later hop that reads the DSCP. A class

@@ -111,6 +111,11 @@ impl FlowIo<'_> {
     /// Emits packet `seq` of `len` bytes: it crosses the access link and is scheduled to
     /// reach the bottleneck.
     pub fn send(&mut self, seq: u32, len: u32, retransmit: bool) {
+        self.send_flagged(seq, len, retransmit, false);
+    }
+
+    /// As [`FlowIo::send`], with the CWR flag set as given.
+    pub fn send_flagged(&mut self, seq: u32, len: u32, retransmit: bool, cwr: bool) {
         let now = self.core.now;
         let start = if self.path.access_free > now {
             self.path.access_free
@@ -125,6 +130,7 @@ impl FlowIo<'_> {
             seq,
             len,
             sent_at: now,
+            cwr,
             ..self.template
         };
         let idx = self.core.arena.alloc(pkt);

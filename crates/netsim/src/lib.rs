@@ -73,6 +73,7 @@ pub mod report;
 pub mod scenario;
 pub mod sim;
 pub mod tcp;
+pub(crate) mod tcp_ns2;
 pub mod udp;
 
 pub use bottleneck::{Bottleneck, DropTail, FifoQueue, RandomLoss, SimRng};
@@ -80,5 +81,5 @@ pub use flow::FlowCounters;
 pub use sim::{
     jain_index, FlowReport, FlowSpec, Probe, SimError, SimReport, SimSpec, Simulator, SourceSpec,
 };
-pub use tcp::{EcnMode, TcpParams, TcpVariant, VegasParams, WebParams};
+pub use tcp::{EcnMode, TcpModel, TcpParams, TcpVariant, VegasParams, WebParams};
 pub use udp::{CbrParams, TfrcParams};

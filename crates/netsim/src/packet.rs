@@ -16,13 +16,15 @@ pub(crate) struct Packet {
     pub sent_at: Nanos,
     /// RFC 3168 field as sent.
     pub ecn: Ecn,
-    /// Carries the congestion-control extension header of spec/02.
+    /// Carries the congestion-control extension header of docs/algorithms/wire.md.
     pub cc_ext: bool,
     /// A router set CE (or the extension header's ECN bit).
     pub marked: bool,
-    /// Priority 8..=15 (spec/02).
+    /// The sender reduced its window since the last one (TCP CWR, ns-2 `cong_action`).
+    pub cwr: bool,
+    /// Priority 8..=15 (docs/algorithms/priority-ecn-red.md).
     pub priority: u8,
-    /// Priority weight `w` (spec/02).
+    /// Priority weight `w` (docs/algorithms/priority-ecn-red.md).
     pub weight: u8,
     /// Diffserv code point the sender set (`None`: not an IP packet the classifier can read).
     pub dscp: Option<u8>,

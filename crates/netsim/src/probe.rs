@@ -9,7 +9,7 @@ use crate::bottleneck::SimRng;
 use crate::sim::Probe;
 
 /// A Zombie List (zl-zombie, the same one SRED and ZL-RED use) fed every arrival; its value is
-/// the flow-count estimate 1/P(t) (spec/01 §2 step 3, figure 2 of the ZL-RED paper).
+/// the flow-count estimate 1/P(t) (figure 2 of the ZL-RED paper, docs/algorithms/zombie-list.md).
 ///
 /// When the bottleneck's own SRED / ZL-RED policy shares the list, the probe only reads it
 /// ([`ZombieProbe::passive`]): the policy already shows it every arrival.
@@ -48,8 +48,9 @@ impl Probe for ZombieProbe {
     }
 }
 
-/// RED's average queue, eq. (1) of spec/04 (`avg <- (1 - w_q) avg + w_q q` at each arrival),
-/// without the idle-time decay: the quantity the nonlinear-RED paper plots against its model.
+/// RED's average queue, eq. (1) of docs/algorithms/nonlinear-red.md (`avg <- (1 - w_q) avg + w_q q`
+/// at each arrival), without the idle-time decay: the quantity the nonlinear-RED paper plots
+/// against its model.
 pub struct EwmaProbe {
     w_q: f64,
     avg: f64,

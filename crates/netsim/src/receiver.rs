@@ -2,9 +2,9 @@
 //! (RFC 1122 / RFC 5681 §4.2: every second in-order packet or after a timeout; an out-of-order
 //! or gap-filling packet is acknowledged at once), and the echo of congestion marks.
 //!
-//! Decided: a mark is echoed on the next ACK sent (ECE, or CI of the spec/02 extension header)
-//! rather than repeated until the sender's CWR; the sender reacts at most once per window
-//! either way, so the two give the same window behaviour in a loss-free reverse path.
+//! Decided: a mark is echoed on the next ACK sent (ECE, or CI of the docs/algorithms/wire.md
+//! extension header) rather than repeated until the sender's CWR; the sender reacts at most once
+//! per window either way, so the two give the same window behaviour in a loss-free reverse path.
 
 use zl_core::Nanos;
 
@@ -37,6 +37,9 @@ pub(crate) struct TcpReceiver {
     pending: u32,
     pending_ts: Nanos,
     ece_pending: bool,
+    /// ns-2 TCPSink: echo ECN-Echo on every ACK from a mark until a CWR packet arrives, and
+    /// never send a delayed ACK early because of a mark.
+    ns2_echo: bool,
     /// A delayed-ACK timer event is in the heap.
     pub(crate) delack_armed: bool,
 }
@@ -44,6 +47,12 @@ pub(crate) struct TcpReceiver {
 impl TcpReceiver {
     /// `window` bounds how far ahead of the cumulative point a packet can be.
     pub(crate) fn new(window: u32, delayed: bool) -> Self {
+        Self::with_echo(window, delayed, false)
+    }
+
+    /// As [`TcpReceiver::new`]; `ns2_echo` holds the echo until CWR (ns-2 `tcp-sink.cc`
+    /// `ecn_unacked_`).
+    pub(crate) fn with_echo(window: u32, delayed: bool, ns2_echo: bool) -> Self {
         let cap = (window as usize + 1).next_power_of_two().max(2);
         TcpReceiver {
             next: 0,
@@ -53,6 +62,7 @@ impl TcpReceiver {
             pending: 0,
             pending_ts: Nanos::ZERO,
             ece_pending: false,
+            ns2_echo,
             delack_armed: false,
         }
     }
@@ -60,7 +70,9 @@ impl TcpReceiver {
     fn ack_now(&mut self, ts: Nanos) -> AckOut {
         self.pending = 0;
         let ece = self.ece_pending;
-        self.ece_pending = false;
+        if !self.ns2_echo {
+            self.ece_pending = false;
+        }
         AckOut {
             ack: self.next,
             ece,
@@ -68,8 +80,24 @@ impl TcpReceiver {
         }
     }
 
+    #[cfg(test)]
     pub(crate) fn on_packet(&mut self, seq: u32, sent_at: Nanos, marked: bool) -> Receipt {
+        self.on_packet_cwr(seq, sent_at, marked, false)
+    }
+
+    /// As [`TcpReceiver::on_packet`] for a packet that may carry CWR.
+    pub(crate) fn on_packet_cwr(
+        &mut self,
+        seq: u32,
+        sent_at: Nanos,
+        marked: bool,
+        cwr: bool,
+    ) -> Receipt {
+        if self.ns2_echo && cwr {
+            self.ece_pending = false;
+        }
         self.ece_pending |= marked;
+        let marked = marked && !self.ns2_echo;
         if seq == self.next {
             self.next += 1;
             let mut delivered = 1;

@@ -438,9 +438,9 @@ pub const METRICS: [&str; 21] = [
     "model_q_star",
 ];
 
-/// The fixed point q* of spec/04's 1-D model (zl-aqm) for a run whose bottleneck is nonlinear
-/// RED: N = the TCP flows, C and d = the bottleneck's rate and round-trip propagation delay,
-/// M and rwnd from the first TCP group.
+/// The fixed point q* of the nonlinear-RED paper's 1-D model (docs/algorithms/nonlinear-red.md; in
+/// zl-aqm) for a run whose bottleneck is nonlinear RED: N = the TCP flows, C and d = the
+/// bottleneck's rate and round-trip propagation delay, M and rwnd from the first TCP group.
 fn model_q_star(run: &RunConfig) -> f64 {
     let zl_aqm::AqmParams::NonlinearRed(p) = &run.bottleneck.aqm else {
         return f64::NAN;

@@ -17,7 +17,8 @@ use crate::event::{Event, EventQueue, TimerKind};
 use crate::flow::{Core, FlowCounters, FlowIo, Path};
 use crate::packet::{Packet, PacketArena};
 use crate::receiver::TcpReceiver;
-use crate::tcp::{EcnMode, TcpParams, TcpSender, WebParams};
+use crate::tcp::{EcnMode, TcpModel, TcpParams, TcpSender, TcpVariant, WebParams};
+use crate::tcp_ns2::Ns2Sender;
 use crate::udp::{CbrParams, CbrSender, TfrcParams, TfrcSender};
 
 /// What a flow sends.
@@ -188,6 +189,7 @@ fn invalid(key: impl Into<String>, reason: impl Into<String>) -> SimError {
 
 enum Source {
     Tcp(Box<TcpSender>, TcpReceiver),
+    Ns2(Box<Ns2Sender>, TcpReceiver),
     Cbr(CbrSender),
     Tfrc(TfrcSender),
 }
@@ -412,6 +414,7 @@ impl Simulator {
                 let (src, mut io) = self.io(flow as usize);
                 match src {
                     Source::Tcp(s, _) => s.on_ack(&mut io, ack, ece, ts),
+                    Source::Ns2(s, _) => s.on_ack(&mut io, ack, ece),
                     Source::Tfrc(s) => s.on_feedback(&mut io, ack, ts),
                     Source::Cbr(_) => {}
                 }
@@ -420,6 +423,7 @@ impl Simulator {
             Event::Sample => {
                 let cwnd0 = match &self.flows[0].source {
                     Source::Tcp(s, _) => s.last_cwnd,
+                    Source::Ns2(s, _) => s.last_cwnd,
                     _ => 0.0,
                 };
                 self.samples.push(Sample {
@@ -526,8 +530,8 @@ impl Simulator {
         f.counters.e2e_delay_n += 1;
         let back = now + f.path.return_delay;
         match &mut f.source {
-            Source::Tcp(_, rx) => {
-                let r = rx.on_packet(p.seq, p.sent_at, p.marked);
+            Source::Tcp(_, rx) | Source::Ns2(_, rx) => {
+                let r = rx.on_packet_cwr(p.seq, p.sent_at, p.marked, p.cwr);
                 f.counters.delivered += r.delivered as u64;
                 f.counters.delivered_bytes += r.delivered as u64 * p.len as u64;
                 if let Some(a) = r.ack {
@@ -570,7 +574,7 @@ impl Simulator {
         if kind == TimerKind::DelAck {
             let now = self.core.now;
             let f = &mut self.flows[i];
-            if let Source::Tcp(_, rx) = &mut f.source {
+            if let Source::Tcp(_, rx) | Source::Ns2(_, rx) = &mut f.source {
                 if let Some(a) = rx.on_delack() {
                     let ev = Event::Ack {
                         flow: i as u32,
@@ -586,6 +590,7 @@ impl Simulator {
         let (src, mut io) = self.io(i);
         match (src, kind) {
             (Source::Tcp(s, _), k) => s.on_timer(&mut io, k),
+            (Source::Ns2(s, _), k) => s.on_timer(&mut io, k),
             (Source::Cbr(s), TimerKind::Start) => s.start(&mut io),
             (Source::Cbr(s), TimerKind::Send) => s.tick(&mut io),
             (Source::Tfrc(s), TimerKind::Start) => s.start(&mut io),
@@ -622,6 +627,26 @@ pub fn check_flow(i: usize, f: &FlowSpec) -> Result<(), SimError> {
                     "must be in 1..=16777216 packets",
                 ));
             }
+            if params.variant == TcpVariant::Tahoe && params.model != TcpModel::Ns2 {
+                return Err(invalid(
+                    key("variant"),
+                    "tahoe is ns-2's Agent/TCP: it needs model = \"ns2\"",
+                ));
+            }
+            if params.model == TcpModel::Ns2 {
+                if params.variant == TcpVariant::Vegas || params.paced || web.is_some() {
+                    return Err(invalid(
+                        key("model"),
+                        "the ns2 model has tahoe, reno and new-reno endless transfers, unpaced",
+                    ));
+                }
+                if !params.tcp_tick_ms.is_finite()
+                    || params.tcp_tick_ms <= 0.0
+                    || params.tcp_tick_ms > 1e4
+                {
+                    return Err(invalid(key("tcp_tick_ms"), "must be in (0, 1e4] ms"));
+                }
+            }
             if params.initial_window == 0 {
                 return Err(invalid(key("initial_window"), "must be >= 1"));
             }
@@ -640,7 +665,10 @@ pub fn check_flow(i: usize, f: &FlowSpec) -> Result<(), SimError> {
                 return Err(invalid(key("delack_ms"), "must be in 0..=1e9 ms"));
             }
             if !(8..=15).contains(&params.priority) {
-                return Err(invalid(key("priority"), "must be in 8..=15 (spec/02)"));
+                return Err(invalid(
+                    key("priority"),
+                    "must be in 8..=15 (docs/algorithms/priority-ecn-red.md)",
+                ));
             }
             if let Some(w) = web {
                 let finite = w.shape.is_finite()
@@ -695,10 +723,20 @@ fn build_flow(i: usize, f: &FlowSpec, link_delay: Nanos) -> Result<Flow, SimErro
             template.priority = params.priority;
             template.weight = params.weight;
             delack = Nanos::from_secs_f64(params.delack_ms * 1e-3);
-            Source::Tcp(
-                Box::new(TcpSender::new(params, web)),
-                TcpReceiver::new(params.window_cap, params.delayed_ack),
-            )
+            match params.model {
+                TcpModel::Netsim => Source::Tcp(
+                    Box::new(TcpSender::new(params, web)),
+                    TcpReceiver::new(params.window_cap, params.delayed_ack),
+                ),
+                TcpModel::Ns2 => Source::Ns2(
+                    Box::new(Ns2Sender::new(params)),
+                    TcpReceiver::with_echo(
+                        params.window_cap,
+                        params.delayed_ack,
+                        params.echo_until_cwr,
+                    ),
+                ),
+            }
         }
         SourceSpec::Cbr(p) => Source::Cbr(CbrSender::new(p)),
         SourceSpec::Tfrc(p) => Source::Tfrc(TfrcSender::new(p)),

@@ -12,10 +12,10 @@
 //!   grows every other RTT and ends when `diff > gamma`. ns-2's defaults alpha/beta/gamma =
 //!   1/3/1. Decided: RTT per round is the minimum sample of the round (as Linux
 //!   `tcp_vegas.c`, which is robust to delayed ACKs), and losses are handled as Reno's.
-//! - Paced (spec/03): any variant may pace, sending one packet every `srtt / cwnd` instead of
-//!   a burst per ACK; retransmissions are not delayed.
-//! - ECN (RFC 3168): on an echoed mark the window halves at most once per window of data;
-//!   the priority extension header of spec/02 is the same reaction to its CI echo.
+//! - Paced (docs/algorithms/buffer-sizing.md): any variant may pace, sending one packet every
+//!   `srtt / cwnd` instead of a burst per ACK; retransmissions are not delayed.
+//! - ECN (RFC 3168): on an echoed mark the window halves at most once per window of data; the
+//!   priority extension header of docs/algorithms/wire.md is the same reaction to its CI echo.
 //!
 //! Retransmission timer: RFC 6298 (`srtt + 4 rttvar`, floor `min_rto`, doubling back-off),
 //! go-back-N after a timeout, and ns-2's `bugfix_` (no fast retransmit for duplicate ACKs of
@@ -40,6 +40,20 @@ pub enum TcpVariant {
     Reno,
     NewReno,
     Vegas,
+    /// ns-2's plain `Agent/TCP` (only with `model = "ns2"`).
+    Tahoe,
+}
+
+/// Which implementation runs the sender.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TcpModel {
+    /// This crate's RFC-based senders ([`TcpSender`]).
+    #[default]
+    Netsim,
+    /// ns-2.35's `Agent/TCP`, `/Reno` and `/Newreno` with their quirks
+    /// ([`crate::tcp_ns2`]), and the sink's ECN echo held until CWR.
+    Ns2,
 }
 
 /// How the sender takes part in explicit congestion notification.
@@ -51,7 +65,8 @@ pub enum EcnMode {
     Off,
     /// RFC 3168: packets carry ECT(0), the receiver echoes CE as ECE.
     Rfc3168,
-    /// The congestion-control extension header of spec/02 (ECN bit, CI echo, weight).
+    /// The congestion-control extension header of docs/algorithms/wire.md (ECN bit, CI echo,
+    /// weight).
     PriorityExt,
 }
 
@@ -79,6 +94,25 @@ impl Default for VegasParams {
 #[serde(default, deny_unknown_fields)]
 pub struct TcpParams {
     pub variant: TcpVariant,
+    /// Which sender implementation runs (default `netsim`).
+    pub model: TcpModel,
+    /// Timer granularity of the `ns2` model, ms (ns-2 `tcpTick_`, ns-default.tcl
+    /// `Agent/TCP set tcpTick_ 0.01`; 0.1 before 2002).
+    pub tcp_tick_ms: f64,
+    /// `ns2` model: send one new packet on each of the first two duplicate ACKs (ns-2
+    /// `singledup_`, ns-default.tcl `Agent/TCP set singledup_ 1`, since 2001/11/28).
+    pub limited_transmit: bool,
+    /// `ns2` model: most packets sent per ACK, 0 = unlimited (ns-2 `maxburst_ 0`).
+    pub max_burst: u32,
+    /// `ns2` model: halve to `win / 2` exactly, not `int(win / 2)` (ns-2 `precisionReduce_`,
+    /// ns-default.tcl `true` since 2006/1/24, `false` before).
+    pub precision_reduce: bool,
+    /// `ns2` model: open with a one-packet SYN exchange, then `windowInit_` (ns-2 `syn_` and
+    /// `delay_growth_`, both `true` since 2001/5/17, `false` before).
+    pub syn: bool,
+    /// `ns2` model: the sink repeats the echo on every ACK until a CWR packet arrives (ns-2
+    /// `tcp-sink.cc` `ecn_unacked_`); `false`: only the next ACK carries it.
+    pub echo_until_cwr: bool,
     /// Bytes per data packet on the wire (ns-2 `packetSize_`, 1000).
     pub packet_size: u32,
     /// Largest window in packets, the receiver's advertised window (ns-2 `window_`, 20).
@@ -96,9 +130,10 @@ pub struct TcpParams {
     /// Space packets one `srtt / cwnd` apart.
     pub paced: bool,
     pub ecn: EcnMode,
-    /// Priority 8..=15 carried in each packet (spec/02), 11 = the reference priority.
+    /// Priority 8..=15 carried in each packet (docs/algorithms/priority-ecn-red.md), 11 = the
+    /// reference priority.
     pub priority: u8,
-    /// Priority weight `w` carried in the extension header (spec/02).
+    /// Priority weight `w` carried in the extension header (docs/algorithms/wire.md).
     pub weight: u8,
     pub vegas: VegasParams,
     /// The receiver acknowledges every second packet, or after `delack_ms`.
@@ -111,6 +146,13 @@ impl Default for TcpParams {
     fn default() -> Self {
         TcpParams {
             variant: TcpVariant::Reno,
+            model: TcpModel::Netsim,
+            tcp_tick_ms: 10.0,
+            limited_transmit: true,
+            max_burst: 0,
+            precision_reduce: true,
+            syn: true,
+            echo_until_cwr: true,
             packet_size: 1000,
             window_cap: 20,
             initial_window: 1,
@@ -411,7 +453,7 @@ impl TcpSender {
                     self.cwnd += 1.0;
                 }
             }
-            TcpVariant::Reno | TcpVariant::NewReno => {
+            TcpVariant::Reno | TcpVariant::NewReno | TcpVariant::Tahoe => {
                 if self.cwnd < self.ssthresh {
                     self.cwnd += 1.0;
                 } else {

@@ -112,3 +112,50 @@ fn jain_index_extremes() {
     assert!((jain_index(&[1.0, 1.0, 1.0]) - 1.0).abs() < 1e-12);
     assert!((jain_index(&[1.0, 0.0, 0.0, 0.0]) - 0.25).abs() < 1e-12);
 }
+
+fn ns2(variant: TcpVariant, window_cap: u32) -> SourceSpec {
+    SourceSpec::Tcp {
+        params: TcpParams {
+            variant,
+            window_cap,
+            packet_size: 1040,
+            initial_window: 2,
+            max_rto_ms: 60_000.0,
+            model: netsim::TcpModel::Ns2,
+            ..TcpParams::default()
+        },
+        web: None,
+    }
+}
+
+/// The ns-2 senders (`model = "ns2"`) against the same theory: Reno and NewReno fill the link
+/// with a BDP buffer, Tahoe (which restarts from one packet at every loss) fills less, and
+/// NewReno follows Mathis under random loss.
+#[test]
+fn ns2_senders_fill_the_link_and_follow_mathis() {
+    let mut util = Vec::new();
+    for v in [TcpVariant::Reno, TcpVariant::NewReno, TcpVariant::Tahoe] {
+        let s = spec(vec![flow(ns2(v, 10_000), 10, 0)], 100);
+        let r = run_droptail(&s, 48);
+        assert!(
+            r.bottleneck.tail_drops > 0,
+            "{v:?} must probe until it loses"
+        );
+        util.push(r.utilisation);
+    }
+    assert!(util[0] >= 0.95 && util[1] >= 0.95, "Reno/NewReno {util:?}");
+    assert!(util[2] < util[0] && util[2] > 0.7, "Tahoe {util:?}");
+    for p in [0.002, 0.01] {
+        let mut s = spec(vec![flow(ns2(TcpVariant::NewReno, 100_000), 40, 0)], 600);
+        s.bottleneck_rate_bps = 1e9;
+        let q = FifoQueue::new(RandomLoss::new(p), 100_000, u64::MAX);
+        let r = Simulator::new(&s, Box::new(q)).expect("valid").run();
+        let measured = r.flows[0].counters.sent as f64 / r.measured_s;
+        let mathis = (1.0 / 0.1) * (1.5f64).sqrt() / p.sqrt();
+        let ratio = measured / mathis;
+        assert!(
+            (0.8..=1.2).contains(&ratio),
+            "p={p}: {measured:.1} pkt/s vs Mathis {mathis:.1} (ratio {ratio:.3})"
+        );
+    }
+}

@@ -557,6 +557,8 @@ impl Port for AfXdpPort {
             // Too long for a chunk, or left on the ring (interface gone, end of the run).
             tx_errors: x.tx_too_long + x.tx_abandoned,
             tx_link_gone: self.tx_link_gone,
+            link_gone_events: self.gone_events,
+            link_reattached: self.reattached,
             ..PortCounters::default()
         };
         // Frames the kernel could not put on a full RX ring or found no fill chunk for, and

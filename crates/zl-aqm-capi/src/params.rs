@@ -84,6 +84,7 @@ pub(crate) fn red(p: &CRed) -> Result<RedParams, String> {
             v => return Err(format!("unit = {v}: expected 0 (packets) or 1 (bytes)")),
         },
         idle_packet_bytes: p.idle_packet_bytes,
+        ..RedParams::default()
     })
 }
 

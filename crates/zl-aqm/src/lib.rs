@@ -20,14 +20,15 @@
 //! | file | policy | `kind` | early decision on a markable packet |
 //! |---|---|---|---|
 //! | `tail_drop.rs` | drop-tail | `tail-drop` | (none) |
-//! | `red.rs` | RED, spec/01 §1 | `red` | mark (`ecn` default on) |
-//! | `sred.rs` | SRED, spec/01 §2 | `sred` | drop (`ecn` default off) |
-//! | `zlred.rs` | ZL-RED, spec/01 §3 | `zl-red` | drop (`ecn` default off) |
-//! | `priority_ecn.rs` | priority-weighted ECN RED, spec/02 | `priority-ecn-red` | mark (by design) |
-//! | `nonlinear_red.rs` | exponential nonlinear RED, spec/04 | `nonlinear-red` | drop (`ecn` default off) |
-//! | `sojourn.rs` | per-color sojourn-time manager, spec/05 | `sojourn` | drop (`ecn` default off) |
+//! | `red.rs` | RED, docs/algorithms/red.md | `red` | mark (`ecn` default on) |
+//! | `sred.rs` | SRED, docs/algorithms/sred.md | `sred` | drop (`ecn` default off) |
+//! | `zlred.rs` | ZL-RED, docs/algorithms/zl-red.md | `zl-red` | drop (`ecn` default off) |
+//! | `priority_ecn.rs` | priority-weighted ECN RED, docs/algorithms/priority-ecn-red.md | `priority-ecn-red` | mark (by design) |
+//! | `nonlinear_red.rs` | exponential nonlinear RED, docs/algorithms/nonlinear-red.md | `nonlinear-red` | drop (`ecn` default off) |
+//! | `sojourn.rs` | per-color sojourn-time manager, docs/algorithms/sojourn.md | `sojourn` | drop (`ecn` default off) |
 //!
-//! `nonlinear_model.rs` holds the 1-D discrete model of spec/04 (fixed point, eq. 5).
+//! `nonlinear_model.rs` holds the 1-D discrete model of docs/algorithms/nonlinear-red.md (fixed
+//! point, eq. 5).
 //!
 //! Common rules, in [`Admission`]: a packet that does not fit ([`QueueView::is_full_for`]) is
 //! `TailDrop` without the policy deciding; forced and tail drops always drop, only early
@@ -113,7 +114,7 @@ pub mod zlred;
 pub use nonlinear_red::{NonlinearRed, NonlinearRedConfig, NonlinearRedParams};
 pub use policy::{AqmParams, AqmPolicy, BuildContext};
 pub use priority_ecn::{PriorityEcnRed, PriorityEcnRedConfig, PriorityEcnRedParams};
-pub use red::{QueueUnit, Red, RedConfig, RedParams, RedRegion};
+pub use red::{CountTerm, QueueUnit, Red, RedConfig, RedParams, RedRegion};
 pub use sojourn::{Sojourn, SojournColorParams, SojournConfig, SojournParams};
 pub use sred::{Sred, SredConfig, SredParams, SredTerms};
 pub use tail_drop::{TailDrop, TailDropParams};
@@ -129,12 +130,14 @@ pub struct PacketMeta {
     pub flow: FlowId,
     /// The RFC 3168 ECN field as received.
     pub ecn: Ecn,
-    /// True when the packet carries the congestion-control extension header of spec/02
-    /// (then a mark sets that header's ECN bit, and the packet is markable whatever `ecn` says).
+    /// True when the packet carries the congestion-control extension header
+    /// (docs/algorithms/wire.md; then a mark sets that header's ECN bit, and the packet is markable
+    /// whatever `ecn` says).
     pub has_cc_ext: bool,
-    /// Priority 0..=15 (spec/02: 8 lowest .. 15 highest); taken from the configured source.
+    /// Priority 0..=15 (docs/algorithms/priority-ecn-red.md: 8 lowest .. 15 highest); taken from
+    /// the configured source.
     pub priority: u8,
-    /// Priority weight `w` of spec/02 (0 disables priority control).
+    /// Priority weight `w` of docs/algorithms/priority-ecn-red.md (0 disables priority control).
     pub weight: u8,
     /// Drop precedence after metering (green when the class is not metered).
     pub color: Color,
@@ -142,7 +145,7 @@ pub struct PacketMeta {
 
 impl PacketMeta {
     /// True when an early decision may mark instead of drop (RFC 3168 ECT/CE, or the
-    /// extension header of spec/02).
+    /// extension header of docs/algorithms/wire.md).
     pub fn is_markable(&self) -> bool {
         self.has_cc_ext || self.ecn.is_ecn_capable()
     }
@@ -160,16 +163,16 @@ pub struct QueueView {
     /// Capacity in bytes (`u64::MAX` when only packets bound the queue).
     pub capacity_bytes: u64,
     /// Enqueue time of the packet at the head, `None` when the queue is empty
-    /// (the sojourn manager of spec/05 measures `now - head_enqueued_at`).
+    /// (the sojourn manager of docs/algorithms/sojourn.md measures `now - head_enqueued_at`).
     pub head_enqueued_at: Option<Nanos>,
     /// When the queue last became empty, `Some` only while it is still empty
-    /// (RED's idle decay, spec/01 step 1).
+    /// (RED's idle decay, docs/algorithms/red.md, step 1).
     pub idle_since: Option<Nanos>,
 }
 
 impl QueueView {
     /// True when a packet of `len` bytes does not fit: it must be tail-dropped whatever
-    /// the policy's average says (spec/01 step 6).
+    /// the policy's average says (docs/algorithms/tail-drop.md).
     pub fn is_full_for(&self, len: u32) -> bool {
         self.len_packets >= self.capacity_packets
             || self.len_bytes.saturating_add(len as u64) > self.capacity_bytes

@@ -1,4 +1,5 @@
-//! The 1-D discrete model of TCP/nonlinear-RED (Kousaka), spec/04 eq. (3)-(5).
+//! The 1-D discrete model of TCP/nonlinear-RED (Kousaka), eq. (3)-(5):
+//! docs/algorithms/nonlinear-red.md.
 //!
 //! ```text
 //! q(k+1) = (1 - w_q) q(k) + w_q * max(R N / sqrt(p(k)) - C d / M, 0)   if p(k) != 0
@@ -24,7 +25,7 @@ use crate::nonlinear_red::exponential_probability;
 /// The Mathis constant `R = sqrt(3/2)`.
 pub const MATHIS_R: f64 = 1.224_744_871_391_589;
 
-/// Model parameters (spec/04 tables 1-2).
+/// Model parameters (the paper's tables 1-2, docs/algorithms/nonlinear-red.md).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct NonlinearRedModel {
     /// EWMA weight of the average queue.

@@ -1,5 +1,6 @@
 //! Exponential nonlinear RED (Kousaka, "Effect of the packet drop probability with a
-//! nonlinearity on TCP/RED"), spec/04 eq. (1)-(2).
+//! nonlinearity on TCP/RED"), eq. (1)-(2):
+//! docs/algorithms/nonlinear-red.md.
 //!
 //! ```text
 //! avg <- (1 - w_q) * avg + w_q * q                                   (1)
@@ -13,6 +14,14 @@
 //! count term and no idle decay. Not ns-3's quadratic "NLRED" (Zhou et al. 2006,
 //! `p = 1.5 max_p x^2`): that one is not implemented here.
 //!
+//! Options for running it as the paper's authors most likely did, inside ns-2's `Queue/RED`
+//! with only the probability function changed (ns-2.35 `queue/red.cc`; all off by default,
+//! which is the paper's equations as written): `count_term` (ns-2's `modify_p`; ns-2 default
+//! `wait`), `idle_packet_bytes` (ns-2's idle decay, `avg *= (1 - w_q)^m` with
+//! `m = int(ptc * idle)`, `ptc = link rate / (8 mean_pktsize_)`, red.cc `enque`/`estimator`),
+//! `spare_queue_packets` (ns-2 decides only when `qlen > 1`) and `gentle` (ns-2.35's default
+//! `gentle_ true`: `p` ramps from `p_max` to 1 between `q_max` and `2 q_max`).
+//!
 //! Units: `q_min`, `q_max` in packets (or bytes with `unit = "bytes"`), the rest dimensionless.
 //! Decided: `avg` is updated with this arrival's `q` before `p` is computed (RED's order);
 //! `avg >= q_max` is a forced drop (`p = 1`), `ecn` defaults to off (the paper drops, and the
@@ -21,8 +30,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::check;
-use crate::red::QueueUnit;
-use crate::{early_verdict, happens, Aqm, AqmConfigError, Arrival, QueueView, Verdict};
+use crate::red::{CountTerm, QueueUnit};
+use crate::{early_verdict, happens, Aqm, AqmConfigError, Arrival, Nanos, QueueView, Verdict};
 
 /// Parameters in config units (defaults: the paper's table 2).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -42,6 +51,16 @@ pub struct NonlinearRedParams {
     pub ecn: bool,
     /// Default packets.
     pub unit: QueueUnit,
+    /// Count term applied to `p` of eq. (2). Default `none` (the paper's equations).
+    pub count_term: CountTerm,
+    /// Idle decay as ns-2: the packet size (ns-2 `mean_pktsize_`) whose transmission time at the
+    /// link rate counts one virtual arrival while the queue is empty. Default none (no decay).
+    pub idle_packet_bytes: Option<u32>,
+    /// An arrival finding at most this many packets queued is admitted undecided (ns-2:
+    /// `qlen > 1`). Default none.
+    pub spare_queue_packets: Option<u32>,
+    /// ns-2's gentle mode above `q_max`. Default off (the paper: `p = 1` at `avg >= q_max`).
+    pub gentle: bool,
 }
 
 impl Default for NonlinearRedParams {
@@ -54,13 +73,18 @@ impl Default for NonlinearRedParams {
             gamma: 5.0,
             ecn: false,
             unit: QueueUnit::Packets,
+            count_term: CountTerm::None,
+            idle_packet_bytes: None,
+            spare_queue_packets: None,
+            gentle: false,
         }
     }
 }
 
 impl NonlinearRedParams {
-    /// Checks every parameter.
-    pub fn validate(&self) -> Result<NonlinearRedConfig, AqmConfigError> {
+    /// Checks every parameter; `link_rate_bps` (the egress rate) sets the idle decay's packet
+    /// time when `idle_packet_bytes` is given.
+    pub fn validate(&self, link_rate_bps: u64) -> Result<NonlinearRedConfig, AqmConfigError> {
         let w_q = check::unit_open_closed("w_q", self.w_q)?;
         let p_max = check::unit_open_closed("p_max", self.p_max)?;
         let q_min = check::non_negative("q_min", self.q_min)?;
@@ -68,6 +92,18 @@ impl NonlinearRedParams {
         if !(0.0..=1000.0).contains(&self.gamma) {
             return Err(check::err("gamma", self.gamma, "0 <= gamma <= 1000"));
         }
+        let idle_packet_nanos = match self.idle_packet_bytes {
+            None => None,
+            Some(0) => return Err(check::err("idle_packet_bytes", 0, "idle_packet_bytes > 0")),
+            Some(_) if link_rate_bps == 0 => {
+                return Err(check::err(
+                    "link_rate_bps",
+                    0,
+                    "link_rate_bps > 0 (the egress rate sets the idle decay)",
+                ))
+            }
+            Some(b) => Some(b as f64 * 8.0 * 1e9 / link_rate_bps as f64),
+        };
         Ok(NonlinearRedConfig {
             w_q,
             p_max,
@@ -76,6 +112,10 @@ impl NonlinearRedParams {
             gamma: self.gamma,
             ecn: self.ecn,
             unit: self.unit,
+            count_term: self.count_term,
+            idle_packet_nanos,
+            spare_queue_packets: self.spare_queue_packets,
+            gentle: self.gentle,
         })
     }
 }
@@ -97,12 +137,34 @@ pub struct NonlinearRedConfig {
     pub ecn: bool,
     /// What the thresholds count.
     pub unit: QueueUnit,
+    /// Count term applied to `p`.
+    pub count_term: CountTerm,
+    /// Transmission time (ns) of the idle-decay packet; `None`: no idle decay.
+    pub idle_packet_nanos: Option<f64>,
+    /// Arrivals to a queue of at most this many packets are admitted undecided.
+    pub spare_queue_packets: Option<u32>,
+    /// Gentle ramp above `q_max`.
+    pub gentle: bool,
 }
 
 impl NonlinearRedConfig {
-    /// Eq. (2): the drop probability at average `avg`.
+    /// Eq. (2): the drop probability at average `avg` (with the gentle ramp above `q_max` when
+    /// configured).
     pub fn probability(&self, avg: f64) -> f64 {
+        if self.gentle && avg >= self.q_max {
+            let p = self.p_max + (1.0 - self.p_max) * (avg - self.q_max) / self.q_max;
+            return p.min(1.0);
+        }
         exponential_probability(avg, self.q_min, self.q_max, self.p_max, self.gamma)
+    }
+
+    /// True when `avg` is past the point where every arrival is dropped.
+    fn forced(&self, avg: f64) -> bool {
+        if self.gentle {
+            avg >= 2.0 * self.q_max
+        } else {
+            avg >= self.q_max
+        }
     }
 }
 
@@ -123,6 +185,8 @@ pub fn exponential_probability(avg: f64, q_min: f64, q_max: f64, p_max: f64, gam
 pub struct NonlinearRed {
     cfg: NonlinearRedConfig,
     avg: f64,
+    /// Unmarked arrivals since the last drop (used by the count term).
+    count: u32,
 }
 
 impl NonlinearRed {
@@ -130,11 +194,16 @@ impl NonlinearRed {
     /// reconfiguration: `AqmPolicy::inherit_state`).
     pub fn inherit_state(&mut self, old: &NonlinearRed) {
         self.avg = old.avg;
+        self.count = old.count;
     }
 
     /// A policy with `avg = 0`.
     pub fn new(cfg: NonlinearRedConfig) -> Self {
-        NonlinearRed { cfg, avg: 0.0 }
+        NonlinearRed {
+            cfg,
+            avg: 0.0,
+            count: 0,
+        }
     }
 
     /// The validated constants.
@@ -154,9 +223,17 @@ impl NonlinearRed {
 }
 
 impl NonlinearRed {
-    /// Eq. (1) with this arrival's `q`.
+    /// Eq. (1) with this arrival's `q`, after ns-2's idle decay when configured: the queue
+    /// empty since `t0` counts `m = floor((now - t0) / s)` virtual arrivals of an empty queue
+    /// (red.cc `m = int(edp_.ptc * (now - idletime_))`, an integer as there).
     #[inline]
-    fn update_avg(&mut self, queue: &QueueView) {
+    fn update_avg(&mut self, now: Nanos, queue: &QueueView) {
+        if let (Some(s), Some(since)) = (self.cfg.idle_packet_nanos, queue.idle_since) {
+            let m = ((now - since).0 as f64 / s).floor();
+            if m >= 1.0 {
+                self.avg *= (1.0 - self.cfg.w_q).powf(m);
+            }
+        }
         let q = self.cfg.unit.measure(queue);
         self.avg += self.cfg.w_q * (q - self.avg);
     }
@@ -164,18 +241,33 @@ impl NonlinearRed {
 
 impl Aqm for NonlinearRed {
     fn decide<R: rand::RngCore + ?Sized>(&mut self, a: &Arrival<'_>, rng: &mut R) -> Verdict {
-        self.update_avg(a.queue);
-        if self.avg >= self.cfg.q_max {
-            Verdict::ForcedDrop
-        } else if happens(rng, self.cfg.probability(self.avg)) {
+        self.update_avg(a.now, a.queue);
+        let spared = self
+            .cfg
+            .spare_queue_packets
+            .is_some_and(|n| a.queue.len_packets <= n);
+        if spared || self.avg <= self.cfg.q_min {
+            self.count = 0;
+            return Verdict::Enqueue;
+        }
+        if self.cfg.forced(self.avg) {
+            self.count = 0;
+            return Verdict::ForcedDrop;
+        }
+        let p = self.cfg.probability(self.avg);
+        if happens(rng, self.cfg.count_term.apply(p, self.count)) {
+            self.count = 0;
             early_verdict(self.cfg.ecn, a.pkt)
         } else {
+            self.count = self.count.saturating_add(1);
             Verdict::Enqueue
         }
     }
 
-    /// The average counts tail-dropped arrivals too (as RED's).
+    /// The average counts tail-dropped arrivals too (as RED's); a drop restarts the count
+    /// (ns-2 red.cc, forced drops).
     fn on_tail_drop(&mut self, a: &Arrival<'_>) {
-        self.update_avg(a.queue);
+        self.update_avg(a.now, a.queue);
+        self.count = 0;
     }
 }

@@ -116,7 +116,9 @@ impl AqmParams {
             AqmParams::PriorityEcnRed(p) => {
                 AqmPolicy::PriorityEcnRed(PriorityEcnRed::new(p.validate(ctx.link_rate_bps)?))
             }
-            AqmParams::NonlinearRed(p) => AqmPolicy::NonlinearRed(NonlinearRed::new(p.validate()?)),
+            AqmParams::NonlinearRed(p) => {
+                AqmPolicy::NonlinearRed(NonlinearRed::new(p.validate(ctx.link_rate_bps)?))
+            }
             AqmParams::Sojourn(p) => AqmPolicy::Sojourn(Sojourn::new(p.validate()?)),
         })
     }

@@ -1,8 +1,8 @@
 //! Priority-weighted ECN RED (Ueno, Kimura, Ebihara, "Prioritized Congestion Control with
-//! Explicit Congestion Notification for TCP", IPSJ 1999), spec/02.
+//! Explicit Congestion Notification for TCP", IPSJ 1999), docs/algorithms/priority-ecn-red.md.
 //!
-//! RED (spec/01 §1, see [`crate::red`]) computes `p_a`; a packet of priority `pri` (0..=15,
-//! 8 lowest .. 15 highest in the paper's use) and weight `w` (0..=255, from the packet's
+//! RED (docs/algorithms/red.md, see [`crate::red`]) computes `p_a`; a packet of priority `pri`
+//! (0..=15, 8 lowest .. 15 highest in the paper's use) and weight `w` (0..=255, from the packet's
 //! congestion-control extension header or the configured default) is marked with, eq. (3):
 //!
 //! ```text
@@ -25,7 +25,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::check;
-use crate::red::{QueueUnit, Red, RedConfig, RedParams};
+use crate::red::{CountTerm, QueueUnit, Red, RedConfig, RedParams};
 use crate::{Aqm, AqmConfigError, Arrival, Verdict};
 
 /// The factor of eq. (3): `((15 - pri) / (15 - b))^w`. `b` must be below 15.
@@ -59,6 +59,11 @@ pub struct PriorityEcnRedParams {
     pub unit: QueueUnit,
     /// Typical packet for RED's idle decay, bytes. Default 512 (the paper's datagram).
     pub idle_packet_bytes: u32,
+    /// RED's count term. Default `uniform` (ns-2's default is `wait`).
+    pub count_term: CountTerm,
+    /// As RED's: arrivals to a queue of at most this many packets are admitted undecided.
+    /// Default none.
+    pub spare_queue_packets: Option<u32>,
 }
 
 impl Default for PriorityEcnRedParams {
@@ -73,6 +78,8 @@ impl Default for PriorityEcnRedParams {
             ecn: true,
             unit: QueueUnit::Bytes,
             idle_packet_bytes: 512,
+            count_term: CountTerm::Uniform,
+            spare_queue_packets: None,
         }
     }
 }
@@ -92,6 +99,8 @@ impl PriorityEcnRedParams {
             ecn: self.ecn,
             unit: self.unit,
             idle_packet_bytes: self.idle_packet_bytes,
+            count_term: self.count_term,
+            spare_queue_packets: self.spare_queue_packets,
         }
         .validate(link_rate_bps)?;
         Ok(PriorityEcnRedConfig { red, b: self.b })
@@ -144,8 +153,9 @@ impl Aqm for PriorityEcnRed {
     fn decide<R: rand::RngCore + ?Sized>(&mut self, a: &Arrival<'_>, rng: &mut R) -> Verdict {
         let (b, pkt) = (self.b, a.pkt);
         self.red.update_avg(a.now, a.queue);
-        self.red
-            .decide_scaled(rng, pkt, || priority_factor(pkt.priority, b, pkt.weight))
+        self.red.decide_scaled(rng, pkt, a.queue, || {
+            priority_factor(pkt.priority, b, pkt.weight)
+        })
     }
 
     fn on_tail_drop(&mut self, a: &Arrival<'_>) {

@@ -1,5 +1,5 @@
-//! RED, Random Early Detection (Floyd & Jacobson, IEEE/ACM ToN 1993), as restated in
-//! spec/01 §1.
+//! RED, Random Early Detection (Floyd & Jacobson, IEEE/ACM ToN 1993), written out in
+//! docs/algorithms/red.md.
 //!
 //! Per arrival, with `q` the instantaneous queue (packets, or bytes in byte mode):
 //! 1. idle decay: if the queue has been empty since `t0`, `avg = (1 - w_q)^m * avg` with
@@ -16,14 +16,23 @@
 //! Units: thresholds in packets (or bytes with `unit = "bytes"`), `max_p` and `w_q` are
 //! dimensionless, time in nanoseconds.
 //!
-//! Decided (spec/01): the count term is the paper's `1 - count * p_b` form (ns-3 `Wait = false`),
-//! not DPDK's `2 - count * p_b`. Decided here: `count` is "the number of unmarked packets that
-//! have arrived since the last marked packet" (Floyd & Jacobson §7), not counting the arriving
-//! one, so the gap between marks is uniform on `1..=1/p_b` (mean `(1/p_b + 1)/2`) at a held
-//! average. The count term also applies in the gentle region (as ns-2).
+//! Decided (docs/algorithms/red.md): the count term is the paper's `1 - count * p_b` form (ns-3
+//! `Wait = false`), not DPDK's `2 - count * p_b`. Decided here: `count` is "the number of unmarked
+//! packets that have arrived since the last marked packet" (Floyd & Jacobson §7), not counting the
+//! arriving one, so the gap between marks is uniform on `1..=1/p_b` (mean `(1/p_b + 1)/2`) at a
+//! held average. The count term also applies in the gentle region (as ns-2).
 //! Decided: the average is updated on every arrival, tail-dropped ones included (as ns-2), and
-//! the idle exponent `m` is real-valued. Decided: `ecn` defaults to on (spec/01: an early
-//! decision on an ECN-capable packet sets CE); forced and tail drops always drop.
+//! the idle exponent `m` is real-valued.
+//!
+//! Options that reproduce ns-2's `Queue/RED` (ns-2.35 `queue/red.cc`), all off by default so
+//! the router's RED is unchanged: `count_term = "wait"` (ns-2 `wait_`, `modify_p`: `p_a = 0`
+//! while `count * p_b < 1`, `p_b / (2 - count * p_b)` below 2, then 1, with `count`
+//! including the arriving packet as ns-2's `++edv_.count` does), and `spare_queue_packets`
+//! (ns-2 `enque`: no early or average-forced drop unless `qlen > 1`; an arrival to a queue this
+//! short is admitted whatever `avg` says, which is what keeps ns-2's RED from locking up when
+//! `avg` is left above `max_th`, docs/algorithms/nonlinear-red.md). Decided: `ecn` defaults to
+//! on (docs/algorithms/red.md: an early decision on an ECN-capable packet sets CE); forced and
+//! tail drops always drop.
 
 use serde::{Deserialize, Serialize};
 
@@ -53,6 +62,44 @@ impl QueueUnit {
     }
 }
 
+/// How RED spreads its early decisions between marks: the count term of step 4.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CountTerm {
+    /// `p_a = p_b`: geometric gaps between marks (Kousaka's nonlinear RED as written,
+    /// docs/algorithms/nonlinear-red.md).
+    None,
+    /// `p_a = p_b / (1 - count * p_b)`: uniform gaps on `1..=1/p_b` (Floyd & Jacobson §7, ns-2
+    /// with `wait_ false`). `count` does not include the arriving packet.
+    #[default]
+    Uniform,
+    /// ns-2's `wait_ true` (its default, ns-default.tcl `Queue/RED set wait_ true`): no mark
+    /// while `count * p_b < 1`, `p_b / (2 - count * p_b)` while below 2, then 1, so the gap is
+    /// uniform on `1/p_b..2/p_b`. `count` includes the arriving packet (red.cc `++edv_.count`).
+    Wait,
+}
+
+impl CountTerm {
+    /// `p_a` from `p_b` after `count` unmarked arrivals since the last mark (not counting the
+    /// arriving one; `Wait` adds it, as ns-2).
+    pub fn apply(self, p_b: f64, count: u32) -> f64 {
+        match self {
+            CountTerm::None => p_b,
+            CountTerm::Uniform => count_adjusted(p_b, count),
+            CountTerm::Wait => {
+                let cp = (count as f64 + 1.0) * p_b;
+                if cp < 1.0 {
+                    0.0
+                } else if cp < 2.0 {
+                    p_b / (2.0 - cp)
+                } else {
+                    1.0
+                }
+            }
+        }
+    }
+}
+
 /// RED parameters in config units.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -72,8 +119,14 @@ pub struct RedParams {
     /// What the thresholds count. Default packets.
     pub unit: QueueUnit,
     /// Size of the "typical small packet" whose transmission time `s` sets the idle decay,
-    /// in bytes, `> 0`. Default 500.
+    /// in bytes, `> 0`. Default 500 (ns-2 `mean_pktsize_`, ns-default.tcl).
     pub idle_packet_bytes: u32,
+    /// Count term of step 4. Default `uniform` (the paper's; ns-2's default is `wait`).
+    pub count_term: CountTerm,
+    /// An arrival finding at most this many packets queued is never dropped or marked early
+    /// or for `avg >= max_th` (ns-2: `qlen > 1`, i.e. 1 in packet mode, 0 in byte mode). Default
+    /// none (every arrival is decided).
+    pub spare_queue_packets: Option<u32>,
 }
 
 impl Default for RedParams {
@@ -87,6 +140,8 @@ impl Default for RedParams {
             ecn: true,
             unit: QueueUnit::Packets,
             idle_packet_bytes: 500,
+            count_term: CountTerm::Uniform,
+            spare_queue_packets: None,
         }
     }
 }
@@ -121,6 +176,8 @@ impl RedParams {
             inv_range: 1.0 / (self.max_th - min_th),
             s_nanos,
             ln_keep: (1.0 - w_q).ln(),
+            count_term: self.count_term,
+            spare_queue_packets: self.spare_queue_packets,
         })
     }
 }
@@ -158,6 +215,10 @@ pub struct RedConfig {
     s_nanos: f64,
     /// `ln(1 - w_q)`, so `(1 - w_q)^m = exp(m * ln_keep)`.
     ln_keep: f64,
+    /// Count term of step 4.
+    pub count_term: CountTerm,
+    /// Arrivals to a queue of at most this many packets are admitted undecided.
+    pub spare_queue_packets: Option<u32>,
 }
 
 impl RedConfig {
@@ -263,8 +324,18 @@ impl Red {
         &mut self,
         rng: &mut R,
         pkt: &PacketMeta,
+        queue: &QueueView,
         scale: impl FnOnce() -> f64,
     ) -> Verdict {
+        if self
+            .cfg
+            .spare_queue_packets
+            .is_some_and(|n| queue.len_packets <= n)
+        {
+            // ns-2 red.cc: "No packets are being dropped", and the count restarts.
+            self.count = 0;
+            return Verdict::Enqueue;
+        }
         match self.cfg.region(self.avg) {
             RedRegion::Below => {
                 self.count = 0;
@@ -275,7 +346,7 @@ impl Red {
                 Verdict::ForcedDrop
             }
             RedRegion::Early(p_b) => {
-                let p = (count_adjusted(p_b, self.count) * scale()).min(1.0);
+                let p = (self.cfg.count_term.apply(p_b, self.count) * scale()).min(1.0);
                 if happens(rng, p) {
                     self.count = 0;
                     early_verdict(self.cfg.ecn, pkt)
@@ -291,7 +362,7 @@ impl Red {
 impl Aqm for Red {
     fn decide<R: rand::RngCore + ?Sized>(&mut self, a: &Arrival<'_>, rng: &mut R) -> Verdict {
         self.update_avg(a.now, a.queue);
-        self.decide_scaled(rng, a.pkt, || 1.0)
+        self.decide_scaled(rng, a.pkt, a.queue, || 1.0)
     }
 
     /// The average counts tail-dropped arrivals too (decided, as ns-2).

@@ -1,14 +1,15 @@
 //! Per-color buffer management by average sojourn time (Maeda, Yasuoka, Katto, Okubo,
-//! "Buffer Management with Delay Constraints for Differentiated Services"), spec/05 §3.1.
+//! "Buffer Management with Delay Constraints for Differentiated Services"),
+//! docs/algorithms/sojourn.md.
 //!
 //! STEP 1, at each arrival: `avg_time = (1 - w) * avg_time + w * current_time`.
 //! STEP 2, for the arriving packet of color `c`:
 //! `avg_time < min_th[c]`: enqueue; `< max_th[c]`: drop with the constant probability `p[c]`;
 //! otherwise drop.
 //!
-//! Decided (spec/05): `current_time` is `now - enqueue time` of the packet at the head of this
-//! class queue when the new packet arrives, 0 when the queue is empty; it grows while the
-//! scheduler serves other classes, which is what the paper relies on.
+//! Decided (docs/algorithms/sojourn.md): `current_time` is `now - enqueue time` of the packet at
+//! the head of this class queue when the new packet arrives, 0 when the queue is empty; it grows
+//! while the scheduler serves other classes, which is what the paper relies on.
 //! Decided here: `w` defaults to 0.002 (the paper gives no value; RED's customary weight);
 //! `avg_time >= max_th` is a forced drop; `ecn` (mark instead of early drop) defaults to off,
 //! since the point is to keep the queue, hence the sojourn, short.

@@ -1,4 +1,5 @@
-//! SRED, Stabilized RED (Ott, Lakshman, Wong, INFOCOM 1999), as restated in spec/01 §2.
+//! SRED, Stabilized RED (Ott, Lakshman, Wong, INFOCOM 1999), written out in
+//! docs/algorithms/sred.md.
 //!
 //! Each arrival of flow `f` is shown to the Zombie List (`zl_zombie`), which returns `Hit(t)`
 //! and the hit frequency `P(t)`; with `q` the instantaneous queue in packets and `B` the
@@ -12,10 +13,10 @@
 //!
 //! and the packet is dropped with probability `min(1, p3)`.
 //!
-//! Decided (spec/01): `P(t)` is updated with this arrival's `Hit` before (2)-(3) use it; while
-//! `P(t) = 0` the factor of (2) is 1 and the `Hit/P` term is 0. Decided: drop-only by default
-//! (the paper drops); `ecn = true` marks markable packets instead. A packet that does not fit
-//! the buffer is tail-dropped before the list sees it.
+//! Decided (docs/algorithms/sred.md): `P(t)` is updated with this arrival's `Hit` before (2)-(3)
+//! use it; while `P(t) = 0` the factor of (2) is 1 and the `Hit/P` term is 0. Decided: drop-only by
+//! default (the paper drops); `ecn = true` marks markable packets instead. A packet that does not
+//! fit the buffer is tail-dropped before the list sees it.
 //!
 //! Paper constants (defaults): `M = 1000`, `p_swap = 0.25`, `p_max = 0.15`, `alpha = 1/M`.
 

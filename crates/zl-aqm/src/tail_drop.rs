@@ -1,5 +1,5 @@
 //! Tail drop (drop-tail FIFO): admit while the buffer has room, drop otherwise
-//! (spec/01 §1 step 6, the baseline every paper compares against).
+//! (docs/algorithms/tail-drop.md, the baseline every paper compares against).
 //!
 //! No parameters and no decision of its own: the capacity belongs to the queue, and the
 //! bounds check that drops is [`Admission`](crate::Admission)'s, common to every policy.

@@ -1,6 +1,7 @@
 //! ZL-RED (Kurata, Hasegawa, Murata, "A Study on the implementation of ZL-RED mechanism on
-//! the Network Processor"), spec/01 §3: SRED's Zombie List and eq. (2)-(3), with the drop
-//! start moved to a fixed threshold and the probability scaled per flow by its occurrence.
+//! the Network Processor", IEICE Technical Report, c. 2001), docs/algorithms/zl-red.md: SRED's
+//! Zombie List and eq. (2)-(3), with the drop start moved to a fixed threshold and the probability
+//! scaled per flow by its occurrence.
 //!
 //! With `q` the instantaneous queue and `B` the capacity (packets), `F` the occurrence of the
 //! arriving packet's flow and `T` the total occurrence in the Zombie List:
@@ -15,9 +16,9 @@
 //!
 //! and the packet is dropped with probability `min(1, p5)`.
 //!
-//! Decided (spec/01): `T` and `F` are read after this arrival has updated the Zombie List; a
-//! flow with no zombie (`F = 0`) gets `p4 = 0`; `P_avg` is an EWMA of `p4` over arrivals with
-//! the weight `alpha` of `P(t)`; while `P_avg = 0`, `p5 = p4`.
+//! Decided (docs/algorithms/zl-red.md): `T` and `F` are read after this arrival has updated the
+//! Zombie List; a flow with no zombie (`F = 0`) gets `p4 = 0`; `P_avg` is an EWMA of `p4` over
+//! arrivals with the weight `alpha` of `P(t)`; while `P_avg = 0`, `p5 = p4`.
 //! Decided here: `P_avg(t)` in (6) is the average "so far", i.e. before this arrival's `p4`
 //! enters it, and it averages `min(1, p4)`: it is an average drop *probability*, and on a hit
 //! `p3 = p2 (1 + 1/P)` is routinely far above 1. Averaging the raw `p4` lets those hits
@@ -317,10 +318,10 @@ struct LastArrival {
 ///
 /// The verdict needs only `u < p5` (see `fires_and_p4`), not the terms themselves. A decision
 /// updates `P_avg` from the same terms (one division, which the verdict does not wait for) and
-/// stores its inputs, from which [`ZlRed::last_decision`] recomputes the terms. (Session 2
-/// left the update to the start of the next decision, to overlap its division with that
-/// arrival's observation; computing it at once from the verdict's terms instead of again from
-/// the stored inputs measured faster on both paths: docs/performance/dataplane.md.)
+/// stores its inputs, from which [`ZlRed::last_decision`] recomputes the terms. (Computing the
+/// update at once from the verdict's terms measured faster on both paths than leaving it to
+/// the start of the next decision, to overlap its division with that arrival's observation:
+/// docs/performance/dataplane.md.)
 pub struct ZlRed {
     cfg: ZlRedConfig,
     list: Arc<ZombieList>,

@@ -1,4 +1,5 @@
-//! Exponential nonlinear RED (spec/04 eq. 1-2) and its 1-D discrete model (eq. 3-5).
+//! Exponential nonlinear RED (eq. 1-2) and its 1-D discrete model (eq. 3-5),
+//! docs/algorithms/nonlinear-red.md.
 
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -26,7 +27,7 @@ fn gamma_zero_is_linear_red_without_the_count_term() {
         gamma: 0.0,
         ..NonlinearRedParams::default()
     }
-    .validate()
+    .validate(100_000_000)
     .unwrap();
     let red = RedParams {
         min_th: 30.0,
@@ -86,7 +87,7 @@ fn probability_reaches_p_max_at_x_one_and_falls_with_gamma_inside() {
 #[test]
 fn forced_drop_above_q_max() {
     let mut aqm = Admission::new(NonlinearRed::new(
-        NonlinearRedParams::default().validate().unwrap(),
+        NonlinearRedParams::default().validate(100_000_000).unwrap(),
     ));
     aqm.policy_mut().set_avg(95.0);
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(12);
@@ -112,7 +113,7 @@ fn fixed_point_rises_with_gamma_for_n_3_and_10() {
             prev = q;
         }
     }
-    // More connections, higher queue (spec/04 results).
+    // More connections, higher queue (the paper's results, docs/algorithms/nonlinear-red.md).
     let q3 = NonlinearRedModel::paper(3.0, 5.0).fixed_point().unwrap();
     let q10 = NonlinearRedModel::paper(10.0, 5.0).fixed_point().unwrap();
     assert!(q10 > q3);
@@ -153,4 +154,121 @@ fn eq_5_matches_the_finite_difference_of_the_fixed_point() {
             );
         }
     }
+}
+
+/// ns-2's `wait_` count term (red.cc `modify_p`): no drop while `count * p < 1`, then
+/// `p / (2 - count * p)`, then 1, with `count` including the arriving packet.
+#[test]
+fn wait_count_term_matches_ns2_modify_p() {
+    use zl_aqm::CountTerm;
+    let p = 0.1;
+    // count = unmarked arrivals before this one; ns-2's count is one more.
+    assert_eq!(CountTerm::Wait.apply(p, 8), 0.0); // 9 * 0.1 < 1
+    assert!((CountTerm::Wait.apply(p, 9) - 0.1).abs() < 1e-12); // 1.0: 0.1 / (2 - 1)
+    assert!((CountTerm::Wait.apply(p, 14) - 0.2).abs() < 1e-12); // 1.5: 0.1 / 0.5
+    assert_eq!(CountTerm::Wait.apply(p, 19), 1.0); // 2.0
+    assert_eq!(CountTerm::None.apply(p, 19), p);
+    assert!((CountTerm::Uniform.apply(p, 5) - 0.2).abs() < 1e-12); // 0.1 / (1 - 0.5)
+
+    // Observed: at a held avg of 60 (p = 0.01) the gaps between drops are uniform on
+    // 100..=200 arrivals, mean ~150, so the drop rate is ~1/150.
+    let nl = NonlinearRedParams {
+        gamma: 0.0,
+        count_term: CountTerm::Wait,
+        ..NonlinearRedParams::default()
+    }
+    .validate(100_000_000)
+    .unwrap();
+    let mut aqm = Admission::new(NonlinearRed::new(nl));
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
+    let (mut gap, mut gaps) = (0u32, Vec::new());
+    for _ in 0..300_000 {
+        aqm.policy_mut().set_avg(60.0);
+        let v = aqm.admit(
+            &Arrival::new(Nanos::ZERO, &queue(60), &PacketMeta::default()),
+            &mut rng,
+        );
+        gap += 1;
+        if v == Verdict::EarlyDrop {
+            gaps.push(gap);
+            gap = 0;
+        }
+    }
+    let (lo, hi) = (gaps.iter().min().unwrap(), gaps.iter().max().unwrap());
+    assert!(*lo >= 100 && *hi <= 201, "gaps {lo}..{hi}");
+    let mean = gaps.iter().sum::<u32>() as f64 / gaps.len() as f64;
+    assert!((mean - 150.0).abs() < 3.0, "mean gap {mean}");
+}
+
+/// ns-2 decides only when `qlen > 1` (bytes in byte mode): with `spare_queue_packets`, an
+/// arrival to a queue that short is admitted even with `avg` above `q_max`.
+#[test]
+fn spared_short_queue_is_admitted_above_q_max() {
+    let nl = NonlinearRedParams {
+        spare_queue_packets: Some(1),
+        ..NonlinearRedParams::default()
+    }
+    .validate(100_000_000)
+    .unwrap();
+    let mut aqm = Admission::new(NonlinearRed::new(nl));
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+    for (len, want) in [
+        (0, Verdict::Enqueue),
+        (1, Verdict::Enqueue),
+        (2, Verdict::ForcedDrop),
+    ] {
+        aqm.policy_mut().set_avg(200.0);
+        let v = aqm.admit(
+            &Arrival::new(Nanos::ZERO, &queue(len), &PacketMeta::default()),
+            &mut rng,
+        );
+        assert_eq!(v, want, "queue {len}");
+    }
+    // Without the option (the paper's equations) the empty queue's arrival is dropped too.
+    let mut plain = Admission::new(NonlinearRed::new(
+        NonlinearRedParams::default().validate(100_000_000).unwrap(),
+    ));
+    plain.policy_mut().set_avg(200.0);
+    let v = plain.admit(
+        &Arrival::new(Nanos::ZERO, &queue(0), &PacketMeta::default()),
+        &mut rng,
+    );
+    assert_eq!(v, Verdict::ForcedDrop);
+}
+
+/// ns-2's idle decay: an empty queue for `t` counts `m = int(t * C / (8 * mean_pktsize))`
+/// arrivals of an empty queue before this one's update.
+#[test]
+fn idle_decay_counts_whole_packet_times_as_ns2() {
+    let nl = NonlinearRedParams {
+        idle_packet_bytes: Some(1040),
+        ..NonlinearRedParams::default()
+    }
+    .validate(100_000_000)
+    .unwrap();
+    let w = nl.w_q;
+    let s_ns = 1040.0 * 8.0 * 1e9 / 1e8; // 83 200 ns per packet
+    let mut aqm = Admission::new(NonlinearRed::new(nl));
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+    let idle = QueueView {
+        idle_since: Some(Nanos::ZERO),
+        ..queue(0)
+    };
+    // 1000.5 packet times idle: m = 1000, then one update with q = 0.
+    let now = Nanos((1000.5 * s_ns) as u64);
+    aqm.policy_mut().set_avg(100.0);
+    aqm.admit(&Arrival::new(now, &idle, &PacketMeta::default()), &mut rng);
+    let want = 100.0 * (1.0 - w).powi(1001);
+    assert!(
+        (aqm.policy().avg() - want).abs() < 1e-9,
+        "{} vs {want}",
+        aqm.policy().avg()
+    );
+    // Without the option the same arrival is one plain EWMA step.
+    let mut plain = Admission::new(NonlinearRed::new(
+        NonlinearRedParams::default().validate(100_000_000).unwrap(),
+    ));
+    plain.policy_mut().set_avg(100.0);
+    plain.admit(&Arrival::new(now, &idle, &PacketMeta::default()), &mut rng);
+    assert!((plain.policy().avg() - 100.0 * (1.0 - w)).abs() < 1e-9);
 }

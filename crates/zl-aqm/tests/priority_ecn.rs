@@ -1,5 +1,5 @@
-//! Priority-weighted ECN RED (spec/02 eq. 3): the paper's Table 1 ratios exactly, priority 15
-//! never marked early, `w = 0` identical to RED, marking by design.
+//! Priority-weighted ECN RED (docs/algorithms/priority-ecn-red.md, eq. 3): the paper's Table 1
+//! ratios exactly, priority 15 never marked early, `w = 0` identical to RED, marking by design.
 
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;

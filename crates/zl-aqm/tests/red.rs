@@ -1,5 +1,6 @@
-//! RED (spec/01 §1): observed mark/drop rates and gaps at a held average against the theory of
-//! the count term, ECN marking, forced and tail drops, gentle mode, idle decay, byte mode.
+//! RED (docs/algorithms/red.md): observed mark/drop rates and gaps at a held average against the
+//! theory of the count term, ECN marking, forced and tail drops, gentle mode, idle decay, byte
+//! mode.
 
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -258,4 +259,44 @@ fn average_converges_to_a_held_queue_as_the_ewma_predicts() {
         "{} vs {expect}",
         r.policy().avg()
     );
+}
+
+/// ns-2's RED options: `count_term = "wait"` spaces marks uniformly on `1/p_b..2/p_b`
+/// arrivals, and `spare_queue_packets` admits arrivals to a short queue whatever `avg` says.
+#[test]
+fn ns2_wait_and_spared_short_queue() {
+    let cfg = RedParams {
+        count_term: zl_aqm::CountTerm::Wait,
+        spare_queue_packets: Some(1),
+        ..RedParams::default()
+    }
+    .validate(LINK)
+    .unwrap();
+    let mut aqm = Admission::new(Red::new(cfg));
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
+    // avg 10 of 5..15: p_b = 0.01, so marks come every 100..=200 arrivals.
+    let (mut gap, mut gaps) = (0u32, Vec::new());
+    for _ in 0..200_000 {
+        aqm.policy_mut().set_avg(10.0);
+        let v = aqm.admit(
+            &Arrival::new(Nanos::ZERO, &queue(10), &pkt(Ecn::Ect0)),
+            &mut rng,
+        );
+        gap += 1;
+        if v == Verdict::MarkCe {
+            gaps.push(gap);
+            gap = 0;
+        }
+    }
+    let (lo, hi) = (*gaps.iter().min().unwrap(), *gaps.iter().max().unwrap());
+    assert!(lo >= 100 && hi <= 201, "gaps {lo}..{hi}");
+    // Far above max_th, a queue of one packet is spared; two packets are not.
+    for (len, want) in [(1, Verdict::Enqueue), (2, Verdict::ForcedDrop)] {
+        aqm.policy_mut().set_avg(100.0);
+        let v = aqm.admit(
+            &Arrival::new(Nanos::ZERO, &queue(len), &pkt(Ecn::NotEct)),
+            &mut rng,
+        );
+        assert_eq!(v, want, "queue {len}");
+    }
 }

@@ -1,4 +1,4 @@
-//! The per-color sojourn-time manager (spec/05 §3.1): thresholds and probabilities of
+//! The per-color sojourn-time manager (docs/algorithms/sojourn.md): thresholds and probabilities of
 //! settings 1 and 2, the head-of-line sojourn EWMA, eq. (3.1).
 
 use rand::SeedableRng;
@@ -155,7 +155,8 @@ fn tail_drop_wins_over_a_low_average() {
 
 #[test]
 fn eq_3_1_threshold_from_red_packets() {
-    // spec/05: at 5 Mb/s a 1000-byte packet takes 1.6 ms, so 10 RED packets are 16 ms.
+    // docs/algorithms/sojourn.md: at 5 Mb/s a 1000-byte packet takes 1.6 ms, so 10 RED packets are
+    // 16 ms.
     assert!((threshold_time_from_packets(1000, 5_000_000, 1.0) - 1.6).abs() < 1e-12);
     assert!((threshold_time_from_packets(1000, 5_000_000, 10.0) - 16.0).abs() < 1e-12);
     assert!((threshold_time_from_packets(1000, 5_000_000, 20.0) - 32.0).abs() < 1e-12);

@@ -1,5 +1,5 @@
-//! SRED (spec/01 §2) and ZL-RED (§3): the equations' steps and factors, the paper's worked
-//! occurrence example, F = 0, and the fairness claim at a held queue.
+//! SRED (docs/algorithms/sred.md) and ZL-RED (docs/algorithms/zl-red.md): the equations' steps and
+//! factors, the paper's worked occurrence example, F = 0, and the fairness claim at a held queue.
 
 use std::sync::Arc;
 
@@ -78,7 +78,8 @@ fn sred_eq_2_and_3_factors() {
     assert_eq!((t.p2, t.p3), (0.15, 0.15));
 }
 
-/// spec/01 §3 b), figure 3: counts 21, 26, 6, 3, 20, 10, 3, 2; flow 1 holds 26, 20, 2.
+/// The ZL-RED paper's figure 3 (docs/algorithms/zl-red.md): counts 21, 26, 6, 3, 20, 10, 3, 2; flow
+/// 1 holds 26, 20, 2.
 #[test]
 fn paper_worked_example_f_51_t_99() {
     let counts = [
@@ -261,8 +262,8 @@ fn observed_drops_follow_the_computed_probability() {
     assert!(zl.stats().early_drops > 0);
 }
 
-/// The ZL-RED claim (spec/01 §3): at a held queue, a flow sending 10x the others' rate is
-/// dropped at a higher rate than each of them, while the total drop rate stays within 10 %
+/// The ZL-RED claim (docs/algorithms/zl-red.md): at a held queue, a flow sending 10x the others'
+/// rate is dropped at a higher rate than each of them, while the total drop rate stays within 10 %
 /// of SRED's. 300 flows of weight 1 plus one of weight 10, both probabilistic regions.
 #[test]
 fn heavy_flow_is_punished_and_the_total_matches_sred() {

@@ -38,11 +38,8 @@ pub enum BuildError {
 /// Seeds of the independent random streams, derived from the run's seed so that adding a
 /// generator port does not shift the AQM's draws.
 pub(crate) fn stream_seed(seed: u64, stream: u64) -> u64 {
-    // SplitMix64 finaliser over seed + stream: distinct, well-mixed seeds per stream.
-    let mut z = seed.wrapping_add(stream.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+    // SplitMix64's output `stream` from the run's seed: distinct, well-mixed seeds per stream.
+    zl_core::splitmix64(seed, stream)
 }
 
 /// A port owned by the data plane (moved to its forwarding thread).

@@ -27,7 +27,9 @@ use std::time::Duration;
 
 use crossbeam_queue::ArrayQueue;
 use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPacketOption};
-use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionBlock;
+use pcap_file::pcapng::blocks::interface_description::{
+    InterfaceDescriptionBlock, InterfaceDescriptionOption,
+};
 use pcap_file::pcapng::PcapNgWriter;
 use pcap_file::DataLink;
 use serde::{Deserialize, Serialize};
@@ -420,10 +422,14 @@ impl Output {
         let file = File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         let mut w = PcapNgWriter::new(BufWriter::new(file))
             .map_err(|e| format!("{}: {e}", path.display()))?;
+        // if_tsresol = 9: pcap-file writes each packet's time in nanoseconds, and without this
+        // option pcapng readers take it as microseconds (pcapng §4.2), 1000 times late
+        // (issue 13, found writing the `capture_roundtrip` fuzz target, which checks it;
+        // tests/capture_time.rs).
         let idb = InterfaceDescriptionBlock {
             linktype: DataLink::ETHERNET,
             snaplen: self.snap_len,
-            options: vec![],
+            options: vec![InterfaceDescriptionOption::IfTsResol(9)],
         };
         self.bytes = w
             .write_pcapng_block(idb)

@@ -302,9 +302,9 @@ pub struct MetricsParams {
     /// the network unless asked.
     #[serde(default)]
     pub listen: Option<String>,
-    /// Keep a Zombie List per egress port to estimate its active flows, 1/P(t) (spec/01
-    /// step 3), exported as `zlrouter_zombie_estimated_flows`. Always on for a port whose QoS
-    /// has a `sqrt-n-live` buffer rule, which takes N from it.
+    /// Keep a Zombie List per egress port to estimate its active flows, 1/P(t) (SRED
+    /// step 3, docs/algorithms/zombie-list.md), exported as `zlrouter_zombie_estimated_flows`.
+    /// Always on for a port whose QoS has a `sqrt-n-live` buffer rule, which takes N from it.
     #[serde(default)]
     pub flow_estimate: bool,
     /// The estimating list's parameters (M = 1000, p_swap = 0.25, alpha = 1/M by default).
@@ -325,7 +325,7 @@ pub struct RouterConfig {
     pub run: RunParams,
     #[serde(default)]
     pub parse: ParseConfig,
-    /// Where priority and weight come from (priority-ECN RED, spec/02).
+    /// Where priority and weight come from (priority-ECN RED, docs/algorithms/priority-ecn-red.md).
     #[serde(default)]
     pub priority: PriorityParams,
     pub ports: Vec<PortParams>,

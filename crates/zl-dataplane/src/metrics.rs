@@ -221,7 +221,7 @@ impl Collector for SnapshotCollector {
             [(Vec::new(), s.time_s)],
         )?;
         type PortField = (&'static str, &'static str, fn(&PortSnapshot) -> u64);
-        let fields: [PortField; 14] = [
+        let fields: [PortField; 16] = [
             (
                 "zlrouter_port_rx_packets_total",
                 "Frames received by the port.",
@@ -276,6 +276,16 @@ impl Collector for SnapshotCollector {
                 "zlrouter_port_tx_link_gone_total",
                 "Frames dropped at transmit: the interface was gone.",
                 |c| c.tx_link_gone,
+            ),
+            (
+                "zlrouter_port_link_gone_events_total",
+                "Times the port's interface went away while the port ran.",
+                |c| c.link_gone_events,
+            ),
+            (
+                "zlrouter_port_link_reattached_total",
+                "Times the port re-attached to its interface after it came back.",
+                |c| c.link_reattached,
             ),
             (
                 "zlrouter_classifier_unmapped_total",

@@ -1,4 +1,4 @@
-//! Multi-threaded forwarding: the receive / transmit split of the IXP1200 design (spec/06).
+//! Multi-threaded forwarding: the receive / transmit split of the IXP1200 design (docs/ixp-sim.md).
 //!
 //! ```text
 //!  rx worker 0: ports' recv -> Forwarder::forward (parse, route / bridge, TTL, MACs)
@@ -47,6 +47,16 @@
 //! end (every source finished, the drain time over, or a stop from SIGINT / SIGTERM) the
 //! receive workers stop first, then what is left in the rings and the class queues is counted
 //! as `shutdown`, so `queued` is 0. Time is passed in (`clock`), never read here.
+//!
+//! Live (a progress report while the workers run), the receive side leads: a worker counts a
+//! burst as received and publishes that count (`Lead`, a release store) before it forwards
+//! the burst, and the transmit worker reads the leads last, after its own counters, the class
+//! queues and the workers' other counters. So every packet whose fate a report counts is in
+//! its `received`, and `received = forwarded + Σ drops + queued + in_flight` holds with
+//! `in_flight >= 0`: the packets in the rings, in a worker's hands, or dropped by a worker
+//! since it last published its drops (at most half a progress period ago). `queued` is the
+//! class queues alone (issue 13, defect 5: the receive counts were read as last published, so
+//! the transmit side had counted packets they had not, and `in_flight` went negative).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, TryLockError};
@@ -146,8 +156,6 @@ pub struct MtRouter {
     /// Each receive worker's counters at the end of the last run (a next run goes on from
     /// them).
     rx: Vec<Fates>,
-    /// Packets in the rings, as of the last progress report (0 after a run).
-    in_rings: u64,
     now: Nanos,
     /// The drop capture's writer thread (`[capture]`), closed at the end of a run.
     capture: Option<CaptureWriter>,
@@ -182,6 +190,42 @@ struct Shared<'a> {
     /// Receive workers still running.
     running: &'a AtomicUsize,
     progress: &'a [Mutex<Fates>],
+    /// Each receive worker's received count, published before the burst is forwarded.
+    leads: &'a [Lead],
+}
+
+/// A receive worker's `received` packets and bytes, stored (release) before it forwards the
+/// burst they count, read (acquire) by the transmit worker's progress report after every
+/// other counter: the receive side leads (see the module doc). Its own cache line: written
+/// once per burst by its worker only.
+#[repr(align(128))]
+struct Lead {
+    packets: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl Lead {
+    fn new(totals: &FateCounters) -> Lead {
+        Lead {
+            packets: AtomicU64::new(totals.received),
+            bytes: AtomicU64::new(totals.received_bytes),
+        }
+    }
+
+    fn publish(&self, totals: &FateCounters) {
+        self.bytes.store(totals.received_bytes, Ordering::Relaxed);
+        // Release: this store happens before the pushes of the burst it counts (and before the
+        // worker's later publishes of those packets' drops), so a reader that has seen any of
+        // them and then loads `packets` with acquire reads at least this count.
+        self.packets.store(totals.received, Ordering::Release);
+    }
+
+    /// Overwrites `totals`' received counts with the lead.
+    fn read_into(&self, totals: &mut FateCounters) {
+        // Acquire: pairs with `publish` (see there).
+        totals.received = self.packets.load(Ordering::Acquire);
+        totals.received_bytes = self.bytes.load(Ordering::Relaxed);
+    }
 }
 
 fn lock_port(m: &Mutex<BoxedPort>) -> std::sync::MutexGuard<'_, BoxedPort> {
@@ -243,7 +287,6 @@ impl MtRouter {
             fates,
             worker_totals: Vec::new(),
             rx: Vec::new(),
-            in_rings: 0,
             now: Nanos::ZERO,
             capture: None,
             reload: None,
@@ -340,6 +383,7 @@ impl MtRouter {
             })
             .collect();
         let progress: Vec<Mutex<Fates>> = starts.iter().cloned().map(Mutex::new).collect();
+        let leads: Vec<Lead> = starts.iter().map(|f| Lead::new(&f.totals)).collect();
         // The workers' own handles (Arc clones; the forwarding tables are small), so the
         // transmit worker keeps `&mut self`.
         let rx_state = Mutex::new(RxState {
@@ -359,6 +403,7 @@ impl MtRouter {
             failed: &failed,
             running: &running,
             progress: &progress,
+            leads: &leads,
         };
         let params = self.params.clone();
         let (results, tx_outcome) = std::thread::scope(|s| {
@@ -434,7 +479,6 @@ impl MtRouter {
                 error.get_or_insert(e);
             }
         }
-        self.in_rings = 0;
         self.counters = self.ports.iter().map(|p| p.counters()).collect();
         if let Some(c) = &mut self.capture {
             c.close();
@@ -565,6 +609,9 @@ impl MtRouter {
         now: Nanos,
         observer: &mut dyn Observer<MtRouter>,
     ) {
+        // Order matters (the module doc): the transmit worker's own counters and queues (as
+        // they stand: this thread changes them), then each worker's published counters, then
+        // its lead, so `received` covers every fate counted before it.
         let mut fates = self.tx_fates.clone();
         let mut workers = Vec::with_capacity(sh.progress.len());
         for m in sh.progress {
@@ -572,9 +619,15 @@ impl MtRouter {
             fates.add(&c);
             workers.push(c.totals);
         }
+        for (c, lead) in workers.iter_mut().zip(sh.leads) {
+            lead.read_into(c);
+        }
+        fates.totals.received =
+            self.tx_fates.totals.received + workers.iter().map(|c| c.received).sum::<u64>();
+        fates.totals.received_bytes = self.tx_fates.totals.received_bytes
+            + workers.iter().map(|c| c.received_bytes).sum::<u64>();
         self.fates = fates;
         self.worker_totals = workers;
-        self.in_rings = sh.rings.iter().map(|r| r.len() as u64).sum();
         for (p, m) in sh.ports.iter().enumerate() {
             self.counters[p] = lock_port(m).counters();
         }
@@ -706,14 +759,17 @@ where
                 drop(port);
                 got += n;
                 left = left.saturating_sub(n);
-                // What the port delivered before an error is forwarded like any burst.
-                let mut bytes = 0;
+                // What the port delivered before an error is forwarded like any burst. The
+                // burst is counted and its count published before any of it moves on.
+                if n > 0 {
+                    let bytes = batch.iter().map(|b| b.len() as u64).sum();
+                    counts.received(n, bytes);
+                    sh.leads[w].publish(&counts.totals);
+                }
                 for buf in batch.drain() {
-                    bytes += buf.len() as u64;
                     let ctx = (sh, &state);
                     forward_one(buf, now, ctx, &mut pool, &mut rng, &mut icmp, &mut counts);
                 }
-                counts.received(n, bytes);
                 if let Err(e) = result {
                     error = Some(e);
                     sh.failed.store(true, Ordering::Relaxed);
@@ -826,7 +882,8 @@ impl RouterView for MtRouter {
         &self.fates.groups
     }
     fn queued(&self) -> u64 {
-        self.in_rings + self.egress.iter().map(|e| e.qos.len() as u64).sum::<u64>()
+        // The rings are in `in_flight` while the workers run (see the module doc), empty after.
+        self.egress.iter().map(|e| e.qos.len() as u64).sum::<u64>()
     }
     fn port_count(&self) -> usize {
         self.names.len()

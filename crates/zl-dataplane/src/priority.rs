@@ -1,6 +1,6 @@
-//! Where a packet's priority and weight come from (spec/02, "decided": the router takes `pri`
-//! from a configurable source — the top four bits of the IPv6 traffic class, 8 + the IP
-//! precedence, or a table from DSCP — and `w` from the extension header when present,
+//! Where a packet's priority and weight come from (docs/algorithms/priority-ecn-red.md, "decided":
+//! the router takes `pri` from a configurable source — the top four bits of the IPv6 traffic class,
+//! 8 + the IP precedence, or a table from DSCP — and `w` from the extension header when present,
 //! otherwise from the configured default).
 //!
 //! [`PriorityParams`] (config) is validated into a [`PriorityMap`]: one 256-entry table from

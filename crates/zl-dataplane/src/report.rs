@@ -46,6 +46,13 @@ pub fn render(snap: &Snapshot) -> String {
             c.tx_errors,
             c.tx_link_gone
         );
+        if c.link_gone_events + c.link_reattached > 0 {
+            let _ = writeln!(
+                out,
+                "  link {}: interface gone {} re-attached {}",
+                c.name, c.link_gone_events, c.link_reattached
+            );
+        }
     }
     let _ = writeln!(
         out,

@@ -92,6 +92,10 @@ pub struct PortSnapshot {
     pub tx_no_buffer: u64,
     pub tx_errors: u64,
     pub tx_link_gone: u64,
+    /// Times the port's interface went away, and times the port re-attached to it (AF_XDP
+    /// ports with `on_gone = "wait"`; 0 for the others).
+    pub link_gone_events: u64,
+    pub link_reattached: u64,
     pub classifier: ClassifierSnapshot,
     /// The egress Zombie List, when the port has one.
     pub zombie: Option<ZombieSnapshot>,
@@ -122,7 +126,7 @@ pub struct FlowSnapshot {
     pub share: f64,
     /// F / (T P(t)): its occurrence over the mean occurrence per flow (1 = its fair share).
     pub relative_occurrence: f64,
-    /// Eq. (4) of spec/01: `F > T P(t)`.
+    /// Eq. (4) of ZL-RED, docs/algorithms/zl-red.md: `F > T P(t)`.
     pub misbehaving: bool,
     /// Since when its counters count (the loop's clock, seconds); `null` when not tracked.
     pub first_seen_s: Option<f64>,
@@ -209,10 +213,12 @@ pub struct QueueLengthSnapshot {
 /// The fate of every received packet.
 ///
 /// Identity: `received = forwarded + dropped + queued + in_flight`, exact in every snapshot.
-/// `in_flight` is 0 in every snapshot of the single-thread loop and in every final one; a
-/// live snapshot of a threaded run may catch packets a receive worker has counted as
-/// received that the transmit worker has not yet taken from its ring (the receive side's
-/// counters lead).
+/// `in_flight` is 0 in every snapshot of the single-thread loop and in every final one; in a
+/// live snapshot of a threaded run it is never negative: the packets a receive worker has
+/// counted as received whose fate is not counted yet (in a ring to the transmit worker, in
+/// the worker's hands, or dropped by it since it last published its drops, at most half a
+/// progress period ago). The receive side's counters lead (`crate::mt`); `queued` is the
+/// class queues.
 #[derive(Clone, Debug, Serialize)]
 pub struct TotalsSnapshot {
     pub received: u64,
@@ -311,6 +317,8 @@ fn port(view: &dyn RouterView, p: usize) -> PortSnapshot {
         tx_no_buffer: c.tx_no_buffer,
         tx_errors: c.tx_errors,
         tx_link_gone: c.tx_link_gone,
+        link_gone_events: c.link_gone_events,
+        link_reattached: c.link_reattached,
         classifier: ClassifierSnapshot {
             unmapped: cls.unmapped,
             unparsed: cls.unparsed,

@@ -87,6 +87,10 @@ pub struct PortCounters {
     /// Frames handed to the port for transmit while its interface was gone (a port that waits
     /// for its interface to come back drops them).
     pub tx_link_gone: u64,
+    /// Times the port's interface went away while the port ran (events, not drops).
+    pub link_gone_events: u64,
+    /// Times the port attached again to an interface that had gone and came back.
+    pub link_reattached: u64,
 }
 
 impl PortCounters {

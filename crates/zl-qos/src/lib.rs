@@ -1,6 +1,6 @@
 //! Diffserv QoS for zlrouter: classify, meter, queue per class with AQM, schedule, shape.
 //!
-//! Flow of one packet (spec/05, figures 1-3):
+//! Flow of one packet (docs/algorithms/diffserv.md, figures 1-3):
 //! DSCP -> class and incoming color ([`classify`]) -> three-color meter ([`meter`], RFC 2697 /
 //! RFC 2698) -> re-mark to AFx1/AFx2/AFx3 -> the class's AQM policy (`zl_aqm`) on the class
 //! queue ([`queue`], bounded in packets and bytes, sized by [`sizing`]) -> scheduler

@@ -1,8 +1,8 @@
 //! Three-color meters: RFC 2697 srTCM and RFC 2698 trTCM, color-blind and color-aware.
 //!
-//! Paper: Maeda et al. (spec/05, "the pipeline") mark each AF class with the trTCM; the srTCM
-//! is provided beside it. Units: rates in bits/s, burst sizes in bytes, packet sizes in bytes
-//! (whatever length the caller meters: the data plane passes the IP length), time in
+//! Paper: Maeda et al. (their pipeline, docs/algorithms/diffserv.md) mark each AF class with the
+//! trTCM; the srTCM is provided beside it. Units: rates in bits/s, burst sizes in bytes, packet
+//! sizes in bytes (whatever length the caller meters: the data plane passes the IP length), time in
 //! nanoseconds passed in by the caller.
 //!
 //! Buckets are byte-exact integer token buckets (see `bucket.rs` for the derivation of the

@@ -1,5 +1,5 @@
 //! A class queue: FIFO of caller-defined items, bounded in packets and bytes, with the
-//! enqueue timestamp of every packet kept for the sojourn measure of spec/05.
+//! enqueue timestamp of every packet kept for the sojourn measure of docs/algorithms/sojourn.md.
 //!
 //! The ring is a `VecDeque` reserved once at its largest capacity (`max_packets`) and never
 //! grown, so no enqueue allocates. The active limits ([`Capacity`]) may be lowered or raised
@@ -7,8 +7,8 @@
 //! packets already queued, it only refuses new ones until the queue drains below the limit.
 //!
 //! The queue maintains the [`QueueView`] the AQM policies read: `head_enqueued_at` (the
-//! sojourn manager's `now - enqueue_time` of the head, spec/05 "decided") and `idle_since`
-//! (RED's idle-time decay, spec/01 step 1).
+//! sojourn manager's `now - enqueue_time` of the head, docs/algorithms/sojourn.md "decided") and
+//! `idle_since` (RED's idle-time decay, docs/algorithms/red.md, step 1).
 
 use std::collections::VecDeque;
 

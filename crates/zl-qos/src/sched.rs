@@ -2,9 +2,9 @@
 //! round robin (DRR, byte quanta). Work-conserving: an empty class is skipped at once.
 //!
 //! Papers: WRR as in Katevenis, Sidiropoulos, Courcoubetis (1991), used by Maeda et al.
-//! (spec/05) with weights 10/40/50 % = 1:4:5 packets per round; DRR as in Shreedhar and
-//! Varghese (SIGCOMM 1995). decided (spec/05): weights are packet quanta per round by default,
-//! DRR byte quanta are the option for variable packet sizes.
+//! (docs/algorithms/wrr-drr.md) with weights 10/40/50 % = 1:4:5 packets per round; DRR as in
+//! Shreedhar and Varghese (SIGCOMM 1995). decided (docs/algorithms/wrr-drr.md): weights are packet
+//! quanta per round by default, DRR byte quanta are the option for variable packet sizes.
 //!
 //! Strict classes (EF) are served first, in configured order, whenever they hold a packet;
 //! they can starve the weighted classes, so EF must be policed by its meter (RFC 3246 §2).

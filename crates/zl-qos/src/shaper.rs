@@ -1,8 +1,9 @@
 //! Egress shaper: a token bucket at the link rate, charging each packet its size on the wire.
 //!
-//! Purpose (spec/05, figure 1): the router's output must run at the bottleneck rate so that
-//! queues build inside the router, where the per-class AQM and the scheduler act, rather than
-//! in a NIC ring we cannot see. Units: rate in bits/s; sizes in bytes; time in ns passed in.
+//! Purpose (Maeda et al., figure 1; docs/algorithms/shaper.md): the router's output must run at the
+//! bottleneck rate so that queues build inside the router, where the per-class AQM and the
+//! scheduler act, rather than in a NIC ring we cannot see. Units: rate in bits/s; sizes in bytes;
+//! time in ns passed in.
 //!
 //! A packet of `len` bytes costs `len + overhead_bytes` on the wire. The default overhead is
 //! Ethernet's 24 bytes: preamble + SFD 8, inter-frame gap 12, FCS 4 (`len` is then the frame

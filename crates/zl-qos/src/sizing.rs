@@ -1,18 +1,19 @@
-//! Buffer sizing rules (spec/03): a class queue's capacity by rule.
+//! Buffer sizing rules (docs/algorithms/buffer-sizing.md): a class queue's capacity by rule.
 //!
 //! - `fixed`: a packet count and optionally a byte count, as written;
 //! - `bdp`: `B = C * RTT` bytes (the "normal" rule; 10 Gbit/s × 250 ms = 2.5 Gbit);
 //! - `sqrt-n`: `B = C * RTT / sqrt(N)` bytes (Appenzeller, Keslassy, McKeown 2004);
 //! - `tiny`: a few tens of packets, for paced senders (Enachescu et al. 2005);
 //! - `sqrt-n-live`: `sqrt-n` with N taken from the Zombie List's estimate of the number of
-//!   active flows, `1/P(t)` (spec/01 eq. 3.4), re-evaluated every `period_ms` and clamped to
-//!   `[floor_bytes, ceiling_bytes]`.
+//!   active flows, `1/P(t)` (SRED's eq. 3.4, docs/algorithms/zombie-list.md), re-evaluated
+//!   every `period_ms` and clamped to `[floor_bytes, ceiling_bytes]`.
 //!
-//! decided (spec/03, going beyond the paper): the live rule takes N = 1/P(t) from the Zombie
-//! List. Decided here: while P(t) = 0 (no hit yet, 1/P = +inf) or the estimate is not a finite
-//! number, the last capacity is kept; an estimate below 1 counts as one flow. The ZL-RED paper
-//! notes 1/P(t) underestimates the flow count (spec/01, figure 2), so the rule errs towards
-//! larger buffers, which spec/03 finds safer once paced senders spread.
+//! decided (docs/algorithms/buffer-sizing.md, going beyond the paper): the live rule takes N =
+//! 1/P(t) from the Zombie List. Decided here: while P(t) = 0 (no hit yet, 1/P = +inf) or the
+//! estimate is not a finite number, the last capacity is kept; an estimate below 1 counts as one
+//! flow. 1/P(t) underestimates the flow count (the ZL-RED paper's figure 2,
+//! docs/algorithms/zombie-list.md), so the rule errs towards larger buffers, which the buffer
+//! sizing paper finds safer once paced senders spread.
 //!
 //! Units: `C` in bits/s, `RTT` in ms; byte rules bound bytes and leave the packet bound at the
 //! queue's `max_packets`; packet rules bound packets and leave bytes unbounded.
@@ -253,7 +254,8 @@ mod tests {
 
     #[test]
     fn paper_examples() {
-        // spec/03: 10 Gbit/s × 250 ms = 2.5 Gbit; with 10 000 flows, 1/100 of it.
+        // docs/algorithms/buffer-sizing.md: 10 Gbit/s × 250 ms = 2.5 Gbit; with 10 000 flows, 1/100
+        // of it.
         assert_eq!(bdp_bytes(10_000_000_000, 250.0), 2.5e9 / 8.0);
         assert_eq!(
             sqrt_n_bytes(10_000_000_000, 250.0, 10_000.0),

@@ -1,4 +1,4 @@
-//! The experiment of Maeda et al. (spec/05 §4) in deterministic simulated time.
+//! The experiment of Maeda et al. (docs/algorithms/diffserv.md) in deterministic simulated time.
 //!
 //! A 5 Mbit/s link (the shaper, no wire overhead), 1000-byte packets, WRR 1:4:5 over AF1,
 //! AF2, AF3 (effective shares 0.5 / 2 / 2.5 Mbit/s). AF1 is a 0.6 Mbit/s CBR source (VoIP in

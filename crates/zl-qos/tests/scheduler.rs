@@ -1,5 +1,6 @@
 //! WRR and DRR through the engine: shares under saturation, byte fairness, strict priority,
-//! no starvation, and the paper's 16 ms WRR round (spec/05, figure 7).
+//! no starvation, and the paper's 16 ms WRR round (Maeda et al., figure 7;
+//! docs/algorithms/wrr-drr.md).
 
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -173,9 +174,9 @@ fn empty_classes_are_skipped_work_conserving() {
 
 #[test]
 fn paper_wrr_round_is_16_ms_at_5_mbps() {
-    // spec/05: 5 Mbit/s, 1 KB (1000-byte) packets take 1.6 ms each; 1 + 4 + 5 packets per
-    // round gives 16 ms between AF1's turns. Measured: exactly 16 ms between consecutive
-    // class-0 departures once every class is backlogged (no wire overhead).
+    // docs/algorithms/wrr-drr.md: 5 Mbit/s, 1 KB (1000-byte) packets take 1.6 ms each; 1 + 4 + 5
+    // packets per round gives 16 ms between AF1's turns. Measured: exactly 16 ms between
+    // consecutive class-0 departures once every class is backlogged (no wire overhead).
     let shaper = ShaperParams {
         rate_bps: 5_000_000,
         burst_bytes: Some(1000),

@@ -1,5 +1,6 @@
 //! Buffer sizing through the engine: static rules, and `sqrt-n-live` following the Zombie
-//! List's 1/P(t) when the number of flows steps from 10 to 100 (spec/03 "decided").
+//! List's 1/P(t) when the number of flows steps from 10 to 100 (docs/algorithms/buffer-sizing.md
+//! "decided").
 
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -100,7 +101,8 @@ fn sqrt_n_live_follows_the_zombie_estimate_from_10_to_100_flows() {
     // 1/P(t) is itself noisy (P is an EWMA with alpha = 1/M: at N = 100 it swings roughly
     // 70..200), so the flow count is checked on the mean of P over the phase's last 5 s:
     // 1/mean(P) within [8.5, 11] for 10 flows and [75, 110] for 100 (1/P underestimates N a
-    // little, spec/01 figure 2); the spread of the per-period N is printed.
+    // little, figure 2 of the ZL-RED paper, docs/algorithms/zombie-list.md); the spread of the
+    // per-period N is printed.
     let flows = |samples: &[(f64, u64)]| {
         samples.len() as f64 / samples.iter().map(|s| 1.0 / s.0).sum::<f64>()
     };

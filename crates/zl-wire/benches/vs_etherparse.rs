@@ -1,5 +1,6 @@
 //! Our fixed-offset `parse` against `etherparse::SlicedPacket::from_ethernet` on the same
-//! frames: a 64-octet IPv4/TCP frame and the IPv6/UDP frame with the spec/02 extension header.
+//! frames: a 64-octet IPv4/TCP frame and the IPv6/UDP frame with the docs/algorithms/wire.md
+//! extension header.
 //!
 //! The two do different work: `parse` also verifies the IPv4 header checksum and computes the
 //! flow hash; etherparse slices every layer (and, not knowing Next Header 253, stops at the

@@ -1,5 +1,5 @@
 //! The congestion-control IPv6 extension header of Ueno, Kimura, Ebihara (IPSJ 1999, figure 3;
-//! spec/02-priority-ecn.md).
+//! docs/algorithms/wire.md).
 //!
 //! 8 octets:
 //!
@@ -10,10 +10,10 @@
 //!  octets 4..7: reserved (zero)
 //! ```
 //!
-//! decided (spec/02): the paper's figure gives neither bit positions nor a header type number;
-//! we use Next Header 253 (RFC 3692 / RFC 4727 experimental) by default, configurable through
-//! [`ParseConfig::cc_ext_next_header`](crate::ParseConfig::cc_ext_next_header), the ECN bit at
-//! octet 2 bit 7, the CI bit at octet 2 bit 6 and the weight in octet 3. A Hdr Ext Len above 0
+//! decided (docs/algorithms/wire.md): the paper's figure gives neither bit positions nor a header
+//! type number; we use Next Header 253 (RFC 3692 / RFC 4727 experimental) by default, configurable
+//! through [`ParseConfig::cc_ext_next_header`](crate::ParseConfig::cc_ext_next_header), the ECN bit
+//! at octet 2 bit 7, the CI bit at octet 2 bit 6 and the weight in octet 3. A Hdr Ext Len above 0
 //! is accepted and skipped as a longer header (room the paper reserves "for future use").
 
 use crate::error::{Header, MutateError};

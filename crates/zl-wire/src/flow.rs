@@ -1,8 +1,8 @@
 //! Flow keys and their seeded 64-bit hash ([`FlowId`]).
 //!
-//! SRED and ZL-RED (spec/01 §2) key the Zombie List by flow; the ZL-RED paper takes the pair of
-//! IPv4 addresses (64 bits). Three key kinds are offered: source address, source and destination
-//! addresses (the default, as the ZL-RED paper), and the 5-tuple.
+//! SRED and ZL-RED (docs/algorithms/zombie-list.md) key the Zombie List by flow; the ZL-RED paper
+//! takes the pair of IPv4 addresses (64 bits). Three key kinds are offered: source address, source
+//! and destination addresses (the default, as the ZL-RED paper), and the 5-tuple.
 //!
 //! decided: every key kind, IPv4 or IPv6, is hashed to 64 bits, so one `FlowId` type serves all.
 //! The hash absorbs the key in 64-bit words with the folded multiply of foldhash / wyhash

@@ -8,8 +8,8 @@
 //! Extension headers walked: hop-by-hop (0), routing (43), fragment (44), destination options
 //! (60), mobility (135), HIP (139), shim6 (140): "Hdr Ext Len" in 8-octet units not counting
 //! the first 8; AH (51, RFC 4302): "Payload Len" in 4-octet units minus 2; and the
-//! congestion-control header of spec/02 (see [`cc_ext`](crate::cc_ext)). ESP (50) and No Next
-//! Header (59) end the walk: what follows is opaque.
+//! congestion-control header of docs/algorithms/wire.md (see [`cc_ext`](crate::cc_ext)). ESP (50)
+//! and No Next Header (59) end the walk: what follows is opaque.
 
 use crate::be16;
 use crate::cc_ext::CcExt;

@@ -1,7 +1,8 @@
 //! Zero-copy packet views for the zlrouter data plane: Ethernet with 802.1Q / 802.1ad (QinQ)
 //! tags, IPv4 with options, IPv6 with its extension-header chain (including the
-//! congestion-control extension header of spec/02), TCP and UDP ports; flow keys hashed to
-//! [`FlowId`]; and the in-place rewrites a router applies (ECN CE marking, DSCP, TTL, MACs).
+//! congestion-control extension header of docs/algorithms/wire.md), TCP and UDP ports; flow keys
+//! hashed to [`FlowId`]; and the in-place rewrites a router applies (ECN CE marking, DSCP, TTL,
+//! MACs).
 //!
 //! # Where it sits
 //!

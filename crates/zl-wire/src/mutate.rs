@@ -1,6 +1,6 @@
 //! In-place rewrites of a parsed frame: ECN marking (RFC 3168 CE, or the ECN bit of the
-//! spec/02 extension header), DSCP rewrite (RFC 2474), TTL / hop-limit decrement (RFC 1812
-//! §5.3.1, RFC 8200 §3).
+//! docs/algorithms/wire.md extension header), DSCP rewrite (RFC 2474), TTL / hop-limit decrement
+//! (RFC 1812 §5.3.1, RFC 8200 §3).
 //!
 //! Each takes the frame and the [`PacketInfo`] that [`parse`](crate::parse) returned for it,
 //! updates the bytes and the info together, and keeps the IPv4 header checksum valid with the
@@ -194,7 +194,8 @@ fn set_ce_at(frame: &mut [u8], site: &mut TosSite<'_>) -> Result<MarkOutcome, Mu
     }
 }
 
-/// Sets the ECN bit of the congestion-control extension header (spec/02, octet 2 bit 7).
+/// Sets the ECN bit of the congestion-control extension header (docs/algorithms/wire.md, octet 2
+/// bit 7).
 ///
 /// Returns [`MarkOutcome::CcExtEcn`] or [`MarkOutcome::AlreadyMarked`];
 /// [`MutateError::NoCcExtension`] when the packet has no such header.
@@ -224,8 +225,8 @@ fn set_cc_ext_ecn_at(frame: &mut [u8], site: &mut TosSite<'_>) -> Result<MarkOut
     Ok(MarkOutcome::CcExtEcn)
 }
 
-/// Signals congestion the way spec/02 decides: the extension header's ECN bit when the packet
-/// carries the header, otherwise CE for an ECN-capable packet, otherwise
+/// Signals congestion the way docs/algorithms/wire.md decides: the extension header's ECN bit when
+/// the packet carries the header, otherwise CE for an ECN-capable packet, otherwise
 /// [`MarkOutcome::NotMarkable`] (the caller drops instead).
 #[inline]
 pub fn mark(frame: &mut [u8], info: &mut PacketInfo) -> Result<MarkOutcome, MutateError> {

@@ -24,7 +24,8 @@ pub struct ParseConfig {
     /// Walk 802.1Q / 802.1ad tags (up to [`MAX_VLAN_TAGS`](crate::MAX_VLAN_TAGS)); when false a
     /// tagged frame is [`ParseError::UnsupportedEtherType`].
     pub vlan: bool,
-    /// The Next Header value of the congestion-control extension header (spec/02, 253).
+    /// The Next Header value of the congestion-control extension header (docs/algorithms/wire.md,
+    /// 253).
     pub cc_ext_next_header: u8,
     /// Most IPv6 extension headers walked before [`ParseError::TooManyExtHeaders`].
     ///
@@ -155,7 +156,8 @@ pub struct PacketInfo {
     pub ttl: u8,
     /// Whether the packet is a fragment, and which.
     pub fragment: Fragment,
-    /// The congestion-control extension header of spec/02, if the packet carries one.
+    /// The congestion-control extension header of docs/algorithms/wire.md, if the packet carries
+    /// one.
     pub cc_ext: Option<CcExt>,
     /// The flow, hashed with the configured key kind and seed.
     pub flow: FlowId,

@@ -1,7 +1,7 @@
-//! Packets built with etherparse (random fields, VLAN tags, IPv4 options, IPv6 extension
-//! headers, the spec/02 header spliced in): our fixed-offset parser must agree with
-//! `etherparse::SlicedPacket` on every field, and after our rewrites etherparse must read the
-//! new values and a valid IPv4 header checksum.
+//! Packets built with etherparse (random fields, VLAN tags, IPv4 options, IPv6 extension headers,
+//! the congestion-control header of docs/algorithms/wire.md spliced in): our fixed-offset parser
+//! must agree with `etherparse::SlicedPacket` on every field, and after our rewrites etherparse
+//! must read the new values and a valid IPv4 header checksum.
 
 use etherparse::{
     IpAuthHeader, IpDscp, IpEcn, IpFragOffset, IpHeaders, IpNumber, Ipv4Extensions, Ipv4Header,

@@ -1,21 +1,23 @@
-//! The Zombie List of SRED / ZL-RED (spec/01 §2, §3b and §4), shared lock-free by all
+//! The Zombie List of SRED / ZL-RED (docs/algorithms/zombie-list.md), shared lock-free by all
 //! forwarding threads.
 //!
 //! Papers: Ott, Lakshman, Wong, "SRED: Stabilized RED", INFOCOM 1999 (the Zombie List,
 //! the hit frequency P(t) and its eq. 3.4, `P{Hit} = sum pi_i^2`); Kurata, Hasegawa, Murata,
-//! "A Study on the implementation of ZL-RED mechanism on the Network Processor" (the
-//! occurrences T and F of §3b and the occurrence lookup table of §5.2.3). Units: counts are
-//! packets (dimensionless), P(t) is a probability per arrival, timestamps are [`Nanos`].
+//! "A Study on the implementation of ZL-RED mechanism on the Network Processor", IEICE
+//! Technical Report, c. 2001 (the occurrences T and F of §3b and the occurrence lookup table of
+//! §5.2.3). Units: counts are packets (dimensionless), P(t) is a probability per arrival,
+//! timestamps are [`Nanos`].
 //!
 //! Contract: [`ZombieList::observe`] runs SRED steps 1-3 for one arrival and returns
 //! [`Observation`] `{ hit, p, occurrence: F, total: T }`, all read after this arrival's
-//! update (decided, spec/01). Time and randomness are passed in. [`NaiveZombieList`] is the
-//! sequential oracle with O(M) scans; fed the same random stream, a single-threaded
-//! [`ZombieList`] makes exactly the same decisions and returns exactly the same values.
-//! Also: [`ZombieList::observe_batch`] (a burst, one P(t) store), [`ZombieList::observe_counted`]
-//! (with the [`OpCounts`] of shared-memory references, for ixp-sim), and
-//! [`ZombieList::check_invariants`] (spec/01 §4, at quiescence). The full write-up, with the
-//! tests and the estimate measurements: `docs/algorithms/zombie-list.md`.
+//! update (decided, docs/algorithms/zombie-list.md). Time and randomness are passed in.
+//! [`NaiveZombieList`] is the sequential oracle with O(M) scans; fed the same random stream, a
+//! single-threaded [`ZombieList`] makes exactly the same decisions and returns exactly the same
+//! values. Also: [`ZombieList::observe_batch`] (a burst, one P(t) store),
+//! [`ZombieList::observe_counted`] (with the [`OpCounts`] of shared-memory references, for
+//! ixp-sim), and [`ZombieList::check_invariants`] (docs/algorithms/zombie-list.md, at quiescence).
+//! The full write-up, with the tests and the estimate measurements:
+//! `docs/algorithms/zombie-list.md`.
 //!
 //! # Structure
 //! - M zombie slots. A slot is one `AtomicU64`: `(entry index + 1) << 40 | tag << 24 | count`,

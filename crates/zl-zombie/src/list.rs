@@ -10,7 +10,7 @@ use crate::params::{OccurrenceMode, ZombieConfig, ZOMBIE_COUNT_BITS};
 use crate::primitive::{AtomicU64, AtomicUsize, Ordering, Padded};
 use crate::table::{mix, OccurrenceTable};
 
-/// What one arrival learned from the Zombie List (spec/01 §2-§3).
+/// What one arrival learned from the Zombie List (docs/algorithms/zombie-list.md).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Observation {
     /// Hit(t): the drawn zombie belonged to this packet's flow.
@@ -24,8 +24,10 @@ pub struct Observation {
 }
 
 /// A zombie slot: `word` packs `(entry index + 1) << 40 | tag << 24 | count` (0 = empty,
-/// before the list has filled); the tag is 16 bits of the flow's hash, so that most misses
-/// are decided without reading the entry's key. `stamp` is the zombie's timestamp.
+/// before the list has filled); `stamp` is the zombie's timestamp. decided (beyond the paper,
+/// whose zombie is `(flow id, count, timestamp)`): the slot refers to the flow's table entry
+/// instead of holding its id, and carries a tag, 16 bits of the flow's hash, so that most
+/// misses are settled without reading the entry's key.
 #[derive(Debug)]
 struct Slot {
     word: AtomicU64,
@@ -95,7 +97,7 @@ fn decode(word: u64) -> Option<(usize, u64, u64)> {
     ))
 }
 
-/// A quiescent state that breaks one of the invariants of spec/01 §4.
+/// A quiescent state that breaks one of the invariants of docs/algorithms/zombie-list.md.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum InvariantError {
     #[error("T counter {counter} != sum over zombies of (count + 1) = {zombies}")]
@@ -407,8 +409,8 @@ impl ZombieList {
 
     /// Step 2 against zombie `i`. Every change to the slot is one CAS; the references it adds
     /// (table entry, T) are taken before the CAS and given back if it fails, the ones it drops
-    /// are released after it succeeds. Inlined into `observe` (was a call: ZL-RED decision
-    /// 24.8 -> 23.7 ns, docs/performance/zl-aqm.md).
+    /// are released after it succeeds. Inlined into `observe` (a call costs the ZL-RED decision
+    /// 24.8 ns against 23.7 ns inlined, docs/performance/zl-aqm.md).
     #[inline]
     fn compare<R: RngCore + ?Sized, S: OpSink>(
         &self,
@@ -645,9 +647,9 @@ impl ZombieList {
             .collect()
     }
 
-    /// Checks the invariants of spec/01 §4; call it only when no `observe` is in flight:
-    /// T == sum over zombies (count + 1) == sum over table entries F, and for every flow,
-    /// F(f) from the table == sum over its zombies (count + 1). Also checks the table's own
+    /// Checks the invariants of docs/algorithms/zombie-list.md; call it only when no `observe` is
+    /// in flight: T == sum over zombies (count + 1) == sum over table entries F, and for every
+    /// flow, F(f) from the table == sum over its zombies (count + 1). Also checks the table's own
     /// bookkeeping (no frozen entry, spill counters exact).
     pub fn check_invariants(&self) -> Result<(), InvariantError> {
         let zombies = self.zombies();

@@ -8,7 +8,7 @@ use zl_core::{FlowId, Nanos};
 use crate::draw;
 use crate::{Observation, ZombieConfig};
 
-/// One zombie: `(flow_id, count, timestamp)` (spec/01 §2).
+/// One zombie: `(flow_id, count, timestamp)` (docs/algorithms/zombie-list.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Zombie {
     /// The flow this zombie remembers.

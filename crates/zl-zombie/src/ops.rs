@@ -1,5 +1,5 @@
 //! Counts of shared-memory operations made by one `observe`, for deriving a hardware
-//! workload (the ixp-sim model charges each one as an SRAM reference, spec/06).
+//! workload (the ixp-sim model charges each one as an SRAM reference, docs/ixp-sim.md).
 //!
 //! The hot path is generic over [`OpSink`]: `observe` passes a zero-sized sink whose methods
 //! are empty and inline away, `observe_counted` passes an [`OpCounts`].

@@ -19,7 +19,7 @@ pub enum OccurrenceMode {
     Scan,
 }
 
-/// Zombie List parameters in the paper's terms (spec/01 §2).
+/// Zombie List parameters in the paper's terms (docs/algorithms/zombie-list.md).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ZombieParams {

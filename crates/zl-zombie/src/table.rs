@@ -1,14 +1,14 @@
-//! The occurrence lookup table of ZL-RED §5.2.3 (spec/01 §4), lock-free.
+//! The occurrence lookup table of ZL-RED §5.2.3 (docs/algorithms/zombie-list.md), lock-free.
 //!
 //! Each entry maps a flow id to F, the summed `(count + 1)` of the zombies that refer to it.
 //! Size: at least 2 x M entries (the paper's figure; at most M flows are ever in the list),
-//! grouped three to a bucket. A bucket is two half cache lines in two arrays: its three keys
-//! and its spill counter (what every lookup reads; written only when an entry is claimed for
-//! another flow), and its three state words (written whenever a zombie takes or drops a
-//! reference). So a lookup for a flow with no entry (about half of all lookups) reads only the
-//! key half, which another core rarely writes; with keys and state words in one line, the F
-//! lookup was where two threads sharing the list lost their time (measured:
-//! docs/performance/zl-zombie.md, session 3).
+//! grouped three to a bucket. decided (beyond the paper, which gives the size and closed hashing
+//! only): a bucket is split into two half cache lines in two arrays: its three keys and its
+//! spill counter (what every lookup reads; written only when an entry is claimed for another
+//! flow), and its three state words (written whenever a zombie takes or drops a reference). So
+//! a lookup for a flow with no entry (about half of all lookups) reads only the key half, which
+//! another core rarely writes; with keys and state words in one line, the F lookup was where two
+//! threads sharing the list lost their time (measured: docs/performance/zl-zombie.md).
 //! Closed hashing with rehash: a flow probes buckets `b_j = h1 + j * h2 (mod buckets)`, two
 //! hash functions of its id (the low and high halves of one 64-bit mix; `h2` odd, the bucket
 //! count a power of two, so the sequence visits every bucket once). No chaining, no pointers.
@@ -29,13 +29,14 @@
 //! are decided by one compare-and-swap on one word: the key cannot change under a reference.
 //!
 //! # Spill counters (keeping lookups O(1) with reuse)
-//! Reusing dead entries means slots never return to `EMPTY`, so "stop at the first empty
-//! slot" would make lookups scan the whole table after a long run. Instead each bucket counts,
-//! in `spill`, the entries (live or dead) whose flow's probe sequence passed through it before
-//! reaching the entry's own bucket. A lookup for f scans `b_0`, and goes on to `b_1` only if
-//! `spill(b_0) > 0`, and so on. A claimer raises the spill counters on its path before it
-//! publishes the entry; whoever reuses the entry for another flow lowers the old flow's path
-//! after freezing it. So an entry is always visible to a lookup for its key.
+//! decided (beyond the paper, whose table never reuses an entry): reusing dead entries means slots
+//! never return to `EMPTY`, so "stop at the first empty slot" would make lookups scan the whole
+//! table after a long run. Instead each bucket counts, in `spill`, the entries (live or dead) whose
+//! flow's probe sequence passed through it before reaching the entry's own bucket. A lookup for f
+//! scans `b_0`, and goes on to `b_1` only if `spill(b_0) > 0`, and so on. A claimer raises the
+//! spill counters on its path before it publishes the entry; whoever reuses the entry for another
+//! flow lowers the old flow's path after freezing it. So an entry is always visible to a lookup for
+//! its key.
 //!
 //! # Duplicates
 //! Two threads inserting the same absent flow at once may each claim an entry (the second
@@ -78,14 +79,12 @@ fn count(meta: u64) -> u64 {
     meta & COUNT_MASK
 }
 
-/// splitmix64's finalizer: a bijective mix whose halves serve as the two hash functions
-/// (and whose top 16 bits tag the flow in a zombie slot word).
+/// A flow id's hash: SplitMix64's first output from it ([`zl_core::splitmix64`]), a bijective
+/// mix whose halves serve as the two hash functions (and whose top 16 bits tag the flow in a
+/// zombie slot word).
 #[inline]
 pub(crate) fn mix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+    zl_core::splitmix64(x, 1)
 }
 
 /// One entry: its key and its state word, which live in the two arrays.

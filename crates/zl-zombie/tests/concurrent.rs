@@ -1,4 +1,5 @@
-//! Many threads hammering one list, then the invariants of spec/01 §4 at quiescence.
+//! Many threads hammering one list, then the invariants of docs/algorithms/zombie-list.md at
+//! quiescence.
 
 use std::sync::Barrier;
 use std::thread;

@@ -1,4 +1,5 @@
-//! SRED's flow-count estimate 1/P(t) (spec/01 §2 step 3, eq. 3.4 of the SRED paper) against
+//! SRED's flow-count estimate 1/P(t) (SRED step 3, eq. 3.4 of the SRED paper;
+//! docs/algorithms/zombie-list.md) against
 //! N equal-rate flows, M = 1000, alpha = 1/M, p_swap = 0.25.
 //!
 //! Traffic model: each flow sends trains of `B` back-to-back packets; the next train's flow

@@ -2,7 +2,8 @@
 //! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p zl-zombie --release --test loom`).
 //!
 //! Two threads on a tiny list; loom explores their interleavings (preemption bound 3, 2 for
-//! the burst model) and every execution must end with the invariants of spec/01 §4 intact.
+//! the burst model) and every execution must end with the invariants of
+//! docs/algorithms/zombie-list.md intact.
 #![cfg(loom)]
 
 use loom::sync::Arc;
@@ -96,12 +97,9 @@ fn hits_race_overwrite_m2() {
     model(|| run(list(2, 1.0, &[(1, 2), (2, 0)]), &[(1, 3), (3, 4)]));
 }
 
-/// splitmix64's finalizer, as `table.rs` hashes flow ids (bucket = low bits).
+/// The flow-id hash of `table.rs` (bucket = low bits).
 fn mix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+    zl_core::splitmix64(x, 1)
 }
 
 /// The first `n` flow ids whose first probe is bucket 0 of a 2-bucket table (M = 2).

@@ -97,12 +97,9 @@ fn config_errors_name_the_parameter() {
     assert_eq!(cfg.alpha(), 1.0 / 1000.0);
 }
 
-/// splitmix64's finalizer, as `table.rs` hashes flow ids (first bucket = low bits).
+/// The flow-id hash of `table.rs` (first bucket = low bits).
 fn mix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+    zl_core::splitmix64(x, 1)
 }
 
 /// M = 3: the table has 2 buckets of 3 entries. Three zombies of flows whose first bucket is
