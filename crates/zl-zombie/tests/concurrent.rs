@@ -8,6 +8,10 @@ use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use zl_zombie::{FlowId, Nanos, ZombieList, ZombieParams};
 
+/// Operations are divided by this under miri (`scripts/miri-ci.sh`), which interprets every
+/// step: a few hundred interleaved updates per thread there, the full counts natively.
+const SCALE: u64 = if cfg!(miri) { 500 } else { 1 };
+
 /// `threads` threads each make `ops` observations of skewed traffic over about
 /// `3 * m` flows (heavy flows give hits, the tail gives overwrites and table churn).
 fn hammer(m: usize, threads: u64, ops: u64) -> ZombieList {
@@ -38,7 +42,7 @@ fn hammer(m: usize, threads: u64, ops: u64) -> ZombieList {
 
 #[test]
 fn four_threads_m100() {
-    let list = hammer(100, 4, 200_000);
+    let list = hammer(100, 4, 200_000 / SCALE);
     list.check_invariants().unwrap();
     assert_eq!(list.table_full_events(), 0);
     assert_eq!(list.zombies().len(), 100);
@@ -46,7 +50,7 @@ fn four_threads_m100() {
 
 #[test]
 fn four_threads_m1000() {
-    let list = hammer(1000, 4, 200_000);
+    let list = hammer(1000, 4, 200_000 / SCALE);
     list.check_invariants().unwrap();
     assert_eq!(list.table_full_events(), 0);
     assert_eq!(list.zombies().len(), 1000);
@@ -59,7 +63,7 @@ fn four_threads_m1000() {
 #[test]
 fn four_threads_tiny_lists() {
     for m in [1, 2] {
-        let list = hammer(m, 4, 50_000);
+        let list = hammer(m, 4, 50_000 / SCALE);
         list.check_invariants().unwrap();
     }
 }
@@ -83,7 +87,7 @@ fn four_threads_batches_m1000() {
                 };
                 let mut out = [blank; 32];
                 start.wait();
-                for i in 0..5_000u64 {
+                for i in 0..5_000u64 / SCALE {
                     let flows: Vec<FlowId> = (0..32)
                         .map(|_| FlowId(rng.random_range(0..9_000_000u64).isqrt()))
                         .collect();
@@ -119,7 +123,7 @@ fn p_steps_lost_under_contention_are_counted() {
         stamp: Nanos::ZERO,
     };
     let list = ZombieList::from_zombies(cfg, &[z]).unwrap();
-    let per_thread = 200_000u64;
+    let per_thread = 200_000u64 / SCALE;
     let start = Barrier::new(2);
     thread::scope(|s| {
         for t in 0..2u64 {
