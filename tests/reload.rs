@@ -371,20 +371,6 @@ fn zlrouter_reload_and_sighup_change_a_running_threaded_router() {
     assert!(rest.contains("SIGHUP: reloaded"), "{rest}");
     assert!(rest.contains("POST /reload: reload refused"), "{rest}");
     // Conserved across three reloads and two refusals.
-    let line = stdout.lines().find(|l| l.starts_with("received ")).unwrap();
-    let num = |key: &str| -> u64 {
-        let at = line.find(key).unwrap() + key.len();
-        line[at..]
-            .trim_start()
-            .split(|c: char| !c.is_ascii_digit())
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap()
-    };
-    assert_eq!(
-        num("received"),
-        num("forwarded") + num("dropped") + num("queued"),
-        "{line}"
-    );
+    let [received, forwarded, dropped, queued] = common::fate_line(&stdout);
+    assert_eq!(received, forwarded + dropped + queued, "{stdout}");
 }

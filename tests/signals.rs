@@ -27,25 +27,9 @@ fn stop_with(signal: &str) {
     assert!(stdout.contains("stopped: interrupted"), "{stdout}");
     assert!(rest.contains("stopping (signal SIG"), "{rest}");
     // The fate line balances with nothing left queued.
-    let line = stdout.lines().find(|l| l.starts_with("received ")).unwrap();
-    let num = |key: &str| -> u64 {
-        let at = line.find(key).unwrap() + key.len();
-        line[at..]
-            .trim_start()
-            .split(|c: char| !c.is_ascii_digit())
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap()
-    };
-    let (received, forwarded, dropped, queued) = (
-        num("received"),
-        num("forwarded"),
-        num("dropped"),
-        num("queued"),
-    );
-    assert_eq!(received, forwarded + dropped + queued, "{line}");
-    assert_eq!(queued, 0, "{line}");
+    let [received, forwarded, dropped, queued] = common::fate_line(&stdout);
+    assert_eq!(received, forwarded + dropped + queued, "{stdout}");
+    assert_eq!(queued, 0, "{stdout}");
     assert!(received > 0);
 }
 

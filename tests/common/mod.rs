@@ -37,6 +37,24 @@ pub fn run(cfg: &RouterConfig, base: &Path) -> (Dataplane, StopReason) {
     (dp, reason)
 }
 
+/// The final table's fate line (`received N = forwarded N + dropped N (...) + queued N`) of
+/// a run's standard output: `[received, forwarded, dropped, queued]`.
+pub fn fate_line(stdout: &str) -> [u64; 4] {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("received "))
+        .unwrap_or_else(|| panic!("no fate line in: {stdout}"));
+    ["received", "forwarded", "dropped", "queued"].map(|key| {
+        let at = line.find(key).unwrap_or_else(|| panic!("no {key}: {line}")) + key.len();
+        line[at..]
+            .trim_start()
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{key} has no count: {line}"))
+    })
+}
+
 /// The conservation identity, exactly: every received packet was forwarded, dropped by a
 /// named cause, or is still queued; and the ports agree with the data plane's counts.
 pub fn assert_conserved(dp: &Dataplane) {
