@@ -13,6 +13,7 @@
 //! Not live, refused naming the key: the set of ports (adding or removing one: `ports`), a
 //! port's name, backend, MAC, addresses, MTU or backend settings (`ports[i].kind`,
 //! `ports[i].af_xdp`, `ports[i].address`, `ports[i].mtu`, ...), the ICMP settings (`icmp`),
+//! kernel routing's settings (`routing`), the drop capture (`capture`), `metrics.top_flows`,
 //! the forwarding mode and bridges (`forwarding`), the parser (`parse`), the run's shape
 //! (`run.*`: workers, buffers, duration, seed), the metrics address (`metrics.listen`) and
 //! DPDK's EAL (`dpdk`); a port's classes themselves (their number, names, ring sizes
@@ -233,6 +234,12 @@ pub fn plan(old: &RouterConfig, new: &RouterConfig) -> Result<ReloadPlan, Reload
         ("metrics.listen", old.metrics.listen != new.metrics.listen),
         ("dpdk", old.dpdk != new.dpdk),
         ("icmp", old.icmp != new.icmp),
+        ("routing", old.routing != new.routing),
+        ("capture", old.capture != new.capture),
+        (
+            "metrics.top_flows",
+            old.metrics.top_flows != new.metrics.top_flows,
+        ),
     ] {
         if changed {
             return Err(not_live(key, "changed"));
@@ -258,6 +265,23 @@ pub fn plan(old: &RouterConfig, new: &RouterConfig) -> Result<ReloadPlan, Reload
         .filter(|(_, (o, n))| qos(old, o) != qos(new, n))
         .map(|(i, _)| i)
         .collect();
+    // The net under the checks above: with every live part taken from the running config,
+    // the new one must be the running one, so that no key is ever silently left unapplied.
+    let mut rest = new.clone();
+    rest.qos.clone_from(&old.qos);
+    rest.routes.clone_from(&old.routes);
+    rest.priority.clone_from(&old.priority);
+    rest.metrics.flow_estimate = old.metrics.flow_estimate;
+    rest.metrics.flow_estimate_zombie = old.metrics.flow_estimate_zombie;
+    for (r, o) in rest.ports.iter_mut().zip(&old.ports) {
+        r.qos.clone_from(&o.qos);
+    }
+    if rest != *old {
+        return Err(not_live(
+            "(a key this version cannot apply live)",
+            "changed",
+        ));
+    }
     Ok(ReloadPlan {
         qos_ports,
         routes: old.routes != new.routes,
@@ -687,6 +711,19 @@ mod tests {
         let e = plan(&old, &new).unwrap_err();
         assert!(matches!(e, ReloadError::Invalid(_)), "{e}");
         assert!(e.to_string().contains("run.duration_s"), "{e}");
+    }
+
+    #[test]
+    fn capture_routing_and_top_flows_are_refused_not_ignored() {
+        let old = default();
+        let mut new = old.clone();
+        new.metrics.top_flows = Some(3);
+        let e = plan(&old, &new).unwrap_err().to_string();
+        assert!(e.contains("`metrics.top_flows`"), "{e}");
+        let mut new = old.clone();
+        new.routing.unres_qlen += 1;
+        let e = plan(&old, &new).unwrap_err().to_string();
+        assert!(e.contains("`routing`"), "{e}");
     }
 
     #[test]
