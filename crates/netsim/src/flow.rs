@@ -89,6 +89,55 @@ impl FlowCounters {
     }
 }
 
+/// A sender's retransmission timer, moved without an event per move: the deadline changes
+/// freely, at most one `TimerKind::Rto` event is pending (at the earliest deadline set since
+/// the last one fired), and an event that finds the deadline later re-schedules itself.
+/// Shared by both TCP models (`crate::tcp`, `crate::tcp_ns2`).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct RtoTimer {
+    deadline: Option<Nanos>,
+    event_at: Option<Nanos>,
+}
+
+impl RtoTimer {
+    /// Expires at `d` (earlier or later than before).
+    pub(crate) fn arm(&mut self, io: &mut FlowIo<'_>, d: Nanos) {
+        self.deadline = Some(d);
+        if self.event_at.is_none_or(|e| e > d) {
+            self.event_at = Some(d);
+            io.timer(d, TimerKind::Rto);
+        }
+    }
+
+    /// Stops it (a pending event then finds nothing to do).
+    pub(crate) fn cancel(&mut self) {
+        self.deadline = None;
+    }
+
+    pub(crate) fn is_armed(&self) -> bool {
+        self.deadline.is_some()
+    }
+
+    /// A `TimerKind::Rto` event at `now`: true when the deadline has come (the timer is then
+    /// stopped); a stale event, or one before the deadline (re-scheduled), is false.
+    pub(crate) fn fired(&mut self, io: &mut FlowIo<'_>, now: Nanos) -> bool {
+        if self.event_at != Some(now) {
+            return false;
+        }
+        self.event_at = None;
+        let Some(d) = self.deadline else {
+            return false;
+        };
+        if now < d {
+            self.event_at = Some(d);
+            io.timer(d, TimerKind::Rto);
+            return false;
+        }
+        self.deadline = None;
+        true
+    }
+}
+
 /// A source's handle on the simulator for the duration of one callback.
 pub(crate) struct FlowIo<'a> {
     pub core: &'a mut Core,

@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 use zl_core::Nanos;
 
 use crate::event::TimerKind;
-use crate::flow::FlowIo;
+use crate::flow::{FlowIo, RtoTimer};
 
 /// Congestion-control algorithm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -228,8 +228,7 @@ pub(crate) struct TcpSender {
     timed: Option<(u32, Nanos)>,
     rto: f64,
     backoff: u32,
-    rto_deadline: Option<Nanos>,
-    rto_event_at: Option<Nanos>,
+    rto_timer: RtoTimer,
     next_send_at: Nanos,
     send_event_at: Option<Nanos>,
     base_rtt: f64,
@@ -261,8 +260,7 @@ impl TcpSender {
             timed: None,
             rto: p.initial_rto_ms * 1e-3,
             backoff: 1,
-            rto_deadline: None,
-            rto_event_at: None,
+            rto_timer: RtoTimer::default(),
             next_send_at: Nanos::ZERO,
             send_event_at: None,
             base_rtt: f64::INFINITY,
@@ -299,11 +297,7 @@ impl TcpSender {
 
     fn arm_rto(&mut self, io: &mut FlowIo<'_>) {
         let d = io.now() + Nanos::from_secs_f64(self.rto * self.backoff as f64);
-        self.rto_deadline = Some(d);
-        if self.rto_event_at.is_none_or(|e| e > d) {
-            self.rto_event_at = Some(d);
-            io.timer(d, TimerKind::Rto);
-        }
+        self.rto_timer.arm(io, d);
     }
 
     fn transmit(&mut self, io: &mut FlowIo<'_>, seq: u32) {
@@ -317,7 +311,7 @@ impl TcpSender {
         if seq >= self.high_tx {
             self.high_tx = seq + 1;
         }
-        if self.rto_deadline.is_none() {
+        if !self.rto_timer.is_armed() {
             self.arm_rto(io);
         }
     }
@@ -416,7 +410,7 @@ impl TcpSender {
             }
             self.dupacks = if self.in_recovery { self.dupacks } else { 0 };
             if self.snd_una >= self.high_tx {
-                self.rto_deadline = None;
+                self.rto_timer.cancel();
             } else {
                 self.arm_rto(io);
             }
@@ -493,7 +487,7 @@ impl TcpSender {
     fn finish_transfer(&mut self, io: &mut FlowIo<'_>) {
         io.counters.transfers += 1;
         io.counters.transfer_time_sum += (io.now() - self.transfer_start).as_nanos();
-        self.rto_deadline = None;
+        self.rto_timer.cancel();
         if let Some(w) = self.web {
             let off = w.draw_off(io.rng());
             let at = io.now() + off;
@@ -505,17 +499,9 @@ impl TcpSender {
         let now = io.now();
         match kind {
             TimerKind::Rto => {
-                if self.rto_event_at != Some(now) {
-                    return;
+                if self.rto_timer.fired(io, now) {
+                    self.timeout(io);
                 }
-                self.rto_event_at = None;
-                let Some(d) = self.rto_deadline else { return };
-                if now < d {
-                    self.rto_event_at = Some(d);
-                    io.timer(d, TimerKind::Rto);
-                    return;
-                }
-                self.timeout(io);
             }
             TimerKind::Send => {
                 if self.send_event_at != Some(now) {
@@ -540,7 +526,6 @@ impl TcpSender {
         self.recover = self.high_tx.saturating_sub(1);
         self.snd_nxt = self.snd_una;
         self.backoff = (self.backoff * 2).min(64);
-        self.rto_deadline = None;
         self.round_end = self.high_tx;
         self.next_send_at = Nanos::ZERO;
         self.arm_rto(io);

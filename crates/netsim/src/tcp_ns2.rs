@@ -34,7 +34,7 @@
 use zl_core::Nanos;
 
 use crate::event::TimerKind;
-use crate::flow::FlowIo;
+use crate::flow::{FlowIo, RtoTimer};
 use crate::tcp::{EcnMode, TcpParams, TcpVariant};
 
 /// ns-2 `T_SRTT_BITS` and `T_RTTVAR_BITS` (ns-default.tcl `Agent/TCP set T_SRTT_BITS 3`, `2`).
@@ -83,8 +83,7 @@ pub(crate) struct Ns2Sender {
     t_rttvar: i32,
     t_rtxcur: f64,
     t_backoff: u32,
-    rto_deadline: Option<Nanos>,
-    rto_event_at: Option<Nanos>,
+    rto: RtoTimer,
     /// NewReno `firstpartial_`: only the first partial ACK restarts the timer.
     first_partial: bool,
     pub(crate) last_cwnd: f64,
@@ -119,8 +118,7 @@ impl Ns2Sender {
             t_rttvar: ((RTTVAR_INIT_S / tick) as i32) << T_RTTVAR_BITS,
             t_rtxcur: p.initial_rto_ms * 1e-3,
             t_backoff: 1,
-            rto_deadline: None,
-            rto_event_at: None,
+            rto: RtoTimer::default(),
             first_partial: false,
             last_cwnd: 1.0,
         }
@@ -225,11 +223,7 @@ impl Ns2Sender {
 
     fn set_rtx_timer(&mut self, io: &mut FlowIo<'_>) {
         let d = io.now() + Nanos::from_secs_f64(self.rtt_timeout());
-        self.rto_deadline = Some(d);
-        if self.rto_event_at.is_none_or(|e| e > d) {
-            self.rto_event_at = Some(d);
-            io.timer(d, TimerKind::Rto);
-        }
+        self.rto.arm(io, d);
     }
 
     /// `reset_rtx_timer(mild, backoff)`.
@@ -266,7 +260,7 @@ impl Ns2Sender {
                 }
             }
         }
-        if self.rto_deadline.is_none() || force_timer {
+        if !self.rto.is_armed() || force_timer {
             self.set_rtx_timer(io);
         }
     }
@@ -355,7 +349,7 @@ impl Ns2Sender {
         if self.t_seqno > seqno || seqno < self.maxseq || self.cwnd < 1.0 {
             self.set_rtx_timer(io);
         } else {
-            self.rto_deadline = None;
+            self.rto.cancel();
         }
     }
 
@@ -546,18 +540,9 @@ impl Ns2Sender {
         let now = io.now();
         match kind {
             TimerKind::Rto => {
-                if self.rto_event_at != Some(now) {
-                    return;
+                if self.rto.fired(io, now) {
+                    self.timeout(io);
                 }
-                self.rto_event_at = None;
-                let Some(d) = self.rto_deadline else { return };
-                if now < d {
-                    self.rto_event_at = Some(d);
-                    io.timer(d, TimerKind::Rto);
-                    return;
-                }
-                self.rto_deadline = None;
-                self.timeout(io);
             }
             TimerKind::Start => self.start(io),
             TimerKind::Send | TimerKind::DelAck => {}
