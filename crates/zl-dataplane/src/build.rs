@@ -17,7 +17,7 @@ use crate::config::{
 };
 use crate::dataplane::{Dataplane, PortSlot};
 use crate::egress::{port_egress, Threading};
-use crate::flows::{FlowTable, DEFAULT_TOP_FLOWS};
+use crate::flows::FlowTable;
 use crate::forward::Forwarder;
 use crate::mt::{MtParams, MtRouter, RING_PACKETS};
 use crate::port::{FileAccess, GeneratorPort, GeneratorSetup, PcapPort, SinkPort};
@@ -200,25 +200,15 @@ fn build_parts(
         let configured = parse_mac(&p.mac);
         let need_mac = || invalid(&mac_key, &p.mac, "a MAC address");
         let qos_params = cfg.qos_of(i);
-        let qos_key = if p.qos.is_some() {
-            format!("ports[{i}].qos")
-        } else {
-            "qos".to_owned()
-        };
-        let live_sizing = qos_params
-            .classes
-            .iter()
-            .any(|c| matches!(c.buffer, Some(zl_qos::BufferRule::SqrtNLive { .. })));
         let mut egress = port_egress(
             &qos_params,
-            &qos_key,
-            cfg.metrics.flow_estimate || live_sizing,
+            &cfg.qos_key(i),
+            cfg.estimates_flows(&qos_params),
             cfg.metrics.flow_estimate_zombie,
             threading,
         )?;
-        let top_flows = cfg.metrics.top_flows.unwrap_or(DEFAULT_TOP_FLOWS);
-        if egress.zombie.is_some() && top_flows > 0 {
-            egress.flows = Some(FlowTable::new(cfg.parse, top_flows));
+        if egress.zombie.is_some() {
+            egress.flows = FlowTable::of_config(cfg);
         }
         // Only queues packets can reach hold buffers: a port no route or bridge pair sends
         // to keeps its (empty) engine but adds nothing to the pool.

@@ -397,6 +397,26 @@ impl RouterConfig {
         Ok(cfg)
     }
 
+    /// The key naming port `i`'s QoS table in errors: its own (`ports[i].qos`), else the
+    /// global one (`qos`).
+    pub fn qos_key(&self, i: usize) -> String {
+        if self.ports[i].qos.is_some() {
+            format!("ports[{i}].qos")
+        } else {
+            "qos".to_owned()
+        }
+    }
+
+    /// Whether an egress with QoS `params` estimates its active flows (1/P(t)): asked for
+    /// with `metrics.flow_estimate`, or needed by a class sized by the `sqrt-n-live` rule.
+    pub fn estimates_flows(&self, params: &QosParams) -> bool {
+        self.metrics.flow_estimate
+            || params
+                .classes
+                .iter()
+                .any(|c| matches!(c.buffer, Some(zl_qos::BufferRule::SqrtNLive { .. })))
+    }
+
     /// The QoS parameters of port `i`'s egress.
     pub fn qos_of(&self, i: usize) -> QosParams {
         self.ports[i]

@@ -77,6 +77,13 @@ pub struct FlowTable {
 }
 
 impl FlowTable {
+    /// The table an egress with a Zombie List keeps under `cfg` (`metrics.top_flows` rows,
+    /// [`DEFAULT_TOP_FLOWS`] when unset; none for 0).
+    pub fn of_config(cfg: &crate::RouterConfig) -> Option<Self> {
+        let top = cfg.metrics.top_flows.unwrap_or(DEFAULT_TOP_FLOWS);
+        (top > 0).then(|| FlowTable::new(cfg.parse, top))
+    }
+
     /// A table whose claims parse frames with `parse` (its flow key kind and seed are the
     /// ones the ids were made with) and whose top list has `top_k` rows.
     pub fn new(parse: ParseConfig, top_k: usize) -> Self {

@@ -42,7 +42,7 @@ use zl_zombie::ZombieList;
 
 use crate::config::{ConfigError, PortParams, RouteSource, RouterConfig};
 use crate::egress::{port_list, qos_error, EgressUpdate, Threading};
-use crate::flows::{FlowTable, DEFAULT_TOP_FLOWS};
+use crate::flows::FlowTable;
 use crate::priority::PriorityMap;
 use crate::route::{NextHop, Prefix, RouteTable};
 
@@ -148,19 +148,10 @@ fn port_identity(i: usize, old: &PortParams, new: &PortParams) -> Result<(), Rel
     Ok(())
 }
 
-/// The key of port `i`'s QoS table in `c`.
-fn qos_key(c: &RouterConfig, i: usize) -> String {
-    if c.ports[i].qos.is_some() {
-        format!("ports[{i}].qos")
-    } else {
-        "qos".to_owned()
-    }
-}
-
 /// Port `i` keeps its classes: their number, names, ring sizes, and policy layout.
 fn same_classes(i: usize, old: &RouterConfig, new: &RouterConfig) -> Result<(), ReloadError> {
     let (o, n) = (old.qos_of(i), new.qos_of(i));
-    let key = qos_key(new, i);
+    let key = new.qos_key(i);
     let port = &old.ports[i].name;
     if o.classes.len() != n.classes.len() {
         return Err(not_live(
@@ -536,15 +527,11 @@ impl Reloader {
         let mut lists = Vec::with_capacity(new.ports.len());
         for i in 0..new.ports.len() {
             let params = new.qos_of(i);
-            let key = qos_key(new, i);
-            let live_sizing = params
-                .classes
-                .iter()
-                .any(|c| matches!(c.buffer, Some(zl_qos::BufferRule::SqrtNLive { .. })));
+            let key = new.qos_key(i);
             let wanted = port_list(
                 &params,
                 &key,
-                new.metrics.flow_estimate || live_sizing,
+                new.estimates_flows(&params),
                 new.metrics.flow_estimate_zombie,
                 self.threading,
             )?;
@@ -564,11 +551,10 @@ impl Reloader {
                 None => self.lists[i].clone(),
             };
             let qos = zl_qos::QosUpdate::new(&params, list.as_ref()).map_err(qos_error(&key))?;
-            let top = new.metrics.top_flows.unwrap_or(DEFAULT_TOP_FLOWS);
             egress.push(Some(EgressUpdate {
                 qos,
                 list: new_list.clone().map(|l| {
-                    let flows = (l.is_some() && top > 0).then(|| FlowTable::new(new.parse, top));
+                    let flows = l.as_ref().and_then(|_| FlowTable::of_config(new));
                     (l, flows)
                 }),
             }));
