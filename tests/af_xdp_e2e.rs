@@ -11,10 +11,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver};
 use std::time::Duration;
 
-use zl_afxdp::netns::{is_root, Netns};
+use zl_testkit::netns::{is_root, Netns};
 
 fn skip(why: &str) {
-    zl_afxdp::netns::skip("AF_XDP end-to-end test", why);
+    zl_testkit::netns::skip("AF_XDP end-to-end test", why);
 }
 
 const RECEIVER: &str = r#"
@@ -163,7 +163,7 @@ fn two_routers_over_af_xdp_on_a_veth_pair() {
     if !is_root() {
         return skip("needs root");
     }
-    zl_afxdp::netns::set_prefix("zlxf");
+    zl_testkit::netns::set_prefix("zlxf");
     let ns = match Netns::create("dpe2e") {
         Ok(ns) => ns,
         Err(e) => return skip(&format!("cannot create a network namespace: {e}")),

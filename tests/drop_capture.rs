@@ -159,7 +159,7 @@ fn causes_in(path: &Path) -> BTreeMap<String, u64> {
 /// tshark.
 fn tshark_causes(path: &Path) -> Option<BTreeMap<String, u64>> {
     let Ok(o) = Command::new("tshark").arg("-v").output() else {
-        zl_afxdp::netns::skip(
+        zl_testkit::netns::skip(
             "drop capture tshark check",
             "tshark is not installed; .ci/run installs it",
         );

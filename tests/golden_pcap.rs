@@ -240,7 +240,7 @@ fn golden_pcap_through_the_router() {
 const EXPECTED: (u64, u64, u64, u64) = (202, 95, 98, 11_285_172_811_841_120_191);
 
 fn skip(why: &str) {
-    zl_afxdp::netns::skip("golden pcap tshark checks", why);
+    zl_testkit::netns::skip("golden pcap tshark checks", why);
 }
 
 fn tshark_checks(path: &Path, frames: usize) {

@@ -4,7 +4,7 @@
 mod common;
 
 fn skip(why: &str) {
-    zl_afxdp::netns::skip("signal test", why);
+    zl_testkit::netns::skip("signal test", why);
 }
 
 /// Starts a long run, waits for its first progress output, sends `signal`, checks the exit.
