@@ -212,6 +212,16 @@ impl PortToml {
         Self::new(name, "generator", mac)
     }
 
+    /// A port that replays the pcap file `read` (relative to the config's directory).
+    pub fn pcap_reader(name: &str, mac: &str, read: &str) -> Self {
+        Self::new(name, "pcap", mac).set("pcap", format!("{{ read = {} }}", quoted(read)))
+    }
+
+    /// A port that writes what it is sent to the pcap file `write`.
+    pub fn pcap_writer(name: &str, mac: &str, write: &str) -> Self {
+        Self::new(name, "pcap", mac).set("pcap", format!("{{ write = {} }}", quoted(write)))
+    }
+
     /// A port that counts what it is sent and discards it.
     pub fn sink(name: &str, mac: &str) -> Self {
         Self::new(name, "sink", mac)

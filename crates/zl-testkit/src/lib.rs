@@ -5,6 +5,7 @@
 //!   `ZLR_REQUIRE_ENV` turns into a failure, thread pinning;
 //! - [`topology`]: the line topology `gen -- rtr -- sink` of the forwarding benchmarks and the
 //!   end-to-end tests, its UDP frame and its router config;
+//! - [`frames`]: Ethernet + IPv4 / IPv6 + UDP frames with valid checksums;
 //! - [`config`]: a builder for the router configs the tests write, so each test names only
 //!   what it is about instead of repeating a TOML fixture.
 //!
@@ -12,5 +13,6 @@
 //! in the product depends on it.
 
 pub mod config;
+pub mod frames;
 pub mod netns;
 pub mod topology;

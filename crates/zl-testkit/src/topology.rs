@@ -3,6 +3,7 @@
 
 use std::io;
 
+use crate::frames::Udp;
 use crate::netns::{mac_text, Netns};
 
 /// The forwarding benchmarks' line topology: `gen` (`g0` 10.0.1.2/24) -- `r0` (10.0.1.1/24)
@@ -84,23 +85,10 @@ impl LineTopology {
     /// 10.0.1.2, UDP source port `sport`, to 10.0.2.99 (which `rtr` forwards to `sink`), with
     /// a valid IPv4 header checksum: the forwarding benchmarks' offered traffic.
     pub fn udp_frame(dst: [u8; 6], src: [u8; 6], sport: u16) -> Vec<u8> {
-        let mut f = vec![0u8; 60];
-        f[0..6].copy_from_slice(&dst);
-        f[6..12].copy_from_slice(&src);
-        f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-        let ip = &mut f[14..34];
-        ip[0] = 0x45;
-        ip[2..4].copy_from_slice(&46u16.to_be_bytes());
-        ip[8] = 64;
-        ip[9] = 17;
-        ip[12..16].copy_from_slice(&[10, 0, 1, 2]);
-        ip[16..20].copy_from_slice(&[10, 0, 2, 99]);
-        let c = zl_wire::checksum::checksum(ip);
-        ip[10..12].copy_from_slice(&c.to_be_bytes());
-        f[34..36].copy_from_slice(&sport.to_be_bytes());
-        f[36..38].copy_from_slice(&9u16.to_be_bytes());
-        f[38..40].copy_from_slice(&26u16.to_be_bytes());
-        f
+        Udp::v4([10, 0, 1, 2], [10, 0, 2, 99])
+            .macs(dst, src)
+            .ports(sport, 9)
+            .build()
     }
 }
 
