@@ -37,21 +37,15 @@ pub fn run(cfg: &RouterConfig, base: &Path) -> (Dataplane, StopReason) {
     (dp, reason)
 }
 
-/// The final table's fate line (`received N = forwarded N + dropped N (...) + queued N`) of
-/// a run's standard output: `[received, forwarded, dropped, queued]`.
-pub fn fate_line(stdout: &str) -> [u64; 4] {
-    let line = stdout
-        .lines()
-        .find(|l| l.starts_with("received "))
-        .unwrap_or_else(|| panic!("no fate line in: {stdout}"));
+/// The final statistics of a run started with `--json` (its whole standard output, one JSON
+/// document): `[received, forwarded, dropped, queued]` from its `totals`.
+pub fn final_totals(stdout: &str) -> [u64; 4] {
+    let v: serde_json::Value = serde_json::from_str(stdout)
+        .unwrap_or_else(|e| panic!("stdout is not the JSON statistics ({e}): {stdout}"));
     ["received", "forwarded", "dropped", "queued"].map(|key| {
-        let at = line.find(key).unwrap_or_else(|| panic!("no {key}: {line}")) + key.len();
-        line[at..]
-            .trim_start()
-            .split(|c: char| !c.is_ascii_digit())
-            .next()
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("{key} has no count: {line}"))
+        v["totals"][key]
+            .as_u64()
+            .unwrap_or_else(|| panic!("totals.{key} missing: {stdout}"))
     })
 }
 
