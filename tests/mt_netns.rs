@@ -10,7 +10,7 @@ use netns::*;
 #[test]
 fn two_rx_workers_forward_udp_and_tcp_both_ways() {
     const TEST: &str = "mt2";
-    zl_afxdp::netns::set_prefix("zlmt");
+    zl_testkit::netns::set_prefix("zlmt");
     let Some(mut lab) = Lab::or_skip(TEST, &[SenderSpec::PLAIN]) else {
         return;
     };
@@ -60,7 +60,7 @@ fn udp_flood_rate_with_0_1_2_rx_workers() {
     use std::net::UdpSocket;
     use std::time::{Duration, Instant};
     const SECS: f64 = 5.0;
-    zl_afxdp::netns::set_prefix("zlmt");
+    zl_testkit::netns::set_prefix("zlmt");
     if !is_root() {
         return skip("mt rate", "needs root");
     }
