@@ -11,10 +11,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver};
 use std::time::Duration;
 
-use zl_afxdp::netns::{is_root, Netns};
+use zl_testkit::netns::{is_root, Netns};
 
 fn skip(why: &str) {
-    zl_afxdp::netns::skip("AF_XDP end-to-end test", why);
+    zl_testkit::netns::skip("AF_XDP end-to-end test", why);
 }
 
 const RECEIVER: &str = r#"
@@ -133,6 +133,7 @@ fn spawn(ns: &Netns, dir: &std::path::Path, cfg: &str) -> Child {
             env!("CARGO_BIN_EXE_zlrouter"),
             "run",
             cfg,
+            "--json",
         ])
         .current_dir(dir)
         .stdout(Stdio::piped())
@@ -145,6 +146,15 @@ fn interrupt(child: &Child) {
     let _ = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status();
+}
+
+/// The rest of a router's standard error lines, up to its end (bounded: 30 s per line).
+fn rest_of(rx: &Receiver<String>) -> Vec<String> {
+    let mut rest = Vec::new();
+    while let Ok(l) = rx.recv_timeout(Duration::from_secs(30)) {
+        rest.push(l);
+    }
+    rest
 }
 
 /// Kills and reaps both children on every path out of the test.
@@ -163,7 +173,7 @@ fn two_routers_over_af_xdp_on_a_veth_pair() {
     if !is_root() {
         return skip("needs root");
     }
-    zl_afxdp::netns::set_prefix("zlxf");
+    zl_testkit::netns::set_prefix("zlxf");
     let ns = match Netns::create("dpe2e") {
         Ok(ns) => ns,
         Err(e) => return skip(&format!("cannot create a network namespace: {e}")),
@@ -181,14 +191,9 @@ fn two_routers_over_af_xdp_on_a_veth_pair() {
     let mut reaper = Reaper(vec![spawn(&ns, &dir, "receiver.toml")]);
     let rx_lines = lines_of(&mut reaper.0[0]);
     // The receiver is up once it prints its first progress line.
-    match wait_forwarded(&rx_lines, 0) {
-        Ok(_) => {}
-        Err(seen) => {
-            return skip(&format!(
-                "the AF_XDP receiver did not start: {}",
-                seen.join(" | ")
-            ))
-        }
+    // A router that does not start here (root, a namespace, a veth) is a failure, not a skip.
+    if let Err(seen) = wait_forwarded(&rx_lines, 0) {
+        panic!("the AF_XDP receiver did not start: {}", seen.join(" | "));
     }
     reaper.0.push(spawn(&ns, &dir, "sender.toml"));
     let tx_lines = lines_of(&mut reaper.0[1]);
@@ -209,16 +214,24 @@ fn two_routers_over_af_xdp_on_a_veth_pair() {
 
     let sender = reaper.0.pop().unwrap();
     let receiver = reaper.0.pop().unwrap();
-    for (child, who) in [(sender, "sender"), (receiver, "receiver")] {
+    for (child, who, lines) in [
+        (sender, "sender", &tx_lines),
+        (receiver, "receiver", &rx_lines),
+    ] {
         // Bounded: a router still running a minute after SIGINT is killed (the status says so).
         let exited = common::watchdog(child.id(), common::CHILD_WITHIN);
         let out = child.wait_with_output().unwrap();
         let _ = exited.send(());
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "{who}: {:?}\n{stdout}", out.status);
-        assert!(stdout.contains("stopped: interrupted"), "{who}:\n{stdout}");
-        let fate = stdout.lines().find(|l| l.starts_with("received ")).unwrap();
-        assert!(fate.contains("+ queued 0"), "{who}: {fate}");
+        let rest = rest_of(lines);
+        assert!(
+            rest.iter().any(|l| l.contains("stopped: interrupted")),
+            "{who}: {rest:?}"
+        );
+        let [received, forwarded, dropped, queued] = common::final_totals(&stdout);
+        assert_eq!(received, forwarded + dropped + queued, "{who}: {stdout}");
+        assert_eq!(queued, 0, "{who}: {stdout}");
     }
 
     let mut r =

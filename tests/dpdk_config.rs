@@ -238,7 +238,7 @@ fn zlrouter_runs_between_two_net_pcap_ports_through_zl_red() {
     }
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        zl_afxdp::netns::skip(
+        zl_testkit::netns::skip(
             "zlrouter_runs_between_two_net_pcap_ports_through_zl_red",
             "not root",
         );
@@ -362,7 +362,7 @@ fn tshark_agrees(path: &Path, frames: u64, ce: u64) {
         Ok(out) => out,
         Err(e) => {
             // A missing tool is the environment: a skip, a failure under ZLR_REQUIRE_ENV.
-            zl_afxdp::netns::skip(
+            zl_testkit::netns::skip(
                 "dpdk_config tshark cross-check",
                 &format!("tshark not run ({e}): the pcap was checked in Rust only"),
             );

@@ -15,26 +15,10 @@ use pcap_file::pcap::{PcapPacket, PcapWriter};
 use pcap_file::pcapng::{Block, PcapNgReader};
 use serde_json::Value;
 use zl_dataplane::DropCause;
+use zl_testkit::frames::Udp;
 
 fn ipv4_udp(src: [u8; 4], dst: [u8; 4], tos: u8, ttl: u8, len: usize) -> Vec<u8> {
-    let mut f = vec![0u8; len];
-    f[0..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x01]);
-    f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x10]);
-    f[12..14].copy_from_slice(&[0x08, 0x00]);
-    let ip = &mut f[14..34];
-    ip[0] = 0x45;
-    ip[1] = tos;
-    ip[2..4].copy_from_slice(&((len - 14) as u16).to_be_bytes());
-    ip[8] = ttl;
-    ip[9] = 17;
-    ip[12..16].copy_from_slice(&src);
-    ip[16..20].copy_from_slice(&dst);
-    let c = zl_wire::checksum::checksum(ip);
-    ip[10..12].copy_from_slice(&c.to_be_bytes());
-    f[34..36].copy_from_slice(&4000u16.to_be_bytes());
-    f[36..38].copy_from_slice(&9u16.to_be_bytes());
-    f[38..40].copy_from_slice(&((len - 34) as u16).to_be_bytes());
-    f
+    Udp::v4(src, dst).tos(tos).ttl(ttl).len(len).build()
 }
 
 /// 1 s of 1000-byte frames every 400 µs (20 Mbit/s into a 10 Mbit/s shaper): half ECT(0)
@@ -62,46 +46,17 @@ fn write_input(path: &Path) {
     }
 }
 
+/// RED with ECN behind a 10 Mbit/s shaper, `capture` (the `[capture]` table's lines), the
+/// single-thread loop or one receive worker.
 fn config(capture: &str, threaded: bool) -> String {
-    format!(
-        r#"
-[run]
-duration_s = 1.0
-drain_s = 0.5
-seed = 3
-rx_workers = {}
-
-[[ports]]
-name = "in"
-kind = "pcap"
-mac = "02:00:00:00:00:01"
-pcap = {{ read = "in.pcap" }}
-
-[[ports]]
-name = "out"
-kind = "sink"
-mac = "02:00:00:00:00:02"
-
-[[routes]]
-prefix = "192.0.2.0/24"
-port = "out"
-next_hop_mac = "02:00:00:00:00:fe"
-
-[qos]
-shaper = {{ rate_bps = 10_000_000 }}
-classifier = {{ default_class = "be", standard = false }}
-
-[[qos.classes]]
-name = "be"
-weight = 1
-max_packets = 40
-aqm = {{ kind = "red", min_th = 4.0, max_th = 30.0, max_p = 0.5, w_q = 0.2, ecn = true }}
-
-[capture]
-{capture}
-"#,
-        if threaded { 1 } else { 0 }
-    )
+    common::pcap_replay(common::sink_out())
+        .set("run", "duration_s", 1.0)
+        .set("run", "drain_s", 0.5)
+        .set("run", "seed", 3)
+        .set("run", "rx_workers", u32::from(threaded))
+        .qos(common::red_ecn_egress(40))
+        .raw(&format!("[capture]\n{capture}"))
+        .to_toml()
 }
 
 /// Runs `zlrouter run <cfg> --json` in `dir`; the final statistics.
@@ -159,7 +114,7 @@ fn causes_in(path: &Path) -> BTreeMap<String, u64> {
 /// tshark.
 fn tshark_causes(path: &Path) -> Option<BTreeMap<String, u64>> {
     let Ok(o) = Command::new("tshark").arg("-v").output() else {
-        zl_afxdp::netns::skip(
+        zl_testkit::netns::skip(
             "drop capture tshark check",
             "tshark is not installed; .ci/run installs it",
         );

@@ -10,65 +10,30 @@ use std::time::Duration;
 
 use pcap_file::pcap::{PcapPacket, PcapReader, PcapWriter};
 use zl_dataplane::{DropCause, RouterConfig};
+use zl_testkit::config::PortToml;
+use zl_testkit::frames::Udp;
 
-const ROUTER_MAC_IN: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
 const ROUTER_MAC_OUT: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
 const NEXT_HOP_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0xfe];
 
 fn ipv4_udp(src: [u8; 4], dst: [u8; 4], tos: u8, ttl: u8, len: usize) -> Vec<u8> {
-    let mut f = vec![0u8; len];
-    f[0..6].copy_from_slice(&ROUTER_MAC_IN);
-    f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x10]);
-    f[12..14].copy_from_slice(&[0x08, 0x00]);
-    let ip_len = (len - 14) as u16;
-    let ip = &mut f[14..34];
-    ip[0] = 0x45;
-    ip[1] = tos;
-    ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
-    ip[8] = ttl;
-    ip[9] = 17;
-    ip[12..16].copy_from_slice(&src);
-    ip[16..20].copy_from_slice(&dst);
-    let c = zl_wire::checksum::checksum(ip);
-    ip[10..12].copy_from_slice(&c.to_be_bytes());
-    f[34..36].copy_from_slice(&4000u16.to_be_bytes());
-    f[36..38].copy_from_slice(&9u16.to_be_bytes());
-    f[38..40].copy_from_slice(&((len - 34) as u16).to_be_bytes());
-    set_udp_checksum(&mut f, 14 + 12..14 + 20, 34);
-    f
+    Udp::v4(src, dst)
+        .tos(tos)
+        .ttl(ttl)
+        .len(len)
+        .with_udp_checksum()
+        .build()
 }
 
-/// Fills the UDP checksum of the segment at `l4..` from the addresses at `addrs` (RFC 768,
-/// RFC 8200 §8.1).
-fn set_udp_checksum(f: &mut [u8], addrs: std::ops::Range<usize>, l4: usize) {
-    use zl_wire::checksum::{ones_complement_sum, pseudo_header_sum, udp_checksum};
-    let half = addrs.len() / 2;
-    let (src, dst) = (
-        f[addrs.start..addrs.start + half].to_vec(),
-        f[addrs.start + half..addrs.end].to_vec(),
-    );
-    let pseudo = pseudo_header_sum(&src, &dst, 17, (f.len() - l4) as u32);
-    f[l4 + 6..l4 + 8].fill(0);
-    let c = udp_checksum(pseudo, ones_complement_sum(&f[l4..]));
-    f[l4 + 6..l4 + 8].copy_from_slice(&c.to_be_bytes());
-}
-
+/// 2001:db8:1::1 -> 2001:db8:2::1, UDP ports 0 -> 0 (as the golden input always had).
 fn ipv6_udp(tclass: u8, hop: u8, len: usize) -> Vec<u8> {
-    let mut f = vec![0u8; len];
-    f[0..6].copy_from_slice(&ROUTER_MAC_IN);
-    f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x10]);
-    f[12..14].copy_from_slice(&[0x86, 0xdd]);
-    let ip = &mut f[14..54];
-    ip[0] = 0x60 | (tclass >> 4);
-    ip[1] = tclass << 4;
-    ip[4..6].copy_from_slice(&((len - 54) as u16).to_be_bytes());
-    ip[6] = 17;
-    ip[7] = hop;
-    ip[8..24].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
-    ip[24..40].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
-    f[58..60].copy_from_slice(&((len - 54) as u16).to_be_bytes());
-    set_udp_checksum(&mut f, 14 + 8..14 + 40, 54);
-    f
+    let net = |n: u8| [0x20, 0x01, 0x0d, 0xb8, 0, n, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+    Udp::v6(net(1), net(2))
+        .tos(tclass)
+        .ttl(hop)
+        .ports(0, 0)
+        .len(len)
+        .build()
 }
 
 /// 300 frames, one every 400 µs (about 17 Mbit/s offered to a 10 Mbit/s egress): ECT(0)
@@ -120,51 +85,27 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     h
 }
 
-const CONFIG: &str = r#"
-[run]
-duration_s = 1.0
-drain_s = 1.0
-seed = 42
-
-[[ports]]
-name = "in"
-kind = "pcap"
-mac = "02:00:00:00:00:01"
-pcap = { read = "in.pcap" }
-
-[[ports]]
-name = "out"
-kind = "pcap"
-mac = "02:00:00:00:00:02"
-pcap = { write = "out.pcap" }
-
-[[routes]]
-prefix = "192.0.2.0/24"
-port = "out"
-next_hop_mac = "02:00:00:00:00:fe"
-
-[[routes]]
-prefix = "2001:db8:2::/48"
-port = "out"
-next_hop_mac = "02:00:00:00:00:fe"
-
-[qos]
-shaper = { rate_bps = 10_000_000 }
-classifier = { default_class = "be", standard = false }
-
-[[qos.classes]]
-name = "be"
-weight = 1
-max_packets = 40
-aqm = { kind = "red", min_th = 4.0, max_th = 30.0, max_p = 0.5, w_q = 0.2, ecn = true }
-"#;
+/// RED with ECN behind a 10 Mbit/s shaper, the pcap in and out, IPv4 and IPv6 routes.
+fn config() -> String {
+    common::pcap_replay(PortToml::pcap_writer(
+        "out",
+        "02:00:00:00:00:02",
+        "out.pcap",
+    ))
+    .set("run", "duration_s", 1.0)
+    .set("run", "drain_s", 1.0)
+    .set("run", "seed", 42)
+    .route("2001:db8:2::/48", "out", Some(common::NEXT_HOP_MAC))
+    .qos(common::red_ecn_egress(40))
+    .to_toml()
+}
 
 #[test]
 fn golden_pcap_through_the_router() {
     let dir = common::scratch("golden-pcap");
     let input = input_frames();
     write_pcap(&dir.join("in.pcap"), &input);
-    let cfg = RouterConfig::from_toml(CONFIG).unwrap();
+    let cfg = RouterConfig::from_toml(&config()).unwrap();
     let (dp, _) = common::run(&cfg, &dir);
     common::assert_conserved(&dp);
     let t = *dp.totals();
@@ -240,7 +181,7 @@ fn golden_pcap_through_the_router() {
 const EXPECTED: (u64, u64, u64, u64) = (202, 95, 98, 11_285_172_811_841_120_191);
 
 fn skip(why: &str) {
-    zl_afxdp::netns::skip("golden pcap tshark checks", why);
+    zl_testkit::netns::skip("golden pcap tshark checks", why);
 }
 
 fn tshark_checks(path: &Path, frames: usize) {

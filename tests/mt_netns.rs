@@ -22,7 +22,7 @@ fn prefix() -> &'static str {
 #[test]
 fn two_rx_workers_forward_udp_and_tcp_both_ways() {
     const TEST: &str = "mt2";
-    zl_afxdp::netns::set_prefix(prefix());
+    zl_testkit::netns::set_prefix(prefix());
     let Some(mut lab) = Lab::or_skip(TEST, &[SenderSpec::PLAIN]) else {
         return;
     };
@@ -69,7 +69,7 @@ fn two_rx_and_two_tx_workers_balance_under_tenfold_overload() {
     use std::net::UdpSocket;
     use std::time::{Duration, Instant};
     const TEST: &str = "mt22";
-    zl_afxdp::netns::set_prefix(prefix());
+    zl_testkit::netns::set_prefix(prefix());
     let Some(mut lab) = Lab::or_skip(TEST, &[SenderSpec::PLAIN, SenderSpec::PLAIN]) else {
         return;
     };
@@ -139,7 +139,7 @@ fn udp_flood_rate_with_0_1_2_rx_workers() {
     use std::net::UdpSocket;
     use std::time::{Duration, Instant};
     const SECS: f64 = 5.0;
-    zl_afxdp::netns::set_prefix(prefix());
+    zl_testkit::netns::set_prefix(prefix());
     if !is_root() {
         return skip("mt rate", "needs root");
     }

@@ -100,7 +100,7 @@ fn sigint_stops_the_threads_and_counts_what_was_queued() {
     );
     // Only the child this test started is signalled, by its PID.
     let Some((out, rest)) = common::signal_and_wait(running, "-INT") else {
-        zl_afxdp::netns::skip("mt sigint", "the `kill` command is not available");
+        zl_testkit::netns::skip("mt sigint", "the `kill` command is not available");
         return;
     };
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -13,7 +13,7 @@ use netns::*;
 #[test]
 fn an_interface_deleted_mid_run_ends_the_run_with_a_clear_message() {
     const TEST: &str = "gone";
-    zl_afxdp::netns::set_prefix("zlxf");
+    zl_testkit::netns::set_prefix("zlxf");
     let Some(mut lab) = Lab::or_skip(TEST, &[SenderSpec::PLAIN]) else {
         return;
     };
@@ -46,7 +46,7 @@ fn an_interface_deleted_mid_run_ends_the_run_with_a_clear_message() {
 #[test]
 fn a_full_rx_ring_is_counted_in_the_final_table() {
     const TEST: &str = "ring";
-    zl_afxdp::netns::set_prefix("zlxf");
+    zl_testkit::netns::set_prefix("zlxf");
     let Some(mut lab) = Lab::or_skip(TEST, &[SenderSpec::PLAIN]) else {
         return;
     };
@@ -135,7 +135,7 @@ fn recreate_sender_link(lab: &Lab) -> std::io::Result<()> {
 #[test]
 fn with_on_gone_wait_a_deleted_interface_is_waited_for_and_traffic_resumes() {
     const TEST: &str = "wait";
-    zl_afxdp::netns::set_prefix("zlxf");
+    zl_testkit::netns::set_prefix("zlxf");
     let Some(mut lab) = Lab::or_skip(TEST, &[SenderSpec::PLAIN]) else {
         return;
     };

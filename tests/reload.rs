@@ -300,7 +300,7 @@ fn zlrouter_reload_and_sighup_change_a_running_threaded_router() {
             )
     };
     std::fs::write(&path, text(800_000)).unwrap();
-    let running = common::spawn_until_progress(&["run", path.to_str().unwrap()]);
+    let running = common::spawn_until_progress(&["run", path.to_str().unwrap(), "--json"]);
     let _guard = KillOnDrop(running.child.id());
 
     // Settle, then the rate at 800 kbit/s.
@@ -371,6 +371,6 @@ fn zlrouter_reload_and_sighup_change_a_running_threaded_router() {
     assert!(rest.contains("SIGHUP: reloaded"), "{rest}");
     assert!(rest.contains("POST /reload: reload refused"), "{rest}");
     // Conserved across three reloads and two refusals.
-    let [received, forwarded, dropped, queued] = common::fate_line(&stdout);
+    let [received, forwarded, dropped, queued] = common::final_totals(&stdout);
     assert_eq!(received, forwarded + dropped + queued, "{stdout}");
 }

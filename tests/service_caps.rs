@@ -13,10 +13,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver};
 use std::time::{Duration, Instant};
 
-use zl_afxdp::netns::{is_root, Netns};
+use zl_testkit::netns::{is_root, Netns};
 
 fn skip(why: &str) {
-    zl_afxdp::netns::skip("service capabilities test", why);
+    zl_testkit::netns::skip("service capabilities test", why);
 }
 
 /// The unit's `AmbientCapabilities`, e.g. `["CAP_NET_ADMIN", ...]`.
@@ -217,7 +217,7 @@ fn the_units_capabilities_suffice_and_each_is_needed() {
     }
     let caps = unit_caps();
     assert!(caps.len() >= 3, "{caps:?}");
-    zl_afxdp::netns::set_prefix("zlxc");
+    zl_testkit::netns::set_prefix("zlxc");
     let ns = match Netns::create("svc") {
         Ok(ns) => ns,
         Err(e) => return skip(&format!("cannot create a network namespace: {e}")),

@@ -4,7 +4,7 @@
 mod common;
 
 fn skip(why: &str) {
-    zl_afxdp::netns::skip("signal test", why);
+    zl_testkit::netns::skip("signal test", why);
 }
 
 /// Starts a long run, waits for its first progress output, sends `signal`, checks the exit.
@@ -14,7 +14,7 @@ fn stop_with(signal: &str) {
     // A 1000 s run at 100k packets/s of virtual time: far longer than the test waits.
     let text = zl_dataplane::DEFAULT_CONFIG.replace("duration_s = 10.0", "duration_s = 1000.0");
     std::fs::write(&cfg, text).unwrap();
-    let running = common::spawn_until_progress(&["run", cfg.to_str().unwrap()]);
+    let running = common::spawn_until_progress(&["run", cfg.to_str().unwrap(), "--json"]);
     let Some((out, rest)) = common::signal_and_wait(running, signal) else {
         return skip("the `kill` command is not available");
     };
@@ -24,10 +24,10 @@ fn stop_with(signal: &str) {
         "exit {:?}\n{stdout}\n{rest}",
         out.status
     );
-    assert!(stdout.contains("stopped: interrupted"), "{stdout}");
+    assert!(rest.contains("stopped: interrupted"), "{rest}");
     assert!(rest.contains("stopping (signal SIG"), "{rest}");
-    // The fate line balances with nothing left queued.
-    let [received, forwarded, dropped, queued] = common::fate_line(&stdout);
+    // The final statistics balance with nothing left queued.
+    let [received, forwarded, dropped, queued] = common::final_totals(&stdout);
     assert_eq!(received, forwarded + dropped + queued, "{stdout}");
     assert_eq!(queued, 0, "{stdout}");
     assert!(received > 0);
@@ -52,7 +52,7 @@ fn sighup_reloads_and_the_run_goes_on() {
     let cfg = dir.join("long.toml");
     let text = zl_dataplane::DEFAULT_CONFIG.replace("duration_s = 10.0", "duration_s = 1000.0");
     std::fs::write(&cfg, text).unwrap();
-    let running = common::spawn_until_progress(&["run", cfg.to_str().unwrap()]);
+    let running = common::spawn_until_progress(&["run", cfg.to_str().unwrap(), "--json"]);
     let pid = running.child.id().to_string();
     if !std::process::Command::new("kill")
         .args(["-HUP", &pid])
@@ -70,7 +70,10 @@ fn sighup_reloads_and_the_run_goes_on() {
     assert!(out.status.success(), "{stdout}\n{rest}");
     assert!(rest.contains("SIGHUP: reloaded: nothing changed"), "{rest}");
     assert!(rest.contains("stopping (signal SIGTERM)"), "{rest}");
-    assert!(stdout.contains("stopped: interrupted"), "{stdout}");
+    assert!(rest.contains("stopped: interrupted"), "{rest}");
+    let [received, forwarded, dropped, queued] = common::final_totals(&stdout);
+    assert_eq!(received, forwarded + dropped + queued, "{stdout}");
+    assert_eq!(queued, 0, "{stdout}");
 }
 
 /// Every record of the capture at `path`, parsed; panics on a record cut short.

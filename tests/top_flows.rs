@@ -14,6 +14,8 @@ use serde_json::Value;
 use zl_core::Nanos;
 use zl_dataplane::metrics::MetricsHub;
 use zl_dataplane::{RouterConfig, DEFAULT_CONFIG};
+use zl_testkit::config::{ClassToml, QosToml};
+use zl_testkit::frames::Udp;
 
 fn zlrouter(args: &[&str], dir: &Path) -> Value {
     let out = Command::new(env!("CARGO_BIN_EXE_zlrouter"))
@@ -107,26 +109,6 @@ fn default_config_lists_its_misbehaving_flows_on_top() {
     }
 }
 
-fn udp(src: [u8; 4], len: usize) -> Vec<u8> {
-    let mut f = vec![0u8; len];
-    f[0..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x01]);
-    f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x10]);
-    f[12..14].copy_from_slice(&[0x08, 0x00]);
-    let ip = &mut f[14..34];
-    ip[0] = 0x45;
-    ip[2..4].copy_from_slice(&((len - 14) as u16).to_be_bytes());
-    ip[8] = 64;
-    ip[9] = 17;
-    ip[12..16].copy_from_slice(&src);
-    ip[16..20].copy_from_slice(&[192, 0, 2, 10]);
-    let c = zl_wire::checksum::checksum(ip);
-    ip[10..12].copy_from_slice(&c.to_be_bytes());
-    f[34..36].copy_from_slice(&4000u16.to_be_bytes());
-    f[36..38].copy_from_slice(&9u16.to_be_bytes());
-    f[38..40].copy_from_slice(&((len - 34) as u16).to_be_bytes());
-    f
-}
-
 /// 2 s of 1000-byte frames: four sources at 100 packets/s each (10.0.9.x) and forty at
 /// 10 packets/s (10.0.1.x), 6.4 Mbit/s in all, interleaved in a fixed order.
 fn write_capture(path: &Path) {
@@ -137,7 +119,7 @@ fn write_capture(path: &Path) {
             [10, 0, 9, 1 + (k % 4) as u8],
             [10, 0, 1, 1 + (k % 40) as u8],
         ] {
-            let f = udp(src, 1000);
+            let f = Udp::v4(src, [192, 0, 2, 10]).len(1000).build();
             w.write_packet(&PcapPacket::new(t, f.len() as u32, &f))
                 .unwrap();
             t += Duration::from_micros(1250);
@@ -145,43 +127,23 @@ fn write_capture(path: &Path) {
     }
 }
 
-const REPLAY: &str = r#"
-[run]
-duration_s = 2.0
-drain_s = 1.0
-
-[metrics]
-flow_estimate = true
-top_flows = 6
-
-[[ports]]
-name = "in"
-kind = "pcap"
-mac = "02:00:00:00:00:01"
-pcap = { read = "in.pcap" }
-
-[[ports]]
-name = "out"
-kind = "sink"
-mac = "02:00:00:00:00:02"
-
-[[routes]]
-prefix = "192.0.2.0/24"
-port = "out"
-next_hop_mac = "02:00:00:00:00:fe"
-
-[qos]
-link_rate_bps = 4_000_000
-
-[qos.shaper]
-rate_bps = 4_000_000
-
-[[qos.classes]]
-name = "be"
-weight = 1
-max_packets = 200
-aqm = { kind = "zl-red", th_min = 5, p_max = 0.15, a = 10 }
-"#;
+/// The capture replayed into a 4 Mbit/s ZL-RED egress, top 6 flows listed.
+fn replay_config() -> String {
+    common::pcap_replay(common::sink_out())
+        .set("run", "duration_s", 2.0)
+        .set("run", "drain_s", 1.0)
+        .set("metrics", "flow_estimate", true)
+        .set("metrics", "top_flows", 6)
+        .qos(
+            QosToml::shaped(4_000_000).class(
+                ClassToml::new("be")
+                    .weight(1)
+                    .max_packets(200)
+                    .aqm(r#"{ kind = "zl-red", th_min = 5, p_max = 0.15, a = 10 }"#),
+            ),
+        )
+        .to_toml()
+}
 
 /// A replay of one capture with one seed twice gives the same list, value for value; its
 /// top 4 are the four heavy sources.
@@ -189,7 +151,7 @@ aqm = { kind = "zl-red", th_min = 5, p_max = 0.15, a = 10 }
 fn pcap_replay_lists_the_same_flows_for_the_same_seed() {
     let dir = common::scratch("top-flows-replay");
     write_capture(&dir.join("in.pcap"));
-    std::fs::write(dir.join("replay.toml"), REPLAY).unwrap();
+    std::fs::write(dir.join("replay.toml"), replay_config()).unwrap();
     let run = || {
         let v = zlrouter(
             &["run", "replay.toml", "--quiet", "--json", "--seed", "5"],

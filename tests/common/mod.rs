@@ -37,21 +37,15 @@ pub fn run(cfg: &RouterConfig, base: &Path) -> (Dataplane, StopReason) {
     (dp, reason)
 }
 
-/// The final table's fate line (`received N = forwarded N + dropped N (...) + queued N`) of
-/// a run's standard output: `[received, forwarded, dropped, queued]`.
-pub fn fate_line(stdout: &str) -> [u64; 4] {
-    let line = stdout
-        .lines()
-        .find(|l| l.starts_with("received "))
-        .unwrap_or_else(|| panic!("no fate line in: {stdout}"));
+/// The final statistics of a run started with `--json` (its whole standard output, one JSON
+/// document): `[received, forwarded, dropped, queued]` from its `totals`.
+pub fn final_totals(stdout: &str) -> [u64; 4] {
+    let v: serde_json::Value = serde_json::from_str(stdout)
+        .unwrap_or_else(|e| panic!("stdout is not the JSON statistics ({e}): {stdout}"));
     ["received", "forwarded", "dropped", "queued"].map(|key| {
-        let at = line.find(key).unwrap_or_else(|| panic!("no {key}: {line}")) + key.len();
-        line[at..]
-            .trim_start()
-            .split(|c: char| !c.is_ascii_digit())
-            .next()
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("{key} has no count: {line}"))
+        v["totals"][key]
+            .as_u64()
+            .unwrap_or_else(|| panic!("totals.{key} missing: {stdout}"))
     })
 }
 
@@ -186,4 +180,38 @@ pub fn signal_and_wait(r: Running, signal: &str) -> Option<(std::process::Output
     let out = child.wait_with_output().expect("wait for zlrouter");
     let _ = exited.send(());
     Some((out, rest))
+}
+
+/// The replay bench of the pcap tests: port `in` (`02:00:00:00:00:01`) replays `in.pcap`,
+/// port `out` (`02:00:00:00:00:02`) is `out`, and 192.0.2.0/24 goes out of it to the next hop
+/// `02:00:00:00:00:fe`. Tests add their `[run]`, `[qos]` and the rest.
+pub fn pcap_replay(out: zl_testkit::config::PortToml) -> zl_testkit::config::RouterToml {
+    use zl_testkit::config::{PortToml, RouterToml};
+    RouterToml::new()
+        .port(PortToml::pcap_reader("in", "02:00:00:00:00:01", "in.pcap"))
+        .port(out)
+        .route("192.0.2.0/24", "out", Some(NEXT_HOP_MAC))
+}
+
+/// The next hop's MAC in [`pcap_replay`].
+pub const NEXT_HOP_MAC: &str = "02:00:00:00:00:fe";
+
+/// The sink port `out` of [`pcap_replay`].
+pub fn sink_out() -> zl_testkit::config::PortToml {
+    zl_testkit::config::PortToml::sink("out", "02:00:00:00:00:02")
+}
+
+/// One best-effort class with RED and ECN behind a 10 Mbit/s shaper, the classifier putting
+/// everything in it: the pcap tests' egress, which marks and drops early at their loads.
+pub fn red_ecn_egress(max_packets: u32) -> zl_testkit::config::QosToml {
+    use zl_testkit::config::{ClassToml, QosToml};
+    QosToml::new()
+        .set("shaper", "{ rate_bps = 10_000_000 }")
+        .set(
+            "classifier",
+            r#"{ default_class = "be", standard = false }"#,
+        )
+        .class(ClassToml::new("be").weight(1).max_packets(max_packets).aqm(
+            r#"{ kind = "red", min_th = 4.0, max_th = 30.0, max_p = 0.5, w_q = 0.2, ecn = true }"#,
+        ))
 }

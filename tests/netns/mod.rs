@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-pub use zl_afxdp::netns::{is_root, skip, Netns};
+pub use zl_testkit::netns::{is_root, skip, Netns};
 
 /// The receiver's address.
 pub const RECEIVER_IP: &str = "10.9.100.2";

@@ -46,10 +46,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use zl_afxdp::netns::{
-    is_root, mac_text, pin_thread_to_cpu, LineTopology as Topology, BENCH_ZL_RED,
-};
 use zl_afxdp::{AfXdpConfig, AfXdpPort, XdpMode};
+use zl_testkit::netns::{is_root, mac_text, pin_thread_to_cpu};
+use zl_testkit::topology::{LineTopology as Topology, BENCH_ZL_RED};
 
 type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
@@ -169,7 +168,7 @@ fn decrement_ttl(ip: &mut [u8]) -> bool {
 /// The line topology of `zl_afxdp::netns`, in `zlxf-*` namespaces; with `fair`, `r0`'s RPS
 /// sends every frame to the router core.
 fn topology(fair: bool) -> Res<Topology> {
-    zl_afxdp::netns::set_prefix("zlxf");
+    zl_testkit::netns::set_prefix("zlxf");
     Ok(Topology::create(
         ["bgen", "brtr", "bsnk"],
         fair.then_some(ROUTER_CPU),

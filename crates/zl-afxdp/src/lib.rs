@@ -57,7 +57,6 @@
 pub mod bpf;
 mod error;
 pub mod local_sync;
-pub mod netns;
 mod port;
 pub mod program;
 mod ring;

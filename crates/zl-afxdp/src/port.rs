@@ -189,6 +189,7 @@ fn add_kernel(t: &mut XskKernelStats, k: &XskKernelStats) {
     t.tx_ring_empty_descs += k.tx_ring_empty_descs;
 }
 
+#[cfg(feature = "bench")]
 fn gone_error(ifname: &str) -> AfXdpError {
     AfXdpError::InterfaceGone {
         ifname: ifname.to_owned(),
@@ -267,8 +268,10 @@ impl AfXdpPort {
         t
     }
 
-    /// Calls `on_frame` with up to `max` received frames, taking queues round-robin.
+    /// Calls `on_frame` with up to `max` received frames, taking queues round-robin, without
+    /// the data plane's buffers (feature `bench`: the tests and the forwarding example).
     /// While the interface is gone: [`AfXdpError::InterfaceGone`].
+    #[cfg(feature = "bench")]
     pub fn recv_with(
         &mut self,
         max: usize,
@@ -290,8 +293,10 @@ impl AfXdpPort {
         Ok(got)
     }
 
-    /// Transmits a burst on the first queue's socket; returns how many were accepted.
+    /// Transmits a burst of frames on the first queue's socket, without the data plane's
+    /// buffers (feature `bench`); returns how many were accepted.
     /// While the interface is gone: [`AfXdpError::InterfaceGone`].
+    #[cfg(feature = "bench")]
     pub fn send_burst<'a>(
         &mut self,
         frames: impl IntoIterator<Item = &'a [u8]>,

@@ -7,9 +7,9 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use zl_afxdp::netns::{is_root, skip};
 use zl_afxdp::program::{XDP_DROP, XDP_PASS};
 use zl_afxdp::ProgramProbe;
+use zl_testkit::netns::{is_root, skip};
 
 const TRANSIT: i32 = XDP_DROP;
 const KERNEL: i32 = XDP_PASS;

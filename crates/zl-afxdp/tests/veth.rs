@@ -9,10 +9,10 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-use zl_afxdp::netns::{is_root, skip, Netns};
 use zl_afxdp::{AfXdpConfig, AfXdpError, AfXdpPort, BindMode, OnGone, Redirect, XdpMode};
 use zl_core::Nanos;
 use zl_port::{Batch, BufPool, Port, PortError};
+use zl_testkit::netns::{is_root, skip, Netns};
 
 const ETHERTYPE: u16 = 0x88b5;
 /// A guard against hanging forever if frames never arrive; never a pass criterion.
@@ -25,7 +25,7 @@ fn veth_ns(test: &str, tag: &str) -> Option<Netns> {
         skip(test, "needs root (network namespaces, veth, XDP)");
         return None;
     }
-    zl_afxdp::netns::set_prefix("zlxf");
+    zl_testkit::netns::set_prefix("zlxf");
     match Netns::create(tag).and_then(|ns| ns.add_veth_pair("zx0", "zx1").map(|()| ns)) {
         Ok(ns) => Some(ns),
         Err(e) => {
@@ -270,7 +270,7 @@ fn one_socket_per_queue_on_a_multi_queue_interface() {
         skip(test, "needs root");
         return;
     }
-    zl_afxdp::netns::set_prefix("zlxf");
+    zl_testkit::netns::set_prefix("zlxf");
     let ns = match Netns::create("xmq")
         .and_then(|ns| ns.add_veth_pair_with_queues("zx0", "zx1", 4).map(|()| ns))
     {

@@ -195,6 +195,9 @@ fn build_parts(
     let mut ring_total: u64 = 0;
     let mut egress_ports = 0;
     let mut macs = Vec::with_capacity(cfg.ports.len());
+    // The generators' acknowledgement channels, and the sinks built here that receive them.
+    let mut acks = Vec::new();
+    let mut sinks = Vec::new();
     for (i, p) in cfg.ports.iter().enumerate() {
         let idx = i as u16;
         let mac_key = format!("ports[{i}].mac");
@@ -267,8 +270,10 @@ fn build_parts(
                     seed: stream_seed(cfg.run.seed, 1 + i as u64),
                     end,
                     tag_base,
+                    acks: None,
                 };
                 let gen = GeneratorPort::new(&setup, g)?;
+                acks.extend(gen.acks());
                 for info in gen.groups() {
                     groups.push(GroupStats {
                         name: info.name,
@@ -286,7 +291,10 @@ fn build_parts(
                 })?;
                 Box::new(PcapPort::open_with(&p.name, idx, pc, base, access)?)
             }
-            (None, PortKind::Sink) => Box::new(SinkPort::new(&p.name)),
+            (None, PortKind::Sink) => {
+                sinks.push(i);
+                Box::new(SinkPort::new(&p.name))
+            }
         };
         let mac = match configured {
             Some(m) => m,
@@ -300,6 +308,14 @@ fn build_parts(
         };
         macs.push(mac);
         slots.push(PortSlot { port, egress });
+    }
+    if !acks.is_empty() {
+        // Every sink this build made is a receiving end of the responsive flows (whichever a
+        // route sends them to). Nothing has used the plain sinks yet: they are replaced.
+        for &i in &sinks {
+            let name = slots[i].port.name().to_owned();
+            slots[i].port = Box::new(SinkPort::with_acks(&name, acks.clone()));
+        }
     }
     let pool_buffers = match cfg.run.pool_buffers {
         Some(n) => n as usize,

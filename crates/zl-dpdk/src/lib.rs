@@ -42,13 +42,19 @@
 //! assert!(bad.validate().unwrap_err().to_string().contains("args[1]"));
 //! ```
 
+#[cfg(all(dpdk_available, feature = "bench"))]
+mod bench;
 mod config;
+#[cfg(dpdk_available)]
+mod eal;
 #[cfg(dpdk_available)]
 mod port;
 
 pub use config::{DpdkError, DpdkPortConfig, EalConfig};
 #[cfg(dpdk_available)]
-pub use port::{DpdkPort, Eal, EthStats};
+pub use eal::Eal;
+#[cfg(dpdk_available)]
+pub use port::{DpdkPort, EthStats};
 
 /// Opens `cfg` as a [`zl_port::Port`] for a data plane, after initialising the EAL with `eal`
 /// (once per process: every port must pass the same `eal`). Both configs are validated first,

@@ -1,94 +1,19 @@
-//! The EAL handle and [`DpdkPort`], over `zl-dpdk-sys`.
+//! [`DpdkPort`]: one started ethdev behind [`zl_port::Port`], over `zl-dpdk-sys`.
 
-use std::ffi::{CStr, CString};
-use std::os::raw::c_char;
+use std::ffi::CString;
 use std::ptr;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Mutex, OnceLock};
 
 use zl_core::Nanos;
 use zl_dpdk_sys as sys;
 use zl_port::{Batch, BufPool, Port, PortCounters, PortError, Readiness, RxTally, BATCH_CAPACITY};
 
-use crate::{DpdkError, DpdkPortConfig, EalConfig};
+use crate::eal::{last_rte_error, rte_error_text, Eal};
+use crate::{DpdkError, DpdkPortConfig};
 
 /// Frames per `rte_eth_rx_burst` / `rte_eth_tx_burst` call (DPDK's customary 32, the same
 /// as a [`Batch`]).
-const BURST: usize = BATCH_CAPACITY;
-
-fn rte_error_text(errnum: i32) -> String {
-    // SAFETY: rte_strerror returns a pointer to a static or thread-local NUL-terminated
-    // string for any errnum.
-    let s = unsafe { CStr::from_ptr(sys::rte_strerror(errnum)) };
-    format!("{} (errno {errnum})", s.to_string_lossy())
-}
-
-fn last_rte_error() -> String {
-    // SAFETY: reads the calling thread's rte_errno.
-    rte_error_text(unsafe { sys::zl_rte_errno() })
-}
-
-/// Proof that the EAL is initialised; ports are opened against it.
-#[derive(Debug)]
-pub struct Eal {
-    args: Vec<String>,
-    /// Serialises hot-plug probing and port setup, which DPDK does not make thread-safe.
-    setup: Mutex<()>,
-}
-
-static EAL: OnceLock<Result<Eal, String>> = OnceLock::new();
-
-impl Eal {
-    /// Initialises the EAL with `config.args` (once per process; see the crate docs). The
-    /// calling thread becomes the EAL main lcore: DPDK pins it to the first core of `-l`.
-    pub fn init(config: &EalConfig) -> Result<&'static Eal, DpdkError> {
-        config.validate()?;
-        let result = EAL.get_or_init(|| Self::init_once(&config.args));
-        match result {
-            Ok(eal) if eal.args == config.args => Ok(eal),
-            Ok(eal) => Err(DpdkError::EalArgsDiffer {
-                existing: eal.args.clone(),
-                requested: config.args.clone(),
-            }),
-            Err(reason) => Err(DpdkError::EalInit {
-                args: config.args.clone(),
-                reason: reason.clone(),
-            }),
-        }
-    }
-
-    fn init_once(args: &[String]) -> Result<Eal, String> {
-        let mut owned = Vec::with_capacity(args.len() + 1);
-        owned.push(CString::new("zlrouter").map_err(|e| e.to_string())?);
-        for a in args {
-            owned.push(CString::new(a.as_str()).map_err(|_| format!("argument {a:?} has a NUL"))?);
-        }
-        // The EAL may keep pointers into argv for the life of the process: leak it on purpose
-        // (once per process).
-        let argv: &'static mut [*mut c_char] = Vec::leak(
-            owned
-                .into_iter()
-                .map(|c| c.into_raw())
-                .chain(std::iter::once(ptr::null_mut()))
-                .collect(),
-        );
-        let argc = (argv.len() - 1) as i32;
-        // SAFETY: argv holds argc valid NUL-terminated strings plus a NULL terminator, all
-        // leaked so they outlive the EAL; this runs once (OnceLock).
-        let r = unsafe { sys::rte_eal_init(argc, argv.as_mut_ptr()) };
-        if r < 0 {
-            return Err(last_rte_error());
-        }
-        Ok(Eal {
-            args: args.to_vec(),
-            setup: Mutex::new(()),
-        })
-    }
-
-    pub fn args(&self) -> &[String] {
-        &self.args
-    }
-}
+pub(crate) const BURST: usize = BATCH_CAPACITY;
 
 /// The ethdev's own counters (`struct rte_eth_stats`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -110,21 +35,21 @@ static POOL_SEQ: AtomicU32 = AtomicU32::new(0);
 /// A started DPDK ethdev with one RX and one TX queue.
 #[derive(Debug)]
 pub struct DpdkPort {
-    port_id: u16,
+    pub(crate) port_id: u16,
     /// The bus device behind the ethdev, removed after close so the device can be opened
     /// (probed) again.
     device_handle: *mut sys::rte_device,
     /// The RX queue's pool: the driver fills these mbufs.
-    pool: *mut sys::rte_mempool,
+    pub(crate) pool: *mut sys::rte_mempool,
     /// Where transmitted copies come from: its own pool, so a backed-up TX ring cannot take
     /// the mbufs the RX queue needs (and receive buffers are never written by this port).
-    tx_pool: *mut sys::rte_mempool,
+    pub(crate) tx_pool: *mut sys::rte_mempool,
     /// Bytes an mbuf of either pool holds (`RTE_MBUF_DEFAULT_BUF_SIZE` less the headroom).
-    data_room: u16,
+    pub(crate) data_room: u16,
     name: String,
     device: String,
     index: u16,
-    counters: PortCounters,
+    pub(crate) counters: PortCounters,
     rx_multi_seg: u64,
 }
 
@@ -283,7 +208,7 @@ impl DpdkPort {
 
     /// Receives one burst (up to 32) and calls `on_frame` with each single-segment frame.
     /// One FFI call receives the burst and reports every frame; one more frees the mbufs.
-    pub fn recv_with(&mut self, max: usize, mut on_frame: impl FnMut(&[u8])) -> usize {
+    pub(crate) fn recv_frames(&mut self, max: usize, mut on_frame: impl FnMut(&[u8])) -> usize {
         let mut mbufs = [ptr::null_mut::<sys::rte_mbuf>(); BURST];
         let mut data = [ptr::null::<u8>(); BURST];
         let mut lens = [0u16; BURST];
@@ -323,7 +248,7 @@ impl DpdkPort {
     /// burst of 32; returns how many the driver took. The rest are counted: `tx_ring_full`
     /// (refused by the driver), `tx_no_buffer` (the pool ran dry) or `tx_errors` (longer than
     /// an mbuf holds).
-    pub fn send_frames<'a>(&mut self, frames: impl IntoIterator<Item = &'a [u8]>) -> usize {
+    pub(crate) fn send_copies<'a>(&mut self, frames: impl IntoIterator<Item = &'a [u8]>) -> usize {
         let mut data = [ptr::null::<u8>(); BURST];
         let mut lens = [0u16; BURST];
         let mut staged = 0usize;
@@ -357,7 +282,7 @@ impl DpdkPort {
         let (mut no_mbuf, mut ring_full) = (0u16, 0u16);
         // SAFETY: started port, queue 0, a valid pool; `data[..n]` point to `lens[..n]`
         // readable bytes each (borrowed from the caller's frames for this call), each length
-        // at most the mbuf data room (checked by `send_frames`).
+        // at most the mbuf data room (checked by `send_copies`).
         let sent = usize::from(unsafe {
             sys::zl_tx_burst_copy(
                 self.port_id,
@@ -376,39 +301,6 @@ impl DpdkPort {
         self.counters.tx_no_buffer += u64::from(no_mbuf);
         self.counters.tx_ring_full += u64::from(ring_full);
         sent
-    }
-
-    /// Transmits the first `n` mbufs; frees and counts what the driver does not take.
-    fn flush(&mut self, mbufs: &mut [*mut sys::rte_mbuf; BURST], n: usize) -> usize {
-        if n == 0 {
-            return 0;
-        }
-        // SAFETY: the first `n` entries are valid mbufs we own; the driver takes ownership of
-        // the first `sent`.
-        let sent = usize::from(unsafe {
-            sys::zl_rte_eth_tx_burst(self.port_id, 0, mbufs.as_mut_ptr(), n as u16)
-        });
-        self.counters.tx_packets += sent as u64;
-        if sent < n {
-            self.counters.tx_ring_full += (n - sent) as u64;
-            // SAFETY: the unsent mbufs are still ours.
-            unsafe { sys::zl_rte_pktmbuf_free_bulk(mbufs[sent..].as_mut_ptr(), (n - sent) as u32) };
-        }
-        sent
-    }
-
-    /// Moves one burst from this port's RX queue to `out`'s TX queue without copying (the
-    /// same work as testpmd's io forwarding mode). Returns the frames transmitted.
-    pub fn forward_to(&mut self, out: &mut DpdkPort) -> usize {
-        let mut mbufs = [ptr::null_mut::<sys::rte_mbuf>(); BURST];
-        // SAFETY: started port, queue 0, room for BURST pointers.
-        let n =
-            unsafe { sys::zl_rte_eth_rx_burst(self.port_id, 0, mbufs.as_mut_ptr(), BURST as u16) };
-        if n == 0 {
-            return 0;
-        }
-        self.counters.rx_packets += u64::from(n);
-        out.flush(&mut mbufs, usize::from(n))
     }
 
     /// The ethdev's own counters.
@@ -433,49 +325,6 @@ impl DpdkPort {
             oerrors: s.oerrors,
             rx_nombuf: s.rx_nombuf,
         })
-    }
-
-    /// Mbufs currently free in the port's RX pool.
-    pub fn pool_available(&self) -> u32 {
-        // SAFETY: the pool is valid for the port's lifetime.
-        unsafe { sys::rte_mempool_avail_count(self.pool) }
-    }
-
-    /// Mbufs currently free in the port's TX pool.
-    pub fn tx_pool_available(&self) -> u32 {
-        // SAFETY: the pool is valid for the port's lifetime.
-        unsafe { sys::rte_mempool_avail_count(self.tx_pool) }
-    }
-
-    /// Writes `frames` (cycling through them) into every free mbuf of the RX pool, for
-    /// benchmarks on `net_null`, whose receive hands out pool mbufs without writing them:
-    /// its frames then carry this content instead of zeros. Frames longer than an mbuf are
-    /// cut. Returns the mbufs written.
-    pub fn prefill_rx_pool(&mut self, frames: &[&[u8]]) -> usize {
-        if frames.is_empty() {
-            return 0;
-        }
-        let mut taken = Vec::new();
-        loop {
-            // SAFETY: the pool is valid for the port's lifetime.
-            let m = unsafe { sys::zl_rte_pktmbuf_alloc(self.pool) };
-            if m.is_null() {
-                break;
-            }
-            let f = frames[taken.len() % frames.len()];
-            let len = f.len().min(usize::from(self.data_room));
-            // SAFETY: a fresh mbuf's data room starts at `mtod` and holds `data_room` bytes.
-            unsafe {
-                let dst = sys::zl_rte_pktmbuf_mtod(m).cast::<u8>();
-                ptr::copy_nonoverlapping(f.as_ptr(), dst, len);
-            }
-            taken.push(m);
-        }
-        for chunk in taken.chunks_mut(BURST) {
-            // SAFETY: every mbuf was allocated above and is ours.
-            unsafe { sys::zl_rte_pktmbuf_free_bulk(chunk.as_mut_ptr(), chunk.len() as u32) };
-        }
-        taken.len()
     }
 }
 
@@ -518,7 +367,7 @@ impl Port for DpdkPort {
     ) -> Result<usize, PortError> {
         let index = self.index;
         let mut tally = RxTally::default();
-        self.recv_with(batch.room(), |frame| {
+        self.recv_frames(batch.room(), |frame| {
             tally.copy_in(frame, pool, batch, now, index)
         });
         self.counters.rx_packets -= tally.no_buffer + tally.too_long;
@@ -533,7 +382,7 @@ impl Port for DpdkPort {
         batch: &mut Batch,
         pool: &mut BufPool,
     ) -> Result<usize, PortError> {
-        let sent = self.send_frames(batch.iter().map(|b| b.as_slice()));
+        let sent = self.send_copies(batch.iter().map(|b| b.as_slice()));
         for b in batch.drain() {
             pool.free(b);
         }

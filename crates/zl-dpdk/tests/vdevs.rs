@@ -167,7 +167,7 @@ mod with_dpdk {
     }
 
     fn net_af_packet_over_a_veth_pair(eal: &'static Eal) {
-        use zl_afxdp::netns::{is_root, set_prefix, skip, Netns};
+        use zl_testkit::netns::{is_root, set_prefix, skip, Netns};
         set_prefix("zldp");
         if !is_root() {
             skip("net_af_packet sub-case", "needs root (namespace, veth)");

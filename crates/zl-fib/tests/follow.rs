@@ -6,8 +6,8 @@ use std::net::IpAddr;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use zl_afxdp::netns::{is_root, skip, Netns};
 use zl_fib::{Decision, FibFollower, FibReader, FibState, ResolveQueue};
+use zl_testkit::netns::{is_root, skip, Netns};
 
 fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
@@ -37,7 +37,7 @@ fn ip_route_changes_and_resolved_neighbours_reach_the_reader_within_a_second() {
         skip(TEST, "needs root (network namespaces)");
         return;
     }
-    zl_afxdp::netns::set_prefix("zlfb");
+    zl_testkit::netns::set_prefix("zlfb");
     let (r, h) = match Netns::create("r").and_then(|r| Ok((r, Netns::create("h")?))) {
         Ok(x) => x,
         Err(e) => return skip(TEST, &format!("cannot create namespaces: {e}")),

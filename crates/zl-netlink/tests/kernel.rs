@@ -5,8 +5,8 @@
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use zl_afxdp::netns::{is_root, skip, Netns};
 use zl_netlink::{Follower, Groups, KernelEvent, NeighbourState, RouteKind, Rtnl};
+use zl_testkit::netns::{is_root, skip, Netns};
 
 /// A guard against waiting forever for an event; never a pass criterion.
 const GIVE_UP_AFTER: Duration = Duration::from_secs(5);
@@ -16,7 +16,7 @@ fn ns(test: &str, tag: &str) -> Option<Netns> {
         skip(test, "needs root (network namespaces)");
         return None;
     }
-    zl_afxdp::netns::set_prefix("zlnl");
+    zl_testkit::netns::set_prefix("zlnl");
     match Netns::create(tag) {
         Ok(n) => Some(n),
         Err(e) => {

@@ -31,10 +31,9 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use zl_afxdp::netns::{
-    mac_text, pin_thread_to_cpu, set_prefix, LineTopology as Topology, BENCH_ZL_RED,
-};
 use zl_afxdp::{AfXdpConfig, AfXdpPort};
+use zl_testkit::netns::{mac_text, pin_thread_to_cpu, set_prefix};
+use zl_testkit::topology::{LineTopology as Topology, BENCH_ZL_RED};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 

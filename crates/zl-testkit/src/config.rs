@@ -1,0 +1,483 @@
+//! A builder for the router configs the tests write.
+//!
+//! It writes TOML text, not a `RouterConfig`: the tests then go through the same parser and
+//! validation as a user's file (so a test of the router also tests the config it reads), and
+//! this crate does not depend on the data plane. Each builder names the parts a test is about
+//! and fills the rest with the usual test values; anything the builder has no method for is
+//! set with [`RouterToml::set`], [`PortToml::set`], [`FlowToml::set`] or [`ClassToml::set`]
+//! and a TOML value written out.
+//!
+//! ```
+//! use zl_testkit::config::{ClassToml, FlowToml, PortToml, QosToml, RouterToml};
+//!
+//! let text = RouterToml::new()
+//!     .set("run", "seed", 11)
+//!     .port(
+//!         PortToml::generator("in", "02:00:00:00:00:01")
+//!             .flow(FlowToml::udp("many", "10.0.0.1", "10.9.0.1").count(20).rate_bps(1_000_000)),
+//!     )
+//!     .port(PortToml::sink("out", "02:00:00:00:00:02"))
+//!     .route("10.9.0.0/16", "out", Some("02:00:00:00:00:03"))
+//!     .qos(
+//!         QosToml::shaped(10_000_000)
+//!             .class(ClassToml::new("be").weight(1).max_packets(200).aqm(r#"{ kind = "zl-red", a = 10 }"#)),
+//!     )
+//!     .to_toml();
+//! let parsed: toml::Table = text.parse().unwrap();
+//! assert_eq!(parsed["ports"][0]["generator"]["flows"][0]["count"].as_integer(), Some(20));
+//! assert_eq!(parsed["routes"].as_array().unwrap().len(), 1);
+//! ```
+
+use std::fmt::{self, Display, Write as _};
+
+/// One `key = value` line; the value is TOML already (strings carry their quotes).
+#[derive(Clone, Debug)]
+struct Line {
+    key: String,
+    value: String,
+}
+
+fn write_lines(out: &mut String, lines: &[Line]) {
+    for l in lines {
+        let _ = writeln!(out, "{} = {}", l.key, l.value);
+    }
+}
+
+fn set_line(lines: &mut Vec<Line>, key: &str, value: String) {
+    match lines.iter_mut().find(|l| l.key == key) {
+        Some(l) => l.value = value,
+        None => lines.push(Line {
+            key: key.to_owned(),
+            value,
+        }),
+    }
+}
+
+/// A TOML string literal of `s` (quotes and backslashes escaped).
+pub fn quoted(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A whole router config: top-level tables (`[run]`, `[parse]`, `[metrics]`, ...), ports,
+/// routes and the QoS.
+#[derive(Clone, Debug, Default)]
+pub struct RouterToml {
+    tables: Vec<(String, Vec<Line>)>,
+    ports: Vec<PortToml>,
+    routes: Vec<Vec<Line>>,
+    qos: Option<QosToml>,
+    raw: String,
+}
+
+impl RouterToml {
+    /// An empty config (the router's defaults for everything not set).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `[table] key = value`, `value` written with its `Display` (a number or a bool; a
+    /// string needs [`quoted`], e.g. `.set("parse", "flow_key", quoted("5-tuple"))`).
+    /// Setting a key twice keeps the last value.
+    pub fn set(mut self, table: &str, key: &str, value: impl Display) -> Self {
+        let lines = match self.tables.iter().position(|(t, _)| t == table) {
+            Some(i) => &mut self.tables[i].1,
+            None => {
+                self.tables.push((table.to_owned(), Vec::new()));
+                &mut self.tables.last_mut().expect("just pushed").1
+            }
+        };
+        set_line(lines, key, value.to_string());
+        self
+    }
+
+    /// Adds a port (`[[ports]]`), in order.
+    pub fn port(mut self, port: PortToml) -> Self {
+        self.ports.push(port);
+        self
+    }
+
+    /// A static route (`[[routes]]`): `prefix` out of `port`, with the next hop's MAC when
+    /// given (without it the router resolves the neighbour or floods, as configured).
+    pub fn route(mut self, prefix: &str, port: &str, next_hop_mac: Option<&str>) -> Self {
+        let mut lines = vec![
+            Line {
+                key: "prefix".into(),
+                value: quoted(prefix),
+            },
+            Line {
+                key: "port".into(),
+                value: quoted(port),
+            },
+        ];
+        if let Some(mac) = next_hop_mac {
+            lines.push(Line {
+                key: "next_hop_mac".into(),
+                value: quoted(mac),
+            });
+        }
+        self.routes.push(lines);
+        self
+    }
+
+    /// The shared `[qos]` section every port's egress runs.
+    pub fn qos(mut self, qos: QosToml) -> Self {
+        self.qos = Some(qos);
+        self
+    }
+
+    /// TOML text appended as it is, for what has no builder method (e.g. `[[dscp_map]]`).
+    pub fn raw(mut self, toml: &str) -> Self {
+        self.raw.push_str(toml);
+        if !toml.ends_with('\n') {
+            self.raw.push('\n');
+        }
+        self
+    }
+
+    /// The config's TOML text.
+    pub fn to_toml(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl Display for RouterToml {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut out = String::new();
+        for (table, lines) in &self.tables {
+            let _ = writeln!(out, "[{table}]");
+            write_lines(&mut out, lines);
+            out.push('\n');
+        }
+        for port in &self.ports {
+            port.write(&mut out);
+        }
+        for route in &self.routes {
+            out.push_str("[[routes]]\n");
+            write_lines(&mut out, route);
+            out.push('\n');
+        }
+        if let Some(qos) = &self.qos {
+            qos.write(&mut out);
+        }
+        out.push_str(&self.raw);
+        f.write_str(&out)
+    }
+}
+
+/// One `[[ports]]` entry.
+#[derive(Clone, Debug)]
+pub struct PortToml {
+    lines: Vec<Line>,
+    /// `[ports.<sub>]` tables (`af_xdp`, `dpdk`, `pcap`, ...), in order.
+    subtables: Vec<(String, Vec<Line>)>,
+    flows: Vec<FlowToml>,
+}
+
+impl PortToml {
+    /// A port of `kind` named `name` with the router's MAC `mac` on it.
+    pub fn new(name: &str, kind: &str, mac: &str) -> Self {
+        PortToml {
+            lines: vec![
+                Line {
+                    key: "name".into(),
+                    value: quoted(name),
+                },
+                Line {
+                    key: "kind".into(),
+                    value: quoted(kind),
+                },
+                Line {
+                    key: "mac".into(),
+                    value: quoted(mac),
+                },
+            ],
+            subtables: Vec::new(),
+            flows: Vec::new(),
+        }
+    }
+
+    /// A traffic generator port; add its flows with [`PortToml::flow`].
+    pub fn generator(name: &str, mac: &str) -> Self {
+        Self::new(name, "generator", mac)
+    }
+
+    /// A port that replays the pcap file `read` (relative to the config's directory).
+    pub fn pcap_reader(name: &str, mac: &str, read: &str) -> Self {
+        Self::new(name, "pcap", mac).set("pcap", format!("{{ read = {} }}", quoted(read)))
+    }
+
+    /// A port that writes what it is sent to the pcap file `write`.
+    pub fn pcap_writer(name: &str, mac: &str, write: &str) -> Self {
+        Self::new(name, "pcap", mac).set("pcap", format!("{{ write = {} }}", quoted(write)))
+    }
+
+    /// A port that counts what it is sent and discards it.
+    pub fn sink(name: &str, mac: &str) -> Self {
+        Self::new(name, "sink", mac)
+    }
+
+    /// An AF_XDP port on `ifname` (the interface's own MAC unless `mac` is set with
+    /// [`PortToml::set`]).
+    pub fn af_xdp(name: &str, ifname: &str) -> Self {
+        PortToml {
+            lines: vec![
+                Line {
+                    key: "name".into(),
+                    value: quoted(name),
+                },
+                Line {
+                    key: "kind".into(),
+                    value: quoted("af-xdp"),
+                },
+            ],
+            subtables: Vec::new(),
+            flows: Vec::new(),
+        }
+        .sub("af_xdp", "ifname", quoted(ifname))
+    }
+
+    /// `key = value` on the port itself (`value` is TOML: strings through [`quoted`]).
+    pub fn set(mut self, key: &str, value: impl Display) -> Self {
+        set_line(&mut self.lines, key, value.to_string());
+        self
+    }
+
+    /// `key = value` in the port's `[ports.<table>]` table.
+    pub fn sub(mut self, table: &str, key: &str, value: impl Display) -> Self {
+        let lines = match self.subtables.iter().position(|(t, _)| t == table) {
+            Some(i) => &mut self.subtables[i].1,
+            None => {
+                self.subtables.push((table.to_owned(), Vec::new()));
+                &mut self.subtables.last_mut().expect("just pushed").1
+            }
+        };
+        set_line(lines, key, value.to_string());
+        self
+    }
+
+    /// A generator flow group (`[[ports.generator.flows]]`).
+    pub fn flow(mut self, flow: FlowToml) -> Self {
+        self.flows.push(flow);
+        self
+    }
+
+    fn write(&self, out: &mut String) {
+        out.push_str("[[ports]]\n");
+        write_lines(out, &self.lines);
+        for (table, lines) in &self.subtables {
+            let _ = writeln!(out, "[ports.{table}]");
+            write_lines(out, lines);
+        }
+        for flow in &self.flows {
+            out.push_str("[[ports.generator.flows]]\n");
+            write_lines(out, &flow.lines);
+        }
+        out.push('\n');
+    }
+}
+
+/// One generator flow group.
+#[derive(Clone, Debug)]
+pub struct FlowToml {
+    lines: Vec<Line>,
+}
+
+impl FlowToml {
+    /// A group of UDP flows named `name` from `src` to `dst` (the generator's defaults for
+    /// count, rate and size until set).
+    pub fn udp(name: &str, src: &str, dst: &str) -> Self {
+        FlowToml {
+            lines: vec![
+                Line {
+                    key: "name".into(),
+                    value: quoted(name),
+                },
+                Line {
+                    key: "src".into(),
+                    value: quoted(src),
+                },
+                Line {
+                    key: "dst".into(),
+                    value: quoted(dst),
+                },
+            ],
+        }
+    }
+
+    /// Flows in the group.
+    pub fn count(self, n: u32) -> Self {
+        self.set("count", n)
+    }
+
+    /// Each flow's rate, bit/s.
+    pub fn rate_bps(self, bps: u64) -> Self {
+        self.set("rate_bps", bps)
+    }
+
+    /// Frame size, bytes.
+    pub fn size(self, bytes: u32) -> Self {
+        self.set("size", bytes)
+    }
+
+    /// The DSCP name or number the group's packets carry (`"ef"`, `"af11"`, `46`).
+    pub fn dscp(self, dscp: &str) -> Self {
+        self.set("dscp", quoted(dscp))
+    }
+
+    /// Marks the group as the misbehaving one (the report's misbehaving share).
+    pub fn misbehaving(self) -> Self {
+        self.set("misbehaving", true)
+    }
+
+    /// `key = value` on the flow group (`value` is TOML: strings through [`quoted`]).
+    pub fn set(mut self, key: &str, value: impl Display) -> Self {
+        set_line(&mut self.lines, key, value.to_string());
+        self
+    }
+}
+
+/// The `[qos]` section.
+#[derive(Clone, Debug, Default)]
+pub struct QosToml {
+    lines: Vec<Line>,
+    classes: Vec<ClassToml>,
+}
+
+impl QosToml {
+    /// A QoS section with nothing set (the router's defaults).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A link of `rate_bps` with a shaper at that rate (the usual test bottleneck).
+    pub fn shaped(rate_bps: u64) -> Self {
+        Self::new()
+            .set("link_rate_bps", rate_bps)
+            .set("shaper", format!("{{ rate_bps = {rate_bps} }}"))
+    }
+
+    /// `key = value` in `[qos]` (`value` is TOML: strings through [`quoted`], inline tables
+    /// written out).
+    pub fn set(mut self, key: &str, value: impl Display) -> Self {
+        set_line(&mut self.lines, key, value.to_string());
+        self
+    }
+
+    /// A class (`[[qos.classes]]`), in order.
+    pub fn class(mut self, class: ClassToml) -> Self {
+        self.classes.push(class);
+        self
+    }
+
+    fn write(&self, out: &mut String) {
+        out.push_str("[qos]\n");
+        write_lines(out, &self.lines);
+        for class in &self.classes {
+            out.push_str("[[qos.classes]]\n");
+            write_lines(out, &class.lines);
+        }
+        out.push('\n');
+    }
+}
+
+/// One QoS class.
+#[derive(Clone, Debug)]
+pub struct ClassToml {
+    lines: Vec<Line>,
+}
+
+impl ClassToml {
+    /// A class named `name`.
+    pub fn new(name: &str) -> Self {
+        ClassToml {
+            lines: vec![Line {
+                key: "name".into(),
+                value: quoted(name),
+            }],
+        }
+    }
+
+    /// Strict priority rank (0 is served first).
+    pub fn strict_rank(self, rank: u32) -> Self {
+        self.set("strict_rank", rank)
+    }
+
+    /// WRR weight.
+    pub fn weight(self, weight: u32) -> Self {
+        self.set("weight", weight)
+    }
+
+    /// The class queue's bound, packets.
+    pub fn max_packets(self, n: u32) -> Self {
+        self.set("max_packets", n)
+    }
+
+    /// The class's AQM as an inline TOML table, e.g. `{ kind = "zl-red", a = 10 }`.
+    pub fn aqm(self, inline_table: &str) -> Self {
+        self.set("aqm", inline_table)
+    }
+
+    /// `key = value` on the class (`value` is TOML).
+    pub fn set(mut self, key: &str, value: impl Display) -> Self {
+        set_line(&mut self.lines, key, value.to_string());
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_set_twice_keeps_the_last_value_once() {
+        let text = RouterToml::new()
+            .set("run", "seed", 1)
+            .set("run", "seed", 2)
+            .to_toml();
+        assert_eq!(text, "[run]\nseed = 2\n\n");
+    }
+
+    #[test]
+    fn strings_are_escaped() {
+        assert_eq!(quoted(r#"a"b\c"#), r#""a\"b\\c""#);
+    }
+
+    #[test]
+    fn the_text_is_valid_toml_in_the_router_s_layout() {
+        let text = RouterToml::new()
+            .set("parse", "flow_key", quoted("5-tuple"))
+            .port(PortToml::af_xdp("r0", "veth0").sub("af_xdp", "mode", quoted("native")))
+            .port(
+                PortToml::generator("g", "02:00:00:00:00:01").flow(
+                    FlowToml::udp("f", "10.0.0.1", "10.1.0.1")
+                        .count(2)
+                        .dscp("ef")
+                        .misbehaving(),
+                ),
+            )
+            .route("10.1.0.0/16", "r0", None)
+            .qos(QosToml::shaped(1_000_000).class(ClassToml::new("be").weight(1)))
+            .raw("[metrics]\nflow_estimate = true")
+            .to_toml();
+        let t: toml::Table = text.parse().expect("valid TOML");
+        let ports = t["ports"].as_array().unwrap();
+        assert_eq!(ports[0]["af_xdp"]["mode"].as_str(), Some("native"));
+        let flows = ports[1]["generator"]["flows"].as_array().unwrap();
+        assert_eq!(flows[0]["misbehaving"].as_bool(), Some(true));
+        assert_eq!(t["qos"]["shaper"]["rate_bps"].as_integer(), Some(1_000_000));
+        assert_eq!(t["qos"]["classes"][0]["weight"].as_integer(), Some(1));
+        assert_eq!(t["metrics"]["flow_estimate"].as_bool(), Some(true));
+        assert!(t["routes"][0].get("next_hop_mac").is_none());
+    }
+}

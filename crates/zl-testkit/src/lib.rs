@@ -1,0 +1,18 @@
+//! Test and benchmark support for the zlrouter workspace: not part of the product, never
+//! published (`publish = false`).
+//!
+//! - [`netns`]: throw-away network namespaces and veth pairs, the environment skip that
+//!   `ZLR_REQUIRE_ENV` turns into a failure, thread pinning;
+//! - [`topology`]: the line topology `gen -- rtr -- sink` of the forwarding benchmarks and the
+//!   end-to-end tests, its UDP frame and its router config;
+//! - [`frames`]: Ethernet + IPv4 / IPv6 + UDP frames with valid checksums;
+//! - [`config`]: a builder for the router configs the tests write, so each test names only
+//!   what it is about instead of repeating a TOML fixture.
+//!
+//! The backends (`zl-afxdp`, `zl-dpdk`) and the data plane dev-depend on this crate; nothing
+//! in the product depends on it.
+
+pub mod config;
+pub mod frames;
+pub mod netns;
+pub mod topology;
