@@ -124,9 +124,10 @@ fn start_capture(
     Ok(Some(CaptureWriter::start(params, base, ports, classes)?))
 }
 
-/// Builds the threaded router of `cfg` with `rx_workers` receive workers (ports supplied as
-/// for [`build_with_ports`]). Each worker's pool gets `run.pool_buffers` buffers (default:
-/// what the single-thread pool would get, plus the rings of the egress ports).
+/// Builds the threaded router of `cfg` with `rx_workers` receive workers and `run.tx_workers`
+/// transmit workers (ports supplied as for [`build_with_ports`]). Each receive worker's pool
+/// gets `run.pool_buffers` buffers (default: what the single-thread pool would get, plus the
+/// rings of the egress ports).
 pub fn build_threaded(
     cfg: &RouterConfig,
     base: &Path,
@@ -151,6 +152,7 @@ pub fn build_threaded(
     };
     let params = MtParams {
         rx_workers: rx_workers.max(1),
+        tx_workers: cfg.run.tx_workers.max(1) as usize,
         ring_capacity: RING_PACKETS,
         pool_per_worker,
         work_budget: cfg.run.work_budget.max(1) as usize,
