@@ -449,7 +449,7 @@ fn run(
     session.end(&dp, dp.now(), result, None, json)
 }
 
-/// Runs the threaded router (`run.rx_workers` receive workers and one transmit worker) on the
+/// Runs the threaded router (`run.rx_workers` receive and `run.tx_workers` transmit workers) on the
 /// monotonic clock, whatever the ports (generator and pcap ports then offer in real time).
 fn run_threaded(
     mut mt: MtRouter,
@@ -461,8 +461,9 @@ fn run_threaded(
     let mut session = Session::start(&mt, cfg, reloader, quiet)?;
     if !quiet {
         note!(
-            "zlrouter: {} receive worker(s) and one transmit worker",
-            mt.params().rx_workers
+            "zlrouter: {} receive worker(s) and {} transmit worker(s)",
+            mt.params().rx_workers,
+            mt.params().tx_workers
         );
     }
     let drain = Nanos::from_secs_f64(cfg.run.drain_s);
@@ -480,9 +481,10 @@ fn run_threaded(
         .map(|w| w.received.to_string())
         .collect();
     let threads = format!(
-        "threads: {} receive workers (received {}) and one transmit worker",
+        "threads: {} receive workers (received {}) and {} transmit worker(s)",
         per_worker.len(),
-        per_worker.join(" / ")
+        per_worker.join(" / "),
+        mt.params().tx_workers
     );
     session.end(&mt, mt.now(), result, Some(threads), json)
 }

@@ -1,16 +1,28 @@
 //! The threaded router on real interfaces (root; prints `SKIPPED ...` and passes otherwise):
 //! `zlrouter run` with `run.rx_workers = 2` on AF_XDP veths between a sender namespace and a
 //! receiver namespace (the lab of `tests/netns/mod.rs`, namespaces `zlmt-*`) forwards UDP and
-//! TCP both ways, and its final table balances with nothing left queued after SIGINT.
+//! TCP both ways, and its final table balances with nothing left queued after SIGINT; with
+//! `rx_workers = 2` and `tx_workers = 2` under tenfold overload, the same.
+//!
+//! `ZLR_NETNS_PREFIX` renames the namespaces (default `zlmt`), so that runs beside each other
+//! on one machine keep apart.
 
 mod netns;
 
 use netns::*;
 
+/// The namespaces' prefix: `ZLR_NETNS_PREFIX`, or `zlmt`.
+fn prefix() -> &'static str {
+    match std::env::var("ZLR_NETNS_PREFIX") {
+        Ok(p) if !p.is_empty() => Box::leak(p.into_boxed_str()),
+        _ => "zlmt",
+    }
+}
+
 #[test]
 fn two_rx_workers_forward_udp_and_tcp_both_ways() {
     const TEST: &str = "mt2";
-    zl_testkit::netns::set_prefix("zlmt");
+    zl_testkit::netns::set_prefix(prefix());
     let Some(mut lab) = Lab::or_skip(TEST, &[SenderSpec::PLAIN]) else {
         return;
     };
@@ -45,33 +57,102 @@ fn two_rx_workers_forward_udp_and_tcp_both_ways() {
     assert!(forwarded > 400, "{out}");
 }
 
+/// Issue 14: two receive and two transmit workers (ports r0 and rx on transmit worker 0, r1 on
+/// worker 1) under tenfold overload: both senders flood 64-byte frames at the receiver for
+/// 2 s through rx, shaped to 1 Mbit/s (about 1950 frames a second; two senders offer far more
+/// than ten times that on any machine that runs the lab), while the receiver floods sender 1
+/// through r1 (unshaped) and sender 0 checks the path with UDP echoes first. After SIGINT the
+/// final table balances exactly with nothing queued, both transmit workers' ports sent, and the
+/// overload shows as drops.
+#[test]
+fn two_rx_and_two_tx_workers_balance_under_tenfold_overload() {
+    use std::net::UdpSocket;
+    use std::time::{Duration, Instant};
+    const TEST: &str = "mt22";
+    zl_testkit::netns::set_prefix(prefix());
+    let Some(mut lab) = Lab::or_skip(TEST, &[SenderSpec::PLAIN, SenderSpec::PLAIN]) else {
+        return;
+    };
+    let qos = "[qos]\nlink_rate_bps = 1_000_000\n\
+               shaper = { rate_bps = 1_000_000, overhead_bytes = 0 }\n\
+               classifier = { default_class = \"be\", standard = false }\n\
+               [[qos.classes]]\nname = \"be\"\nweight = 1\nmax_packets = 200\n\
+               aqm = { kind = \"red\", min_th = 20.0, max_th = 60.0 }\n";
+    let cfg = lab.router_config(qos, "rx_workers = 2\ntx_workers = 2");
+    lab.start(TEST, &cfg);
+    let back = udp_echo(&lab, 7201, 50).expect("udp echo");
+    assert!(back >= 45, "only {back} of 50 UDP echoes came back");
+    let flood = |to: String| {
+        move || -> u64 {
+            let s = UdpSocket::bind(("0.0.0.0", 0)).expect("bind");
+            let end = Instant::now() + Duration::from_secs(2);
+            let mut sent = 0u64;
+            while Instant::now() < end {
+                for _ in 0..64 {
+                    if s.send_to(&[0u8; 18], (to.as_str(), 9)).is_ok() {
+                        sent += 1;
+                    }
+                }
+            }
+            sent
+        }
+    };
+    let mut floods: Vec<_> = (lab.senders.iter())
+        .map(|ns| ns.spawn_in(flood(RECEIVER_IP.to_owned())))
+        .collect();
+    floods.push(lab.rcv.spawn_in(flood(sender_ip(1))));
+    let sent: Vec<u64> = floods
+        .into_iter()
+        .map(|f| f.join().unwrap().unwrap())
+        .collect();
+    let (status, out) = lab.stop_router();
+    eprintln!("sent {sent:?}\n{out}");
+    assert!(status.success(), "{status:?}\n{out}");
+    assert!(
+        out.contains("threads: 2 receive workers") && out.contains("2 transmit worker(s)"),
+        "{out}"
+    );
+    assert!(out.contains("+ queued 0"), "{out}");
+    let received = table_value(&out, "received", "received").unwrap();
+    let forwarded = table_value(&out, "received", "forwarded").unwrap();
+    let dropped = table_value(&out, "received", "dropped").unwrap();
+    assert_eq!(received, forwarded + dropped, "{out}");
+    let tx = |port: &str| table_value(&out, &format!("port {port} "), " tx ").unwrap();
+    // Transmit worker 0 sent on rx (and r0: the echoes), worker 1 on r1.
+    assert!(tx("rx") > 0 && tx("r0") > 0 && tx("r1") > 0, "{out}");
+    // The overload was dropped, by cause, at rx's queue or the rings.
+    assert!(dropped > 0, "{out}");
+}
+
 /// Forwarding rate on AF_XDP veths with the single-thread loop and with 1 and 2 receive
-/// workers, measured in the same run (root; `#[ignore]`d: a measurement, not a check). Two
-/// sender threads, each in its own namespace, flood 18-byte UDP datagrams (64-byte frames) for
-/// 5 s through a router with no shaper; with 2 workers, worker 0 receives port r0 (and the
-/// receiver's port), worker 1 port r1. Figures in docs/performance/real-traffic.md.
+/// workers times 1 and 2 transmit workers, measured in the same run (root; `#[ignore]`d: a
+/// measurement, not a check). Two sender threads, each in its own namespace, flood 18-byte UDP
+/// datagrams (64-byte frames) for 5 s through a router with no shaper; with 2 receive workers,
+/// worker 0 receives port r0 (and the receiver's port), worker 1 port r1; with 2 transmit
+/// workers, worker 0 sends on r0 and rx (the flood's one egress port), worker 1 on r1. Figures
+/// in docs/performance/real-traffic.md.
 ///
 /// ```text
 /// sudo -E cargo test --test mt_netns -- --ignored --nocapture
 /// ```
 #[test]
 #[ignore = "a measurement; run by hand as root"]
-fn udp_flood_rate_with_0_1_2_rx_workers() {
+fn udp_flood_rate_with_rx_and_tx_workers() {
     use std::net::UdpSocket;
     use std::time::{Duration, Instant};
     const SECS: f64 = 5.0;
-    zl_testkit::netns::set_prefix("zlmt");
+    zl_testkit::netns::set_prefix(prefix());
     if !is_root() {
         return skip("mt rate", "needs root");
     }
-    for workers in [0u32, 1, 2] {
-        let tag = format!("rate{workers}");
+    for (workers, tx) in [(0u32, 1u32), (1, 1), (2, 1), (1, 2), (2, 2)] {
+        let tag = format!("rate{workers}{tx}");
         let Some(mut lab) = Lab::or_skip(&tag, &[SenderSpec::PLAIN, SenderSpec::PLAIN]) else {
             return;
         };
         let qos = "[qos]\nlink_rate_bps = 100_000_000_000\n\
                    [[qos.classes]]\nname = \"be\"\nweight = 1\nmax_packets = 4096\n";
-        let cfg = lab.router_config(qos, &format!("rx_workers = {workers}"));
+        let cfg = lab.router_config(qos, &format!("rx_workers = {workers}\ntx_workers = {tx}"));
         lab.start("mt rate", &cfg);
         let (_, p0) = lab.receiver_rx();
         let floods: Vec<_> = lab
@@ -102,7 +183,7 @@ fn udp_flood_rate_with_0_1_2_rx_workers() {
         let fwd = table_value(&out, "received", "forwarded").unwrap_or(0);
         let rx = table_value(&out, "received", "received").unwrap_or(0);
         eprintln!(
-            "rx_workers = {workers}: sent {:.0} pkt/s, router received {:.0} pkt/s, \
+            "rx_workers = {workers}, tx_workers = {tx}: sent {:.0} pkt/s, router received {:.0} pkt/s, \
              forwarded {:.0} pkt/s, receiver got {:.0} pkt/s\n  {}",
             sent as f64 / SECS,
             rx as f64 / SECS,

@@ -124,9 +124,10 @@ fn start_capture(
     Ok(Some(CaptureWriter::start(params, base, ports, classes)?))
 }
 
-/// Builds the threaded router of `cfg` with `rx_workers` receive workers (ports supplied as
-/// for [`build_with_ports`]). Each worker's pool gets `run.pool_buffers` buffers (default:
-/// what the single-thread pool would get, plus the rings of the egress ports).
+/// Builds the threaded router of `cfg` with `rx_workers` receive workers and `run.tx_workers`
+/// transmit workers (ports supplied as for [`build_with_ports`]). Each receive worker's pool
+/// gets `run.pool_buffers` buffers (default: what the single-thread pool would get, plus the
+/// rings of the egress ports).
 pub fn build_threaded(
     cfg: &RouterConfig,
     base: &Path,
@@ -151,6 +152,7 @@ pub fn build_threaded(
     };
     let params = MtParams {
         rx_workers: rx_workers.max(1),
+        tx_workers: cfg.run.tx_workers.max(1) as usize,
         ring_capacity: RING_PACKETS,
         pool_per_worker,
         work_budget: cfg.run.work_budget.max(1) as usize,
@@ -193,6 +195,9 @@ fn build_parts(
     let mut ring_total: u64 = 0;
     let mut egress_ports = 0;
     let mut macs = Vec::with_capacity(cfg.ports.len());
+    // The generators' acknowledgement channels, and the sinks built here that receive them.
+    let mut acks = Vec::new();
+    let mut sinks = Vec::new();
     for (i, p) in cfg.ports.iter().enumerate() {
         let idx = i as u16;
         let mac_key = format!("ports[{i}].mac");
@@ -265,8 +270,10 @@ fn build_parts(
                     seed: stream_seed(cfg.run.seed, 1 + i as u64),
                     end,
                     tag_base,
+                    acks: None,
                 };
                 let gen = GeneratorPort::new(&setup, g)?;
+                acks.extend(gen.acks());
                 for info in gen.groups() {
                     groups.push(GroupStats {
                         name: info.name,
@@ -284,7 +291,10 @@ fn build_parts(
                 })?;
                 Box::new(PcapPort::open_with(&p.name, idx, pc, base, access)?)
             }
-            (None, PortKind::Sink) => Box::new(SinkPort::new(&p.name)),
+            (None, PortKind::Sink) => {
+                sinks.push(i);
+                Box::new(SinkPort::new(&p.name))
+            }
         };
         let mac = match configured {
             Some(m) => m,
@@ -298,6 +308,14 @@ fn build_parts(
         };
         macs.push(mac);
         slots.push(PortSlot { port, egress });
+    }
+    if !acks.is_empty() {
+        // Every sink this build made is a receiving end of the responsive flows (whichever a
+        // route sends them to). Nothing has used the plain sinks yet: they are replaced.
+        for &i in &sinks {
+            let name = slots[i].port.name().to_owned();
+            slots[i].port = Box::new(SinkPort::with_acks(&name, acks.clone()));
+        }
     }
     let pool_buffers = match cfg.run.pool_buffers {
         Some(n) => n as usize,

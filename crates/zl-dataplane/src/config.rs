@@ -99,10 +99,15 @@ pub struct RunParams {
     pub pool_buffers: Option<u32>,
     /// Receive workers of the threaded router (`crate::mt`): 0 (the default) runs the
     /// single-thread loop; N >= 1 deals the ports' receive sides to N threads (port i to
-    /// worker i mod N) feeding one transmit thread, at most one worker per port. The run is
-    /// then driven by the monotonic clock, generator and pcap ports included.
+    /// worker i mod N) feeding the transmit threads (`tx_workers`), at most one worker per
+    /// port. The run is then driven by the monotonic clock, generator and pcap ports included.
     #[serde(default)]
     pub rx_workers: u32,
+    /// Transmit workers of the threaded router (1 ..= the number of ports; default 1): egress
+    /// port j is scheduled and sent by worker j mod M, which owns its QoS engine. Needs
+    /// `rx_workers >= 1` when above 1.
+    #[serde(default = "default_tx_workers")]
+    pub tx_workers: u32,
 }
 
 /// Most receive workers a threaded run may have.
@@ -120,6 +125,9 @@ fn default_seed() -> u64 {
 fn default_budget() -> u32 {
     256
 }
+fn default_tx_workers() -> u32 {
+    1
+}
 
 impl Default for RunParams {
     fn default() -> Self {
@@ -130,6 +138,7 @@ impl Default for RunParams {
             work_budget: default_budget(),
             pool_buffers: None,
             rx_workers: 0,
+            tx_workers: default_tx_workers(),
         }
     }
 }
@@ -507,6 +516,24 @@ impl RouterConfig {
                 ),
             ));
         }
+        if r.tx_workers == 0 || r.tx_workers as usize > self.ports.len() {
+            return Err(invalid(
+                "run.tx_workers",
+                r.tx_workers,
+                format!(
+                    "1..={} transmit workers (at most one per port: {} ports)",
+                    self.ports.len(),
+                    self.ports.len()
+                ),
+            ));
+        }
+        if r.tx_workers > 1 && r.rx_workers == 0 {
+            return Err(invalid(
+                "run.tx_workers",
+                r.tx_workers,
+                "1 with rx_workers = 0 (the single-thread loop has no transmit workers); set rx_workers >= 1 for more",
+            ));
+        }
         let mut names = HashSet::new();
         for (i, p) in self.ports.iter().enumerate() {
             let key = |f: &str| format!("ports[{i}].{f}");
@@ -778,8 +805,12 @@ mod tests {
     }
 
     fn with_workers(n: &str) -> Result<RouterConfig, ConfigError> {
+        with_run(&format!("rx_workers = {n}"))
+    }
+
+    fn with_run(run: &str) -> Result<RouterConfig, ConfigError> {
         let text = format!(
-            "[run]\nrx_workers = {n}\n\
+            "[run]\n{run}\n\
              [[ports]]\nname = \"a\"\nkind = \"sink\"\nmac = \"02:00:00:00:00:01\"\n\
              [[ports]]\nname = \"b\"\nkind = \"sink\"\nmac = \"02:00:00:00:00:02\"\n"
         );
@@ -800,5 +831,29 @@ mod tests {
         );
         let e = with_workers("-1").unwrap_err().to_string();
         assert!(e.contains("rx_workers"), "{e}");
+    }
+
+    #[test]
+    fn tx_workers_is_checked_against_the_ports_and_the_receive_workers() {
+        assert_eq!(RunParams::default().tx_workers, 1);
+        assert_eq!(with_run("").unwrap().run.tx_workers, 1);
+        let two = with_run("rx_workers = 1\ntx_workers = 2").unwrap();
+        assert_eq!(two.run.tx_workers, 2);
+        let e = with_run("rx_workers = 1\ntx_workers = 3")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("run.tx_workers") && e.contains("= 3") && e.contains("1..=2"),
+            "{e}"
+        );
+        let e = with_run("rx_workers = 1\ntx_workers = 0")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("run.tx_workers") && e.contains("= 0"), "{e}");
+        let e = with_run("tx_workers = 2").unwrap_err().to_string();
+        assert!(
+            e.contains("run.tx_workers") && e.contains("rx_workers = 0"),
+            "{e}"
+        );
     }
 }

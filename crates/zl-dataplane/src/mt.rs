@@ -5,8 +5,9 @@
 //!               -> observe the egress port's Zombie List -> ring of the egress port --+
 //!  rx worker 1: (its own ports, the same steps)  -------------------------------------+
 //!                                                                                     |
-//!  tx worker:  per egress port: ring -> classify -> AQM on the receive worker's       |
-//!              observation -> class queues -> schedule + shape -> port send <---------+
+//!  tx worker k: per egress port j with j mod M = k: ring -> classify -> AQM on the    |
+//!              receive worker's observation -> class queues -> schedule + shape ->    |
+//!              port send <------------------------------------------------------------+
 //!              sent and dropped buffers -> return ring -> the rx workers' pools
 //! ```
 //!
@@ -24,34 +25,52 @@
 //! on the receive worker, in its egress port's shared lock-free [`ZombieList`], and travels with
 //! that [`Observation`] and its parsed headers' rewritable parts ([`QosHeaders`], so the frame
 //! is never parsed again) through the egress port's multi-producer ring ([`ArrayQueue`]); a
-//! full ring is the counted drop `ring_full`, never a wait. The transmit worker (the calling
-//! thread) alone touches the egress stages: it admits on the carried observation (the port's
-//! engine decides on the port's list, so SRED / ZL-RED never observe again), schedules, shapes
-//! and sends.
+//! full ring is the counted drop `ring_full`, never a wait. With `tx_workers = M` the egress
+//! ports are dealt to M transmit workers (port `j` to worker `j mod M`; worker 0 is the
+//! calling thread): each alone touches its ports' egress stages ([`TxShard`]): it admits on
+//! the carried observation (the port's engine decides on the port's list, so SRED / ZL-RED
+//! never observe again), schedules, shapes and sends. Sent and dropped buffers go back to the
+//! receive workers' pools through one return ring that holds every buffer ([`ReturnRing`]:
+//! bounded, and a push never finds it full; were it to, the buffer is counted in
+//! [`MtRouter::returns_lost`]).
 //!
-//! decided: one transmit worker serves every egress port: the per-class algorithms stay
-//! single-threaded and unchanged, and one egress link (the IXP design's bottleneck) cannot be
-//! shared by several schedulers anyway. A transmit thread per egress port is the next step
-//! once a machine with cores to spare shows this one saturated (the 2-core test machine
-//! cannot tell: docs/performance/real-traffic.md).
+//! decided: one egress port is never shared by two transmit workers: its class queues,
+//! scheduler and shaper stay single-threaded and unchanged (one egress link cannot be
+//! scheduled by several schedulers anyway), and M egress links are scheduled on up to M cores.
+//!
+//! decided: worker 0 (the calling thread) is also the coordinator: it takes the progress
+//! reports and the live reloads, and decides when the run ends. For a report or a reload it
+//! asks every other transmit worker for its shard (`MtRouter::take_shards`: a counter the
+//! workers look at once per round, and a channel of one each way), so that for that moment it
+//! holds every port's egress stage and counters: a report shows every port as of one round,
+//! and a live update is checked against every port and applied to all of them or to none, by
+//! the same `apply_egress` as the single-thread loop, and the receive workers' state replaced
+//! once. The cost is a pause of the other transmit workers for the length of a report or a
+//! reload (every progress period, 1 s in `zlrouter run`; the rings, 4096 packets, absorb it).
+//! The alternatives were worse: each worker applying its own ports' part of an update cannot
+//! refuse the whole update once another worker has applied its part (not all-or-nothing), and
+//! a lock around each port's egress would put a lock on the packet path. A worker that ends
+//! (a failed port, a stop) makes the handover fail, and the run ends with it.
 //!
 //! decided: a port's receive and transmit halves are one [`Port`](zl_port::Port) object (an
 //! AF_XDP socket has both rings), so each port sits behind a `Mutex`: a receive worker takes
 //! it with `try_lock` for one receive burst (and skips the port for this round when the
 //! transmit worker holds it or has flagged that it waits for it, so a port polled without
-//! pause cannot starve the sends), the transmit worker with `lock` for one send burst. Nothing else is locked per
-//! packet; the progress counters are copied under a `try_lock` once per progress period.
+//! pause cannot starve the sends), a transmit worker with `lock` for one send burst. Nothing
+//! else is locked per packet; the progress counters are copied under a `try_lock` once per
+//! progress period.
 //!
 //! Conservation, exact when the run has stopped (the same identity as the single-thread loop):
 //! `received = forwarded + Σ drops[cause] + queued`, with `ring_full` one of the causes. At the
-//! end (every source finished, the drain time over, or a stop from SIGINT / SIGTERM) the
-//! receive workers stop first, then what is left in the rings and the class queues is counted
-//! as `shutdown`, so `queued` is 0. Time is passed in (`clock`), never read here.
+//! end (every source finished and every transmit worker's rings and queues empty, the drain
+//! time over, or a stop from SIGINT / SIGTERM) every worker stops, then what is left in the
+//! rings and the class queues is counted as `shutdown`, so `queued` is 0. Time is passed in
+//! (`clock`), never read here.
 //!
 //! Live (a progress report while the workers run), the receive side leads: a worker counts a
 //! burst as received and publishes that count (`Lead`, a release store) before it forwards
-//! the burst, and the transmit worker reads the leads last, after its own counters, the class
-//! queues and the workers' other counters. So every packet whose fate a report counts is in
+//! the burst, and the coordinator reads the leads last, after the transmit workers' counters
+//! and class queues (all handed over) and the receive workers' other counters. So every packet whose fate a report counts is in
 //! its `received`, and `received = forwarded + Σ drops + queued + in_flight` holds with
 //! `in_flight >= 0`: the packets in the rings, in a worker's hands, or dropped by a worker
 //! since it last published its drops (at most half a progress period ago). `queued` is the
@@ -59,7 +78,7 @@
 //! the transmit side had counted packets they had not, and `in_flight` went negative).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, TryLockError};
+use std::sync::{mpsc, Arc, Mutex, PoisonError, TryLockError};
 
 use crossbeam_queue::ArrayQueue;
 use rand::SeedableRng;
@@ -91,12 +110,15 @@ pub const RING_PACKETS: usize = 4096;
 pub struct MtParams {
     /// Receive workers (at least 1; more than the ports leaves the extra ones out).
     pub rx_workers: usize,
+    /// Transmit workers (at least 1; more than the ports leaves the extra ones out): egress
+    /// port `j` is served by worker `j mod tx_workers`, worker 0 being the calling thread.
+    pub tx_workers: usize,
     /// Capacity of each egress port's ring, packets (at least 1).
     pub ring_capacity: usize,
     /// Buffers in each receive worker's pool.
     pub pool_per_worker: usize,
     /// Packets a receive worker takes from one port per round (checked between bursts of 32),
-    /// and packets the transmit worker takes from one ring per round.
+    /// and packets a transmit worker takes from one ring per round.
     pub work_budget: usize,
     /// Seeds every worker's random generator.
     pub seed: u64,
@@ -125,7 +147,7 @@ impl PortSlot {
     }
 }
 
-/// A packet on its way from a receive worker to the transmit worker.
+/// A packet on its way from a receive worker to its egress port's transmit worker.
 struct Item {
     buf: PacketBuf,
     meta: PacketMeta,
@@ -147,9 +169,9 @@ pub struct MtRouter {
     params: MtParams,
     /// Port counters as of the last progress report (ports are locked to read them).
     counters: Vec<PortCounters>,
-    /// The whole run's counters: the receive workers' plus the transmit worker's.
+    /// The whole run's counters: the receive workers' plus the transmit workers'.
     fates: Fates,
-    /// The transmit worker's own counters.
+    /// The transmit workers' counters, summed (during a run: as of the last handover).
     tx_fates: Fates,
     /// Each receive worker's counters, as of its last report (final after a run).
     worker_totals: Vec<FateCounters>,
@@ -161,6 +183,9 @@ pub struct MtRouter {
     capture: Option<CaptureWriter>,
     /// Where live reloads arrive (`crate::reload`), looked at once per transmit round.
     reload: Option<Arc<ReloadSlot>>,
+    /// Sent or dropped buffers the return ring had no room for, over every run (0 unless the
+    /// ring's sizing is wrong: see [`ReturnRing`]).
+    returns_lost: u64,
 }
 
 /// What the receive workers forward with, replaced as a whole by a live reload: each worker
@@ -175,11 +200,11 @@ struct RxState {
 /// The receive side's shared state, borrowed by every worker for the length of a run.
 struct Shared<'a> {
     ports: &'a [Mutex<BoxedPort>],
-    /// Set while the transmit worker waits for (or holds) a port's lock: receive workers then
+    /// Set while a transmit worker waits for (or holds) a port's lock: receive workers then
     /// leave that port alone, so a port polled without pause cannot starve the sends.
     tx_waiting: &'a [AtomicBool],
     rings: &'a [ArrayQueue<Item>],
-    returns: &'a ArrayQueue<PacketBuf>,
+    returns: &'a ReturnRing,
     /// The receive workers' forwarding state as of the last reload, and its generation (a
     /// worker compares it once per round; the lock is taken only to copy a new state).
     rx_state: &'a Mutex<RxState>,
@@ -189,13 +214,20 @@ struct Shared<'a> {
     failed: &'a AtomicBool,
     /// Receive workers still running.
     running: &'a AtomicUsize,
+    /// Set when the transmit helpers must stop (the coordinator has ended the run).
+    tx_quit: &'a AtomicBool,
+    /// Moved by the coordinator to ask every transmit helper for its shard ([`TxShard`]).
+    handover: &'a AtomicU64,
+    /// Transmit worker `k` has seen the receive workers done and then its rings and class
+    /// queues empty: it has nothing left to send, ever (index 0, the coordinator, unused).
+    drained: &'a [AtomicBool],
     progress: &'a [Mutex<Fates>],
     /// Each receive worker's received count, published before the burst is forwarded.
     leads: &'a [Lead],
 }
 
 /// A receive worker's `received` packets and bytes, stored (release) before it forwards the
-/// burst they count, read (acquire) by the transmit worker's progress report after every
+/// burst they count, read (acquire) by the coordinator's progress report after every
 /// other counter: the receive side leads (see the module doc). Its own cache line: written
 /// once per burst by its worker only.
 #[repr(align(128))]
@@ -233,34 +265,157 @@ fn lock_port(m: &Mutex<BoxedPort>) -> std::sync::MutexGuard<'_, BoxedPort> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The transmit worker's link to port `p`: the port's lock for one send burst, and the return
+/// The way sent and dropped buffers go back from the transmit workers to the receive
+/// workers' pools: one multi-producer, multi-consumer ring holding as many buffers as every
+/// pool together, so a push always finds room (the buffers in the ring are a subset of all
+/// buffers) and no buffer is lost; a push that finds it full would be a sizing bug, counted in
+/// `lost` ([`MtRouter::returns_lost`]) rather than waited on.
+///
+/// decided: one shared ring rather than M x N single-producer rings: any receive worker may
+/// take any buffer (every pool has the same buffer size), so one bound covers all, and the
+/// cost is one compare-and-swap per buffer, as on the egress rings.
+struct ReturnRing {
+    ring: ArrayQueue<PacketBuf>,
+    lost: AtomicU64,
+}
+
+impl ReturnRing {
+    #[inline]
+    fn give(&self, buf: PacketBuf) {
+        if self.ring.push(buf).is_err() {
+            // Relaxed: a counter, read after the joins.
+            self.lost.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A transmit worker's link to port `p`: the port's lock for one send burst, and the return
 /// ring to the receive workers' pools.
 struct RingLink<'a> {
     port: &'a Mutex<BoxedPort>,
     tx_waiting: &'a AtomicBool,
     /// Takes the sent buffers back (up to all the workers' buffers) for the return ring.
     sent: &'a mut BufPool,
-    returns: &'a ArrayQueue<PacketBuf>,
+    returns: &'a ReturnRing,
 }
 
 impl Link for RingLink<'_> {
     fn send(&mut self, now: Nanos, batch: &mut Batch) -> Result<(), PortError> {
         // Relaxed: a hint only; the lock orders the port's state.
         self.tx_waiting.store(true, Ordering::Relaxed);
+        // lock-ok: the port (one object, both rings) until it splits in halves
         let mut port = lock_port(self.port);
         self.tx_waiting.store(false, Ordering::Relaxed);
         let result = port.send(now, batch, self.sent);
         drop(port);
-        while self.sent.available() > 0 {
-            if let Some(b) = self.sent.alloc() {
-                let _ = self.returns.push(b);
-            }
+        while let Some(b) = self.sent.alloc() {
+            self.returns.give(b);
         }
         result.map(|_| ())
     }
     fn recycle(&mut self, buf: PacketBuf) {
-        let _ = self.returns.push(buf);
+        self.returns.give(buf);
     }
+}
+
+/// One transmit worker's share of the egress side: the egress stages of the ports it serves
+/// (port `j` is worker `j mod M`'s) and its counters. A helper worker (`k >= 1`) hands its
+/// shard to the coordinator (worker 0, the calling thread) when asked, and waits for it back:
+/// the one moment another thread touches a port's egress (module doc).
+struct TxShard {
+    /// The ports it serves, ascending.
+    ports: Vec<usize>,
+    /// Their egress stages, in the order of `ports` (empty while handed over).
+    egress: Vec<Egress>,
+    /// The worker's counters.
+    fates: Fates,
+}
+
+impl TxShard {
+    /// Nothing waits in the shard's rings or class queues.
+    fn is_empty(&self, sh: &Shared<'_>) -> bool {
+        self.ports.iter().all(|&p| sh.rings[p].is_empty())
+            && self.egress.iter().all(|e| e.qos.is_empty())
+    }
+}
+
+/// What a transmit worker keeps to itself from round to round (never handed over).
+struct TxWorker {
+    rng: Xoshiro256PlusPlus,
+    rounds: u64,
+    /// Takes the sent buffers back from a port (up to all the pools' buffers), for the
+    /// return ring.
+    sent: BufPool,
+    budget: usize,
+}
+
+impl TxWorker {
+    fn new(k: usize, params: &MtParams, total_bufs: usize) -> TxWorker {
+        // Worker 0 keeps the stream of the one transmit worker there was before.
+        let stream = if k == 0 { 0 } else { 2000 + k as u64 };
+        TxWorker {
+            rng: Xoshiro256PlusPlus::seed_from_u64(stream_seed(params.seed, stream)),
+            rounds: 0,
+            sent: BufPool::empty(total_bufs, DEFAULT_BUF_SIZE),
+            budget: params.work_budget,
+        }
+    }
+
+    /// One round over `shard`'s ports (the transmit half of the single-thread loop's poll):
+    /// each port's ring admitted in bursts, each burst followed by its transmit, as the
+    /// single-thread loop transmits after each receive burst (a queue whose link keeps up then
+    /// never holds more than the cut-through leaves: see `Egress::admit`), then the port's
+    /// tick. Returns the packets taken from the rings.
+    fn round(
+        &mut self,
+        shard: &mut TxShard,
+        sh: &Shared<'_>,
+        now: Nanos,
+    ) -> Result<usize, PortError> {
+        self.rounds = self.rounds.wrapping_add(1);
+        let TxShard {
+            ports,
+            egress,
+            fates,
+        } = shard;
+        let mut moved = 0usize;
+        for (&p, egress) in ports.iter().zip(egress.iter_mut()) {
+            let mut link = RingLink {
+                port: &sh.ports[p],
+                tx_waiting: &sh.tx_waiting[p],
+                sent: &mut self.sent,
+                returns: sh.returns,
+            };
+            let mut left = self.budget;
+            loop {
+                let chunk = left.min(BATCH_CAPACITY);
+                let ring = &sh.rings[p];
+                let n = admit_from_ring(egress, fates, now, ring, sh.returns, &mut self.rng, chunk);
+                moved += n;
+                left -= n;
+                egress.transmit(now, &mut link, fates)?;
+                if n < chunk || left == 0 {
+                    break;
+                }
+            }
+            egress.tick(now, self.rounds);
+        }
+        Ok(moved)
+    }
+}
+
+/// The coordinator's end of the handover channels to one transmit helper.
+struct HelperLink {
+    /// The helper's shard, handed over.
+    taken: mpsc::Receiver<TxShard>,
+    /// The shard, given back (and the helper's first one).
+    back: mpsc::SyncSender<TxShard>,
+}
+
+/// A transmit helper's end of the handover channels.
+struct HandoverEnd {
+    give: mpsc::SyncSender<TxShard>,
+    back: mpsc::Receiver<TxShard>,
 }
 
 impl MtRouter {
@@ -290,6 +445,7 @@ impl MtRouter {
             now: Nanos::ZERO,
             capture: None,
             reload: None,
+            returns_lost: 0,
         }
     }
 
@@ -320,6 +476,11 @@ impl MtRouter {
     pub fn params(&self) -> &MtParams {
         &self.params
     }
+    /// Sent or dropped buffers that found the return ring full, over every run: 0 unless the
+    /// ring's sizing is wrong (the buffers are then freed, not pooled).
+    pub fn returns_lost(&self) -> u64 {
+        self.returns_lost
+    }
     /// Each receive worker's counters (after a run: final).
     pub fn worker_totals(&self) -> &[FateCounters] {
         &self.worker_totals
@@ -342,11 +503,11 @@ impl MtRouter {
         self.ports.iter().any(|p| p.readiness() == Readiness::Live)
     }
 
-    /// Runs the receive workers and the transmit worker (this thread) on `clock` (shared by
-    /// every thread; monotonic) until every receive port is exhausted and everything queued is
-    /// sent, or `drain` of `clock` time has passed since the ports ran out, or `stop` is set,
-    /// or a port fails. `observer` gets the router every `period`. What is still queued at the
-    /// end is counted as `shutdown`.
+    /// Runs the receive workers and the transmit workers (worker 0 is this thread) on `clock`
+    /// (shared by every thread; monotonic) until every receive port is exhausted and
+    /// everything queued is sent, or `drain` of `clock` time has passed since the ports ran
+    /// out, or `stop` is set, or a port fails. `observer` gets the router every `period`.
+    /// What is still queued at the end is counted as `shutdown`.
     pub fn run<C>(
         &mut self,
         clock: &C,
@@ -360,6 +521,7 @@ impl MtRouter {
     {
         let n_ports = self.ports.len();
         let workers = self.params.rx_workers.clamp(1, n_ports.max(1));
+        let tx_workers = self.params.tx_workers.clamp(1, n_ports.max(1));
         let ports: Vec<Mutex<BoxedPort>> = std::mem::take(&mut self.ports)
             .into_iter()
             .map(Mutex::new)
@@ -368,11 +530,16 @@ impl MtRouter {
             .map(|_| ArrayQueue::new(self.params.ring_capacity.max(1)))
             .collect();
         let total_bufs = self.params.pool_per_worker * workers;
-        let returns: ArrayQueue<PacketBuf> = ArrayQueue::new(total_bufs.max(1));
-        let mut sent = BufPool::empty(total_bufs, DEFAULT_BUF_SIZE);
+        let returns = ReturnRing {
+            ring: ArrayQueue::new(total_bufs.max(1)),
+            lost: AtomicU64::new(0),
+        };
         let quit = AtomicBool::new(false);
+        let tx_quit = AtomicBool::new(false);
         let failed = AtomicBool::new(false);
         let running = AtomicUsize::new(workers);
+        let handover = AtomicU64::new(0);
+        let drained: Vec<AtomicBool> = (0..tx_workers).map(|_| AtomicBool::new(false)).collect();
         // Each worker goes on from its counts of a previous run, if any.
         let starts: Vec<Fates> = (0..workers)
             .map(|w| {
@@ -392,6 +559,21 @@ impl MtRouter {
         });
         let rx_generation = AtomicU64::new(0);
         let tx_waiting: Vec<AtomicBool> = (0..n_ports).map(|_| AtomicBool::new(false)).collect();
+        // The egress side dealt to the transmit workers: port j to worker j mod M. Worker 0
+        // goes on from the transmit counters of a previous run, the others from zero.
+        let mut shards: Vec<TxShard> = (0..tx_workers)
+            .map(|k| TxShard {
+                ports: (k..n_ports).step_by(tx_workers).collect(),
+                egress: Vec::new(),
+                fates: self.tx_fates.zeroed(),
+            })
+            .collect();
+        shards[0].fates = self.tx_fates.clone();
+        for (p, e) in std::mem::take(&mut self.egress).into_iter().enumerate() {
+            shards[p % tx_workers].egress.push(e);
+        }
+        let mut own = shards.remove(0);
+        let mut coordinator = TxWorker::new(0, &self.params, total_bufs);
         let shared = Shared {
             ports: &ports,
             tx_waiting: &tx_waiting,
@@ -402,11 +584,14 @@ impl MtRouter {
             quit: &quit,
             failed: &failed,
             running: &running,
+            tx_quit: &tx_quit,
+            handover: &handover,
+            drained: &drained,
             progress: &progress,
             leads: &leads,
         };
         let params = self.params.clone();
-        let (results, tx_outcome) = std::thread::scope(|s| {
+        let (results, helper_shards, tx_outcome) = std::thread::scope(|s| {
             let mut handles = Vec::with_capacity(workers);
             for (w, start) in starts.into_iter().enumerate() {
                 let mine: Vec<usize> = (w..n_ports).step_by(workers).collect();
@@ -428,17 +613,76 @@ impl MtRouter {
                     }
                 }
             }
-            let tx = self.tx_loop(&shared, &mut sent, clock, stop, drain, period, observer);
-            // The receive workers stop before the leftovers are counted.
+            let mut helpers = Vec::with_capacity(tx_workers - 1);
+            let mut links = Vec::with_capacity(tx_workers - 1);
+            for (i, shard) in shards.into_iter().enumerate() {
+                let k = i + 1;
+                let (give, taken) = mpsc::sync_channel(1);
+                let (back, back_rx) = mpsc::sync_channel(1);
+                let end = HandoverEnd {
+                    give,
+                    back: back_rx,
+                };
+                let worker = TxWorker::new(k, &params, total_bufs);
+                let shared = &shared;
+                let spawned = std::thread::Builder::new()
+                    .name(format!("zlrouter-tx{k}"))
+                    .spawn_scoped(s, move || tx_helper(k, worker, end, shared, clock, stop));
+                match spawned {
+                    Ok(h) => {
+                        // The helper's first shard: the channel holds one, so this never waits.
+                        let _ = back.send(shard);
+                        helpers.push(h);
+                        links.push(HelperLink { taken, back });
+                    }
+                    Err(e) => {
+                        // Its ports stay with the coordinator, so no egress is lost; the run
+                        // counts as failed, as for a receive worker.
+                        own.ports.extend(shard.ports);
+                        own.egress.extend(shard.egress);
+                        own.fates.add(&shard.fates);
+                        failed.store(true, Ordering::Relaxed);
+                        tracing::error!("zlrouter: cannot start transmit worker {k}: {e}");
+                    }
+                }
+            }
+            let tx = self.tx_loop(
+                &shared,
+                &mut own,
+                &mut coordinator,
+                &links,
+                clock,
+                stop,
+                drain,
+                period,
+                observer,
+            );
+            // Every worker stops before the leftovers are counted.
             quit.store(true, Ordering::Relaxed);
-            // A worker that panicked keeps the counts it started with.
+            tx_quit.store(true, Ordering::Relaxed);
+            // A receive worker that panicked keeps the counts it started with.
             let results: Vec<(Fates, Option<PortError>)> = handles
                 .into_iter()
                 .map(|(h, kept)| h.join().unwrap_or((kept, None)))
                 .collect();
-            (results, tx)
+            // A transmit helper holds egress state nobody else has: its panic is the run's.
+            let helper_shards: Vec<(Option<TxShard>, Option<PortError>)> = helpers
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect();
+            (results, helper_shards, tx)
         });
         let (reason, mut error) = tx_outcome;
+        let mut others = Vec::with_capacity(helper_shards.len());
+        for (shard, e) in helper_shards {
+            // `None` only from a helper whose coordinator unwound mid-handover, and this is
+            // the coordinator, past every handover.
+            others.push(shard.expect("every handed-over shard was given back"));
+            if let Some(e) = e {
+                error.get_or_insert(e);
+            }
+        }
+        self.collect_egress(n_ports, &mut own, &mut others);
         // Everything left is counted `shutdown`: the rings, then the egress stages.
         for ring in &rings {
             while let Some(item) = ring.pop() {
@@ -453,13 +697,14 @@ impl MtRouter {
             let mut link = RingLink {
                 port: &ports[p],
                 tx_waiting: &tx_waiting[p],
-                sent: &mut sent,
+                sent: &mut coordinator.sent,
                 returns: &returns,
             };
             if let Err(e) = egress.shutdown(self.now, &mut link, &mut self.tx_fates) {
                 error.get_or_insert(e);
             }
         }
+        self.returns_lost += returns.lost.load(Ordering::Relaxed);
         self.ports = ports
             .into_iter()
             .map(|m| m.into_inner().unwrap_or_else(PoisonError::into_inner))
@@ -490,12 +735,65 @@ impl MtRouter {
         }
     }
 
-    /// The transmit worker: rings -> egress stages -> ports, until the run ends.
+    /// Puts every shard's egress stages back in `self.egress` (by port) and their counters,
+    /// summed, in `self.tx_fates`; the shards keep their ports, for [`MtRouter::deal_egress`].
+    fn collect_egress(&mut self, n_ports: usize, own: &mut TxShard, others: &mut [TxShard]) {
+        let mut slots: Vec<Option<Egress>> = (0..n_ports).map(|_| None).collect();
+        let mut fates = own.fates.clone();
+        for shard in std::iter::once(&mut *own).chain(others.iter_mut()) {
+            for (&p, e) in shard.ports.iter().zip(shard.egress.drain(..)) {
+                slots[p] = Some(e);
+            }
+        }
+        for shard in others.iter() {
+            fates.add(&shard.fates);
+        }
+        self.tx_fates = fates;
+        self.egress = slots
+            .into_iter()
+            .map(|e| e.expect("the shards' ports are every port, each once"))
+            .collect();
+    }
+
+    /// Deals `self.egress` back to the shards, each its ports' stages.
+    fn deal_egress(&mut self, own: &mut TxShard, others: &mut [TxShard]) {
+        let mut slots: Vec<Option<Egress>> = self.egress.drain(..).map(Some).collect();
+        for shard in std::iter::once(own).chain(others.iter_mut()) {
+            shard.egress = (shard.ports.iter())
+                .map(|&p| slots[p].take().expect("each port is in one shard"))
+                .collect();
+        }
+    }
+
+    /// Takes every helper's shard (each hands it over at its next round and waits), so that
+    /// `self` holds every port's egress stage at one moment: a live update then applies to
+    /// every port or none, and a progress report sees every port as of the same round. `None`
+    /// when a helper has ended (a failed port, a stop, a panic): the shards taken are given
+    /// back and the run must end.
+    fn take_shards(&mut self, sh: &Shared<'_>, links: &[HelperLink]) -> Option<Vec<TxShard>> {
+        // Relaxed: the request carries no data; the shards travel through the channels.
+        sh.handover.fetch_add(1, Ordering::Relaxed);
+        let taken: Vec<Option<TxShard>> = links.iter().map(|l| l.taken.recv().ok()).collect();
+        if taken.iter().all(Option::is_some) {
+            return Some(taken.into_iter().flatten().collect());
+        }
+        for (l, shard) in links.iter().zip(taken) {
+            if let Some(shard) = shard {
+                let _ = l.back.send(shard);
+            }
+        }
+        None
+    }
+
+    /// Transmit worker 0 and the coordinator: its shard's rings -> egress stages -> ports,
+    /// plus the live reloads, the progress reports and the end of the run, until it ends.
     #[allow(clippy::too_many_arguments)]
     fn tx_loop<C>(
         &mut self,
         sh: &Shared<'_>,
-        sent: &mut BufPool,
+        own: &mut TxShard,
+        worker: &mut TxWorker,
+        links: &[HelperLink],
         clock: &C,
         stop: &AtomicBool,
         drain: Nanos,
@@ -505,61 +803,51 @@ impl MtRouter {
     where
         C: Fn() -> Nanos + Sync,
     {
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(stream_seed(self.params.seed, 0));
-        let mut rounds: u64 = 0;
+        let n_ports = sh.rings.len();
         let mut next_report = clock() + period;
         let mut sources_done_at: Option<Nanos> = None;
         let mut idle = 0u32;
-        let budget = self.params.work_budget;
         loop {
             let now = clock().max(self.now);
             self.now = now;
-            self.tx_fates.set_clock(now);
-            rounds = rounds.wrapping_add(1);
-            if let Some((update, answer)) = self.reload.as_ref().and_then(|r| r.take()) {
-                let applied = self.apply_live(sh, update);
-                // The reloader may have given up waiting: then nobody hears the answer.
-                let _ = answer.send(applied);
-            }
-            let mut moved = 0usize;
-            for (p, egress) in self.egress.iter_mut().enumerate() {
-                let mut link = RingLink {
-                    port: &sh.ports[p],
-                    tx_waiting: &sh.tx_waiting[p],
-                    sent: &mut *sent,
-                    returns: sh.returns,
+            own.fates.set_clock(now);
+            let update = self.reload.as_ref().and_then(|r| r.take());
+            if update.is_some() || now >= next_report {
+                let Some(mut others) = self.take_shards(sh, links) else {
+                    if let Some((_, answer)) = update {
+                        let _ = answer.send(Err("the router is stopping".into()));
+                    }
+                    // Relaxed: the flag carries no data.
+                    let reason = if stop.load(Ordering::Relaxed) {
+                        StopReason::Interrupted
+                    } else {
+                        StopReason::Finished
+                    };
+                    return (reason, None);
                 };
-                // Admission in bursts, each followed by its transmit, as the single-thread
-                // loop transmits after each receive burst: a queue whose link keeps up then
-                // never holds more than the cut-through leaves (see `Egress::admit`).
-                let mut left = budget;
-                loop {
-                    let chunk = left.min(BATCH_CAPACITY);
-                    let n = admit_from_ring(
-                        egress,
-                        &mut self.tx_fates,
-                        now,
-                        &sh.rings[p],
-                        sh.returns,
-                        &mut rng,
-                        chunk,
-                    );
-                    moved += n;
-                    left -= n;
-                    if let Err(e) = egress.transmit(now, &mut link, &mut self.tx_fates) {
-                        sh.failed.store(true, Ordering::Relaxed);
-                        return (StopReason::Finished, Some(e));
-                    }
-                    if n < chunk || left == 0 {
-                        break;
-                    }
+                self.collect_egress(n_ports, own, &mut others);
+                if let Some((update, answer)) = update {
+                    let applied = self.apply_live(sh, update);
+                    // The reloader may have given up waiting: then nobody hears the answer.
+                    let _ = answer.send(applied);
                 }
-                egress.tick(now, rounds);
+                if now >= next_report {
+                    self.report_progress(sh, now, observer);
+                    next_report = now + period;
+                }
+                self.deal_egress(own, &mut others);
+                for (l, shard) in links.iter().zip(others) {
+                    // The helper waits for it: the channel holds one, so this never waits.
+                    let _ = l.back.send(shard);
+                }
             }
-            if now >= next_report {
-                self.report_progress(sh, now, observer);
-                next_report = now + period;
-            }
+            let moved = match worker.round(own, sh, now) {
+                Ok(n) => n,
+                Err(e) => {
+                    sh.failed.store(true, Ordering::Relaxed);
+                    return (StopReason::Finished, Some(e));
+                }
+            };
             // Relaxed: the flags carry no data; the counters come through the joins.
             if stop.load(Ordering::Relaxed) {
                 return (StopReason::Interrupted, None);
@@ -570,8 +858,10 @@ impl MtRouter {
             // Acquire: pairs with each worker's release, so its last ring pushes are visible.
             if sh.running.load(Ordering::Acquire) == 0 {
                 let done_at = *sources_done_at.get_or_insert(now);
-                let empty = sh.rings.iter().all(ArrayQueue::is_empty)
-                    && self.egress.iter().all(|e| e.qos.is_empty());
+                // Relaxed: a helper sets its flag after its own acquire of `running` and its
+                // look at its rings and queues; nothing else is read through it.
+                let empty =
+                    own.is_empty(sh) && sh.drained[1..].iter().all(|d| d.load(Ordering::Relaxed));
                 if empty {
                     return (StopReason::Finished, None);
                 }
@@ -584,9 +874,10 @@ impl MtRouter {
         }
     }
 
-    /// Installs a live update between two rounds: the egress stages here, then the receive
-    /// workers' forwarding state (the priority map, the lists they observe), which each
-    /// worker takes at its next round.
+    /// Installs a live update between two rounds, every transmit worker's shard in hand
+    /// (`take_shards`): every port's egress stage or none, then the receive workers'
+    /// forwarding state (the priority map, the lists they observe), which each worker takes at
+    /// its next round.
     fn apply_live(&mut self, sh: &Shared<'_>, u: LiveUpdate) -> Applied {
         apply_egress(&mut self.egress, u.egress, |e| e)?;
         if let Some(p) = u.priority {
@@ -609,8 +900,8 @@ impl MtRouter {
         now: Nanos,
         observer: &mut dyn Observer<MtRouter>,
     ) {
-        // Order matters (the module doc): the transmit worker's own counters and queues (as
-        // they stand: this thread changes them), then each worker's published counters, then
+        // Order matters (the module doc): the transmit workers' counters and queues (as they
+        // stand: every shard is in hand), then each receive worker's published counters, then
         // its lead, so `received` covers every fate counted before it.
         let mut fates = self.tx_fates.clone();
         let mut workers = Vec::with_capacity(sh.progress.len());
@@ -635,7 +926,7 @@ impl MtRouter {
     }
 }
 
-/// Admits up to `budget` packets from `ring` through `egress` (the transmit worker's half of
+/// Admits up to `budget` packets from `ring` through `egress` (a transmit worker's half of
 /// the single-thread loop's `process`); dropped buffers go back through `returns`.
 #[inline]
 fn admit_from_ring(
@@ -643,7 +934,7 @@ fn admit_from_ring(
     fates: &mut Fates,
     now: Nanos,
     ring: &ArrayQueue<Item>,
-    returns: &ArrayQueue<PacketBuf>,
+    returns: &ReturnRing,
     rng: &mut Xoshiro256PlusPlus,
     budget: usize,
 ) -> usize {
@@ -660,13 +951,13 @@ fn admit_from_ring(
         } = item;
         if let Some(kind) = icmp {
             if let Some(b) = egress.originate(buf, kind, fates) {
-                let _ = returns.push(b);
+                returns.give(b);
             }
             continue;
         }
         let dropped = egress.admit(now, rng, buf, meta, headers.as_mut(), obs.as_ref(), fates);
         if let Some(b) = dropped {
-            let _ = returns.push(b);
+            returns.give(b);
         }
     }
     n
@@ -683,6 +974,73 @@ fn pause(idle: u32) {
         n if n < IDLE_ROUNDS_BEFORE_YIELD => std::hint::spin_loop(),
         _ => std::thread::yield_now(),
     }
+}
+
+/// Transmit worker `k >= 1`: its shard's rings -> egress stages -> ports, until the
+/// coordinator ends the run (or a stop, or a failure); hands its shard to the coordinator when
+/// asked and waits for it back (see `MtRouter::take_shards`). Returns its shard (`None` only
+/// when the coordinator is gone mid-handover, i.e. unwinding) and its port's error.
+fn tx_helper<C>(
+    k: usize,
+    mut worker: TxWorker,
+    end: HandoverEnd,
+    sh: &Shared<'_>,
+    clock: &C,
+    stop: &AtomicBool,
+) -> (Option<TxShard>, Option<PortError>)
+where
+    C: Fn() -> Nanos + Sync,
+{
+    let Ok(mut shard) = end.back.recv() else {
+        return (None, None);
+    };
+    // The handover requests answered: the coordinator moves `handover` once per request and
+    // waits for every helper before it moves it again, so comparing with the last one seen
+    // answers each exactly once (0: none yet, as `handover` starts).
+    let mut seen = 0u64;
+    let mut last = Nanos::ZERO;
+    let mut idle = 0u32;
+    let mut drained = false;
+    // Relaxed: the flags carry no data.
+    while !sh.tx_quit.load(Ordering::Relaxed)
+        && !stop.load(Ordering::Relaxed)
+        && !sh.failed.load(Ordering::Relaxed)
+    {
+        // Relaxed: the request carries no data; the shard travels through the channels,
+        // which order everything done to it before and after.
+        let request = sh.handover.load(Ordering::Relaxed);
+        if request != seen {
+            seen = request;
+            if let Err(mpsc::SendError(s)) = end.give.send(shard) {
+                shard = s;
+                break;
+            }
+            match end.back.recv() {
+                Ok(s) => shard = s,
+                Err(_) => return (None, None),
+            }
+        }
+        let now = clock().max(last);
+        last = now;
+        shard.fates.set_clock(now);
+        let moved = match worker.round(&mut shard, sh, now) {
+            Ok(n) => n,
+            Err(e) => {
+                sh.failed.store(true, Ordering::Relaxed);
+                return (Some(shard), Some(e));
+            }
+        };
+        // Acquire: pairs with each receive worker's release, so its last ring pushes are
+        // visible before the rings are looked at.
+        if !drained && sh.running.load(Ordering::Acquire) == 0 && shard.is_empty(sh) {
+            drained = true;
+            // Relaxed: see the coordinator's load.
+            sh.drained[k].store(true, Ordering::Relaxed);
+        }
+        idle = if moved == 0 { idle + 1 } else { 0 };
+        pause(idle);
+    }
+    (Some(shard), None)
 }
 
 /// One receive worker: its ports' bursts -> forward -> observe -> egress ring.
@@ -708,7 +1066,7 @@ where
     let mut generation = sh.rx_generation.load(Ordering::Acquire);
     let mut state = sh
         .rx_state
-        .lock()
+        .lock() // lock-ok: once, before the loop
         .unwrap_or_else(PoisonError::into_inner)
         .clone();
     // Each worker limits its errors to its share of the global rate (`crate::icmp`).
@@ -721,14 +1079,15 @@ where
         && !stop.load(Ordering::Relaxed)
         && !sh.failed.load(Ordering::Relaxed)
     {
-        // Acquire: pairs with the transmit worker's release after it replaced the state.
+        // Acquire: pairs with the coordinator's release after it replaced the state.
         let now_generation = sh.rx_generation.load(Ordering::Acquire);
         if now_generation != generation {
             generation = now_generation;
+            // lock-ok: once per live reload
             state.clone_from(&sh.rx_state.lock().unwrap_or_else(PoisonError::into_inner));
         }
         while pool.available() < pool.total() {
-            match sh.returns.pop() {
+            match sh.returns.ring.pop() {
                 Some(b) => pool.free(b),
                 None => break,
             }
@@ -747,6 +1106,7 @@ where
                 if sh.tx_waiting[p].load(Ordering::Relaxed) {
                     break;
                 }
+                // lock-ok: the port (one object, both rings) until it splits in halves
                 let mut port = match sh.ports[p].try_lock() {
                     Ok(g) => g,
                     Err(TryLockError::Poisoned(g)) => g.into_inner(),
@@ -782,6 +1142,7 @@ where
             }
         }
         if now >= next_report {
+            // lock-ok: once per half progress period, never waits
             if let Ok(mut c) = sh.progress[w].try_lock() {
                 c.clone_from(&counts);
             }
@@ -798,10 +1159,11 @@ where
             pause(idle);
         }
     }
+    // lock-ok: once, after the loop
     if let Ok(mut c) = sh.progress[w].lock() {
         c.clone_from(&counts);
     }
-    // Release: the ring pushes above happen before the transmit worker sees this worker done.
+    // Release: the ring pushes above happen before the transmit workers see this worker done.
     sh.running.fetch_sub(1, Ordering::Release);
     (counts, error)
 }

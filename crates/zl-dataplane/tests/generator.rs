@@ -28,6 +28,7 @@ fn generator(p: &GeneratorParams, end: Nanos, seed: u64) -> GeneratorPort {
         seed,
         end,
         tag_base: 0,
+        acks: None,
     };
     GeneratorPort::new(&setup, p).unwrap()
 }
@@ -202,4 +203,132 @@ size_max = 1514
             );
         }
     }
+}
+
+fn tcp_generator(extra: &str, end: Nanos) -> GeneratorPort {
+    let p = params(&format!("rate_bps = 100_000_000\nsize = 1000\n{extra}"));
+    generator(&p, end, 1)
+}
+
+/// The (flow, sequence) a responsive segment carries at the start of its UDP payload.
+fn segment(frame: &[u8]) -> (u32, u32) {
+    let p = &frame[42..54];
+    assert_eq!(&p[0..4], b"zlRn");
+    (
+        u32::from_be_bytes(p[4..8].try_into().unwrap()),
+        u32::from_be_bytes(p[8..12].try_into().unwrap()),
+    )
+}
+
+#[test]
+fn unacknowledged_a_responsive_flow_sends_its_first_window_then_retransmits_on_its_timer() {
+    // No sink: nothing is ever acknowledged. Two segments (the initial window), then segment
+    // 0 again each time the timer expires: after 1 s (RFC 6298's initial timeout), then after
+    // 2 s and 4 s more (back-off), all before the end at 10 s.
+    let mut g = tcp_generator("tcp = { rtt_ms = 10.0 }", Nanos::from_secs(10));
+    let pkts = drain(&mut g);
+    let seqs: Vec<u32> = pkts.iter().map(|(_, f)| segment(f).1).collect();
+    assert_eq!(seqs, [0, 1, 0, 0, 0]);
+    let t: Vec<f64> = pkts.iter().map(|(t, _)| t.as_secs_f64()).collect();
+    // The second segment follows the first by one frame time on the 100 Mbit/s access link.
+    assert_eq!((pkts[1].0 - pkts[0].0).as_nanos(), 80_000);
+    for (k, gap) in [(2, 1.0), (3, 2.0), (4, 4.0)] {
+        let since = t[k] - if k == 2 { t[0] } else { t[k - 1] };
+        assert!((since - gap).abs() < 1e-3, "retransmission {k}: {since} s");
+    }
+    let s = g.responsive();
+    assert_eq!((s.len(), s[0].timeouts, s[0].cwnd), (1, 3, 1.0));
+}
+
+#[test]
+fn acknowledged_at_once_a_responsive_flow_doubles_its_window_each_round_trip_up_to_its_cap() {
+    // A perfect sink: every segment is delivered the moment it is sent, and its ACK reaches
+    // the sender `rtt_ms` = 10 ms later. Slow start: 2, 4, 8, 16 segments per round trip, then
+    // the advertised window (16) caps it.
+    let mut g = tcp_generator(
+        "tcp = { rtt_ms = 10.0, window = 16 }",
+        Nanos::from_millis(75),
+    );
+    let acks = g
+        .acks()
+        .expect("a responsive group has an acknowledgement channel");
+    let mut pool = BufPool::new(64, 2048);
+    let mut batch = Batch::new();
+    let mut per_round = [0u32; 8];
+    let mut frames = Vec::new();
+    while let Readiness::NextPacketAt(t) = g.readiness() {
+        g.recv(t, &mut pool, &mut batch).unwrap();
+        for b in batch.drain() {
+            assert!(acks.delivered(b.rx_time, b.in_port, b.as_slice()));
+            per_round[(b.rx_time.as_nanos() / 10_000_000) as usize] += 1;
+            frames.push(b.as_slice().to_vec());
+            pool.free(b);
+        }
+    }
+    assert_eq!(per_round, [2, 4, 8, 16, 16, 16, 16, 16]);
+    let seqs: Vec<u32> = frames.iter().map(|f| segment(f).1).collect();
+    assert_eq!(
+        seqs,
+        (0..94).collect::<Vec<_>>(),
+        "in order, nothing resent"
+    );
+    assert!(frames.iter().all(|f| udp_checksum_verifies(f)));
+    assert_eq!(acks.overflows(), 0);
+    let s = g.responsive()[0];
+    assert_eq!((s.cwnd, s.timeouts), (16.0, 0));
+}
+
+#[test]
+fn a_delivery_of_another_port_or_a_plain_frame_is_not_a_segment() {
+    let mut g = tcp_generator("tcp = { rtt_ms = 10.0 }", Nanos::from_millis(1));
+    let acks = g.acks().unwrap();
+    let pkts = drain(&mut g);
+    let (_, f) = &pkts[0];
+    assert!(
+        !acks.delivered(Nanos::ZERO, 4, f),
+        "received by another port"
+    );
+    let plain = drain(&mut generator(
+        &params("rate_bps = 1_000_000"),
+        Nanos::from_millis(10),
+        1,
+    ));
+    assert!(
+        !acks.delivered(Nanos::ZERO, 3, &plain[0].1),
+        "an open-loop frame"
+    );
+    assert!(acks.delivered(Nanos::ZERO, 3, f));
+}
+
+#[test]
+fn responsive_groups_reject_what_a_window_cannot_pace() {
+    let reject = |extra: &str, key: &str| {
+        let p = params(&format!("rate_bps = 1_000_000\n{extra}"));
+        let setup = GeneratorSetup {
+            name: "gen",
+            index: 3,
+            own_mac: MacAddr([2, 0, 0, 0, 0, 1]),
+            key_prefix: "ports[0].generator",
+            seed: 1,
+            end: Nanos::from_secs(1),
+            tag_base: 0,
+            acks: None,
+        };
+        let err = GeneratorPort::new(&setup, &p).unwrap_err().to_string();
+        assert!(err.contains(key), "{extra}: {err}");
+    };
+    reject(
+        "arrival = \"poisson\"\ntcp = { rtt_ms = 10.0 }",
+        "ports[0].generator.flows[0].arrival",
+    );
+    reject(
+        "size = 100\nsize_max = 200\ntcp = { rtt_ms = 10.0 }",
+        "flows[0].size_max",
+    );
+    reject("tcp = { rtt_ms = 0.0 }", "flows[0].tcp.rtt_ms");
+    reject("tcp = { rtt_ms = 10.0, window = 0 }", "flows[0].tcp.window");
+    reject(
+        "tcp = { rtt_ms = 10.0, min_rto_ms = 0.5 }",
+        "flows[0].tcp.min_rto_ms",
+    );
 }

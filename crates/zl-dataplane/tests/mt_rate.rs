@@ -1,5 +1,5 @@
-//! Forwarding rate of the threaded router (`zl_dataplane::mt`) with 1 and 2 receive workers,
-//! measured in the same run (`#[ignore]`d: a measurement, not a check; figures in
+//! Forwarding rate of the threaded router (`zl_dataplane::mt`) with 1 and 2 receive workers
+//! and 1 and 2 transmit workers, each layout as a ratio to 1 + 1 measured in the same run (`#[ignore]`d: a measurement, not a check; figures in
 //! docs/performance/real-traffic.md):
 //!
 //! ```text
@@ -8,8 +8,10 @@
 //!
 //! Two in-memory source ports (100-byte IPv4/UDP frames, 8 flows each) routed to two egress
 //! ports (LPM, TTL, MAC rewrite), each egress with one ZL-RED class of 4096 packets on the
-//! port's shared Zombie List and no shaper; the rate is packets received and forwarded per
-//! second of wall time.
+//! port's shared Zombie List and no shaper (no virtual time: the workers run flat out on the
+//! monotonic clock, and the egress ports count what they send); the rate is packets received
+//! and forwarded per second of wall time. With 2 transmit workers, each egress port has its
+//! own.
 
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
@@ -42,7 +44,7 @@ fn frame(net: u8, host: u8) -> Vec<u8> {
     f
 }
 
-fn router(workers: usize, per_port: u64) -> MtRouter {
+fn router((workers, tx_workers): (usize, usize), per_port: u64) -> MtRouter {
     let qos: QosParams = toml::from_str(
         "link_rate_bps = 100_000_000_000\n[[classes]]\nname = \"be\"\nweight = 1\n\
          max_packets = 4096\naqm = { kind = \"zl-red\", th_min = 5, p_max = 0.15, a = 10 }\n",
@@ -89,6 +91,7 @@ fn router(workers: usize, per_port: u64) -> MtRouter {
         Vec::new(),
         MtParams {
             rx_workers: workers,
+            tx_workers,
             ring_capacity: 4096,
             pool_per_worker: 16_384,
             work_budget: 256,
@@ -99,33 +102,52 @@ fn router(workers: usize, per_port: u64) -> MtRouter {
 
 #[test]
 #[ignore = "a measurement; run by hand"]
-fn forwarding_rate_with_1_and_2_rx_workers() {
+fn forwarding_rate_with_1_and_2_rx_and_tx_workers() {
     const PER_PORT: u64 = 2_000_000;
-    for workers in [1usize, 2, 1, 2] {
-        let mut r = router(workers, PER_PORT);
-        let start = Instant::now();
-        let clock = || Nanos(start.elapsed().as_nanos() as u64);
-        let stop = AtomicBool::new(false);
-        r.run(
-            &clock,
-            &stop,
-            Nanos::from_secs(10),
-            Nanos::from_millis(100),
-            &mut NoObserver,
-        )
-        .unwrap();
-        let secs = start.elapsed().as_secs_f64();
-        let t = r.totals();
-        assert_eq!(t.received, t.forwarded + t.dropped() + r.queued());
+    const LAYOUTS: [(usize, usize); 4] = [(1, 1), (2, 1), (1, 2), (2, 2)];
+    // Twice over, interleaved, so a slow patch of the machine does not land on one layout.
+    let mut rates = [(0.0f64, 0.0f64); LAYOUTS.len()];
+    for _ in 0..2 {
+        for (i, &(rx, tx)) in LAYOUTS.iter().enumerate() {
+            let mut r = router((rx, tx), PER_PORT);
+            let start = Instant::now();
+            let clock = || Nanos(start.elapsed().as_nanos() as u64);
+            let stop = AtomicBool::new(false);
+            r.run(
+                &clock,
+                &stop,
+                Nanos::from_secs(10),
+                Nanos::from_millis(100),
+                &mut NoObserver,
+            )
+            .unwrap();
+            let secs = start.elapsed().as_secs_f64();
+            let t = r.totals();
+            assert_eq!(t.received, t.forwarded + t.dropped() + r.queued());
+            let (rx_rate, fwd_rate) = (t.received as f64 / secs, t.forwarded as f64 / secs);
+            eprintln!(
+                "{rx} rx / {tx} tx worker(s): received {} forwarded {} dropped {} (ring_full {}) \
+                 in {secs:.3} s: {:.2} Mpkt/s received, {:.2} Mpkt/s forwarded",
+                t.received,
+                t.forwarded,
+                t.dropped(),
+                t.drops_of(zl_dataplane::DropCause::RingFull),
+                rx_rate / 1e6,
+                fwd_rate / 1e6
+            );
+            rates[i].0 += rx_rate / 2.0;
+            rates[i].1 += fwd_rate / 2.0;
+        }
+    }
+    let base = rates[0];
+    eprintln!("| rx workers | tx workers | received (x 1/1) | forwarded (x 1/1) |");
+    for (&(rx, tx), r) in LAYOUTS.iter().zip(&rates) {
         eprintln!(
-            "{workers} rx worker(s): received {} forwarded {} dropped {} (ring_full {}) in {secs:.3} s: \
-             {:.2} Mpkt/s received, {:.2} Mpkt/s forwarded",
-            t.received,
-            t.forwarded,
-            t.dropped(),
-            t.drops_of(zl_dataplane::DropCause::RingFull),
-            t.received as f64 / secs / 1e6,
-            t.forwarded as f64 / secs / 1e6
+            "| {rx} | {tx} | {:.2} ({:.2} Mpkt/s) | {:.2} ({:.2} Mpkt/s) |",
+            r.0 / base.0,
+            r.0 / 1e6,
+            r.1 / base.1,
+            r.1 / 1e6
         );
     }
 }

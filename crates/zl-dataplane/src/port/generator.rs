@@ -7,12 +7,26 @@
 //! such in the reports; what makes it misbehave is its configuration (typically a rate well
 //! above its fair share, sent whatever the drops, as an unresponsive UDP source).
 //!
+//! A group with a `tcp` table is responsive instead: each flow is a TCP Reno sender
+//! (`super::reno`) whose segments go out as these UDP frames (flow and sequence number at the
+//! start of the payload), no faster than the group's `rate_bps` (the sender's access link) and
+//! no more than its window allows. The sink port that receives them records each delivery in
+//! the generator's [`AckChannel`] (`super::acks`); the generator hands it to the flow's
+//! receiver `rtt_ms` later and the receiver's cumulative ACK to the sender, so a segment the
+//! router drops is never acknowledged and the sender backs off (three duplicate ACKs or its
+//! timer), and a CE mark on an ECN-capable group halves its window. Everything happens in the
+//! port's virtual time: sends, ACK arrivals and retransmission timers are events of one heap,
+//! and [`Port::readiness`] names the earliest (or the earliest delivery waiting in the
+//! channel), so the loop wakes the generator exactly when a sender may act.
+//!
 //! All randomness comes from one seeded generator, so a seed reproduces the run exactly.
-//! Frames are written straight into pool buffers: no allocation per packet.
+//! Frames are written straight into pool buffers: no allocation per packet (the event heap
+//! and the receivers' windows are reserved at build time).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -22,6 +36,8 @@ use zl_port::{Batch, BufPool, Port, PortCounters, PortError, Readiness};
 use zl_qos::DscpSpec;
 use zl_wire::{checksum, MacAddr};
 
+use super::acks::{AckChannel, SEGMENT_HEADER, SEGMENT_MAGIC};
+use super::reno::{RenoSender, SegmentReceiver};
 use crate::config::{invalid, ConfigError};
 
 /// Arrival process of a flow group.
@@ -84,7 +100,36 @@ pub struct FlowGroupParams {
     /// When it stops; the end of the run when absent.
     #[serde(default)]
     pub stop_s: Option<f64>,
+    /// Makes every flow of the group a responsive TCP Reno sender (see the module doc);
+    /// `rate_bps` is then its access link's rate, the most it can send.
+    #[serde(default)]
+    pub tcp: Option<TcpFlowParams>,
 }
+
+/// A responsive group's TCP settings (`[ports.generator.flows.tcp]`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TcpFlowParams {
+    /// Round-trip time outside the router, ms: from the sink's delivery to the ACK reaching
+    /// the sender (the generator-to-router hop takes no time).
+    pub rtt_ms: f64,
+    /// The receiver's advertised window, segments: the most a flow has in flight.
+    #[serde(default = "default_window")]
+    pub window: u32,
+    /// Lower bound of the retransmission timeout, ms (RFC 6298 §2.4 says 1 s; Linux and
+    /// ns-2 use 200 ms).
+    #[serde(default = "default_min_rto_ms")]
+    pub min_rto_ms: f64,
+}
+
+fn default_window() -> u32 {
+    64
+}
+fn default_min_rto_ms() -> f64 {
+    200.0
+}
+/// Largest advertised window, segments (each receiver holds one bit per segment of it).
+const MAX_WINDOW: u32 = 65_536;
 
 fn one() -> u32 {
     1
@@ -140,6 +185,17 @@ struct Group {
     start: Nanos,
     stop: Nanos,
     dst_port: u16,
+    tcp: Option<GroupTcp>,
+}
+
+/// A responsive group's validated TCP settings.
+#[derive(Clone, Copy, Debug)]
+struct GroupTcp {
+    rtt: Nanos,
+    window: u32,
+    min_rto: Nanos,
+    /// The group's packets are ECN-capable: a CE mark is echoed and reacted to.
+    ecn: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -149,6 +205,44 @@ struct Flow {
     dst: IpAddr,
     src_port: u16,
     ipv4_id: u16,
+    tcp: Option<TcpFlow>,
+}
+
+/// A responsive flow: its sender, its receiver, and what of it waits in the event heap.
+#[derive(Clone, Debug)]
+struct TcpFlow {
+    sender: RenoSender,
+    receiver: SegmentReceiver,
+    /// A `Send` event is in the heap.
+    send_pending: bool,
+    /// When the access link has finished the last segment.
+    link_free: Nanos,
+    /// The earliest `Timer` event in the heap.
+    timer_at: Option<Nanos>,
+}
+
+/// What a responsive flow does at an instant. At one time, ACKs come first, then timers,
+/// then sends (the derived order), so a sender sends on what it has just learned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum TcpEvent {
+    /// The ACK of the delivery of `seq` reaches the sender.
+    Ack { flow: u32, seq: u32, ce: bool },
+    /// The retransmission timer may have expired.
+    Timer { flow: u32 },
+    /// The access link is free and the window may let a segment go.
+    Send { flow: u32 },
+}
+
+/// A responsive flow's state, for tests and reports.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ResponsiveState {
+    /// Index of the flow's group.
+    pub group: usize,
+    /// Congestion window, segments.
+    pub cwnd: f64,
+    pub ssthresh: f64,
+    /// Retransmission timeouts so far.
+    pub timeouts: u64,
 }
 
 /// What a group's flows have offered so far (for reports).
@@ -160,7 +254,7 @@ pub struct GroupInfo {
 }
 
 /// Where a generator sits and what it derives from the run.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct GeneratorSetup<'a> {
     pub name: &'a str,
     /// Index of the port in the data plane.
@@ -174,6 +268,9 @@ pub struct GeneratorSetup<'a> {
     pub end: Nanos,
     /// Tags of earlier generator ports' groups (this port's group k gets `tag_base + k + 1`).
     pub tag_base: u32,
+    /// Where the sink records the responsive flows' deliveries; the generator makes its own
+    /// (see [`GeneratorPort::acks`]) when absent and it has responsive groups.
+    pub acks: Option<Arc<AckChannel>>,
 }
 
 /// The generator port.
@@ -187,8 +284,16 @@ pub struct GeneratorPort {
     /// Tag of group 0 minus one (groups of earlier generator ports come first).
     tag_base: u32,
     flows: Vec<Flow>,
-    /// (next send time, flow index), earliest first.
+    /// The open-loop flows' (next send time, flow index), earliest first.
     schedule: BinaryHeap<Reverse<(Nanos, u32)>>,
+    /// The responsive flows' events, earliest first.
+    events: BinaryHeap<Reverse<(Nanos, TcpEvent)>>,
+    /// Deliveries of the responsive flows (`None` without any).
+    acks: Option<Arc<AckChannel>>,
+    /// The shortest return delay of a responsive group.
+    min_rtt: Nanos,
+    /// The latest stop of a responsive group: later deliveries wake nothing.
+    tcp_stop: Nanos,
     rng: Xoshiro256PlusPlus,
     counters: PortCounters,
 }
@@ -212,6 +317,7 @@ impl GeneratorPort {
             seed,
             end,
             tag_base,
+            ref acks,
         } = *setup;
         let dst_mac = match &params.dst_mac {
             Some(s) => crate::config::parse_mac(s).ok_or_else(|| {
@@ -300,6 +406,10 @@ impl GeneratorPort {
                 Some(s) => Nanos::from_secs_f64(s).min(end),
                 None => end,
             };
+            let tcp = match &g.tcp {
+                None => None,
+                Some(t) => Some(Self::check_tcp(t, g, &key, is_v6)?),
+            };
             groups.push(Group {
                 name: g.name.clone(),
                 misbehaving: g.misbehaving,
@@ -313,6 +423,7 @@ impl GeneratorPort {
                 start,
                 stop,
                 dst_port: g.dst_port,
+                tcp,
             });
             for i in 0..g.count {
                 flows.push(Flow {
@@ -321,6 +432,13 @@ impl GeneratorPort {
                     dst: g.dst,
                     src_port: 10_000u16.wrapping_add(i as u16),
                     ipv4_id: 0,
+                    tcp: tcp.map(|t| TcpFlow {
+                        sender: RenoSender::new(t.window, t.min_rto),
+                        receiver: SegmentReceiver::new(t.window),
+                        send_pending: false,
+                        link_free: Nanos::ZERO,
+                        timer_at: None,
+                    }),
                 });
             }
         }
@@ -331,6 +449,21 @@ impl GeneratorPort {
                 "fewer flows in total",
             ));
         }
+        // Each responsive flow has at most a window of segments in flight, so at most that
+        // many deliveries wait in the channel and that many ACKs in the heap, plus one
+        // timer and one send.
+        let windows: usize = flows
+            .iter()
+            .filter_map(|f| groups[f.group].tcp.map(|t| t.window as usize + 2))
+            .sum();
+        let tcp_groups = || groups.iter().filter_map(|g| g.tcp.map(|t| (t, g.stop)));
+        let min_rtt = tcp_groups().map(|(t, _)| t.rtt).min().unwrap_or(Nanos::MAX);
+        let tcp_stop = tcp_groups().map(|(_, s)| s).max().unwrap_or(Nanos::ZERO);
+        let acks = match (windows, acks) {
+            (0, _) => None,
+            (_, Some(a)) => Some(Arc::clone(a)),
+            (n, None) => Some(Arc::new(AckChannel::new(index, n))),
+        };
         let mut port = GeneratorPort {
             name: name.to_owned(),
             index,
@@ -340,6 +473,10 @@ impl GeneratorPort {
             tag_base,
             flows,
             schedule: BinaryHeap::new(),
+            events: BinaryHeap::with_capacity(windows),
+            acks,
+            min_rtt,
+            tcp_stop,
             rng: Xoshiro256PlusPlus::seed_from_u64(seed),
             counters: PortCounters::default(),
         };
@@ -349,11 +486,174 @@ impl GeneratorPort {
             // the same nanosecond.
             let gap = Self::mean_gap(g.rate_bps, (g.size + g.size_max) / 2);
             let first = g.start + Nanos((port.rng.random::<f64>() * gap.as_nanos() as f64) as u64);
-            if first < port.groups[port.flows[fi].group].stop {
-                port.schedule.push(Reverse((first, fi as u32)));
+            if first >= g.stop {
+                continue;
+            }
+            match &mut port.flows[fi].tcp {
+                Some(t) => {
+                    t.send_pending = true;
+                    let flow = fi as u32;
+                    port.events.push(Reverse((first, TcpEvent::Send { flow })));
+                }
+                None => port.schedule.push(Reverse((first, fi as u32))),
             }
         }
         Ok(port)
+    }
+
+    /// Validates a responsive group's `tcp` table (and what the group must be to have one).
+    fn check_tcp(
+        t: &TcpFlowParams,
+        g: &FlowGroupParams,
+        key: &dyn Fn(&str) -> String,
+        is_v6: bool,
+    ) -> Result<GroupTcp, ConfigError> {
+        if !(t.rtt_ms.is_finite() && (0.001..=MAX_PERIOD_MS).contains(&t.rtt_ms)) {
+            return Err(invalid(
+                key("tcp.rtt_ms"),
+                t.rtt_ms,
+                "0.001 <= ms <= 3600000",
+            ));
+        }
+        if !(1..=MAX_WINDOW).contains(&t.window) {
+            return Err(invalid(key("tcp.window"), t.window, "1..=65536 segments"));
+        }
+        if !(t.min_rto_ms.is_finite() && (1.0..=60_000.0).contains(&t.min_rto_ms)) {
+            return Err(invalid(
+                key("tcp.min_rto_ms"),
+                t.min_rto_ms,
+                "1 <= ms <= 60000",
+            ));
+        }
+        if g.arrival != Arrival::Cbr {
+            return Err(invalid(
+                key("arrival"),
+                format!("{:?}", g.arrival),
+                "\"cbr\" (the default) for a group with `tcp`: its window and ACKs pace it",
+            ));
+        }
+        if g.size_max.is_some_and(|m| m != g.size) {
+            return Err(invalid(
+                key("size_max"),
+                g.size_max.unwrap_or(g.size),
+                "absent for a group with `tcp`: its segments all have `size` bytes",
+            ));
+        }
+        let headers = ETH_LEN + if is_v6 { IPV6_LEN } else { IPV4_LEN } + UDP_LEN;
+        let min = (headers + SEGMENT_HEADER) as u32;
+        if g.size < min {
+            return Err(invalid(
+                key("size"),
+                g.size,
+                format!("at least {min} bytes for a group with `tcp` (headers and the segment's flow and sequence)"),
+            ));
+        }
+        Ok(GroupTcp {
+            rtt: Nanos::from_secs_f64(t.rtt_ms * 1e-3),
+            window: t.window,
+            min_rto: Nanos::from_secs_f64(t.min_rto_ms * 1e-3),
+            ecn: g.ecn.is_ecn_capable(),
+        })
+    }
+
+    /// The channel the sink ports record this generator's responsive deliveries in (`None`
+    /// without responsive groups).
+    pub fn acks(&self) -> Option<Arc<AckChannel>> {
+        self.acks.clone()
+    }
+
+    /// The responsive flows' states, in flow order.
+    pub fn responsive(&self) -> Vec<ResponsiveState> {
+        (self.flows.iter())
+            .filter_map(|f| {
+                f.tcp.as_ref().map(|t| ResponsiveState {
+                    group: f.group,
+                    cwnd: t.sender.cwnd(),
+                    ssthresh: t.sender.ssthresh(),
+                    timeouts: t.sender.timeouts,
+                })
+            })
+            .collect()
+    }
+
+    /// Moves the waiting deliveries into the event heap as ACKs at their arrival times.
+    fn take_deliveries(&mut self) {
+        let Some(acks) = &self.acks else {
+            return;
+        };
+        let (flows, groups, events) = (&self.flows, &self.groups, &mut self.events);
+        acks.drain(|d| {
+            let Some(f) = flows.get(d.flow as usize).filter(|f| f.tcp.is_some()) else {
+                return;
+            };
+            let g = &groups[f.group];
+            let rtt = g.tcp.map_or(Nanos::ZERO, |t| t.rtt);
+            let at = d.at + rtt;
+            if at < g.stop {
+                let (flow, seq, ce) = (d.flow, d.seq, d.ce);
+                events.push(Reverse((at, TcpEvent::Ack { flow, seq, ce })));
+            }
+        });
+    }
+
+    /// After flow `fi` changed at `now`: queues its next send (when the window allows and none
+    /// is queued) and its timer (when it expires before the one queued).
+    fn reschedule(&mut self, fi: usize, now: Nanos) {
+        let stop = self.groups[self.flows[fi].group].stop;
+        let Some(t) = &mut self.flows[fi].tcp else {
+            return;
+        };
+        let flow = fi as u32;
+        if !t.send_pending && t.sender.can_send() {
+            let at = now.max(t.link_free);
+            if at < stop {
+                t.send_pending = true;
+                self.events.push(Reverse((at, TcpEvent::Send { flow })));
+            }
+        }
+        if let Some(d) = t.sender.rto_deadline() {
+            if d < stop && t.timer_at.is_none_or(|e| e > d) {
+                t.timer_at = Some(d);
+                self.events.push(Reverse((d, TcpEvent::Timer { flow })));
+            }
+        }
+    }
+
+    /// Runs a responsive flow's event at `t`; returns the segment to send, if any.
+    fn on_event(&mut self, t: Nanos, ev: TcpEvent) -> Option<(usize, u32)> {
+        let (fi, segment) = match ev {
+            TcpEvent::Ack { flow, seq, ce } => {
+                let fi = flow as usize;
+                let ecn = self.groups[self.flows[fi].group].tcp.is_some_and(|g| g.ecn);
+                let tcp = self.flows[fi].tcp.as_mut()?;
+                let ack = tcp.receiver.deliver(seq);
+                tcp.sender.on_ack(t, ack, ce && ecn);
+                (fi, None)
+            }
+            TcpEvent::Timer { flow } => {
+                let fi = flow as usize;
+                let tcp = self.flows[fi].tcp.as_mut()?;
+                if tcp.timer_at == Some(t) {
+                    tcp.timer_at = None;
+                }
+                tcp.sender.on_timer(t);
+                (fi, None)
+            }
+            TcpEvent::Send { flow } => {
+                let fi = flow as usize;
+                let g = &self.groups[self.flows[fi].group];
+                let gap = Self::mean_gap(g.rate_bps, g.size);
+                let tcp = self.flows[fi].tcp.as_mut()?;
+                tcp.send_pending = false;
+                let seq = tcp.sender.next_segment(t).map(|(seq, _)| seq);
+                if seq.is_some() {
+                    tcp.link_free = t + gap;
+                }
+                (fi, seq)
+            }
+        };
+        self.reschedule(fi, t);
+        segment.map(|s| (fi, s))
     }
 
     /// The flow groups, in config order (`tag_base` + index + 1 is the tag written into each
@@ -402,8 +702,9 @@ impl GeneratorPort {
         }
     }
 
-    /// Writes one frame of `size` bytes for flow `fi` into `room`.
-    fn write_frame(&mut self, fi: usize, size: usize, room: &mut [u8]) {
+    /// Writes one frame of `size` bytes for flow `fi` into `room`; a responsive flow's
+    /// `segment` number goes at the start of the payload.
+    fn write_frame(&mut self, fi: usize, size: usize, room: &mut [u8], segment: Option<u32>) {
         let flow = &mut self.flows[fi];
         let g = &self.groups[flow.group];
         room[0..6].copy_from_slice(&self.dst_mac.0);
@@ -455,18 +756,61 @@ impl GeneratorPort {
             }
             _ => 0,
         };
-        let udp = &mut room[l4..l4 + UDP_LEN];
+        room[l4 + UDP_LEN..size].fill(0);
+        let mut summed = UDP_LEN;
+        if let Some(seq) = segment {
+            let p = &mut room[l4 + UDP_LEN..l4 + UDP_LEN + SEGMENT_HEADER];
+            p[0..4].copy_from_slice(&SEGMENT_MAGIC);
+            p[4..8].copy_from_slice(&(fi as u32).to_be_bytes());
+            p[8..12].copy_from_slice(&seq.to_be_bytes());
+            summed += SEGMENT_HEADER;
+        }
+        let udp = &mut room[l4..l4 + summed];
         udp[0..2].copy_from_slice(&flow.src_port.to_be_bytes());
         udp[2..4].copy_from_slice(&g.dst_port.to_be_bytes());
         udp[4..6].copy_from_slice(&udp_len.to_be_bytes());
         udp[6..8].copy_from_slice(&[0, 0]);
-        // A real checksum (RFC 768; mandatory for IPv6, RFC 8200 §8.1). The payload is zeros,
-        // which add nothing to a one's complement sum, so only the header is summed. The
-        // router's rewrites (TTL / hop limit, DSCP, ECN, MACs) are outside the pseudo-header
-        // and the segment, so it stays valid through the router.
+        // A real checksum (RFC 768; mandatory for IPv6, RFC 8200 §8.1). The payload past the
+        // segment header is zeros, which add nothing to a one's complement sum, so only the
+        // header and the segment header are summed. The router's rewrites (TTL / hop limit,
+        // DSCP, ECN, MACs) are outside the pseudo-header and the segment, so it stays valid
+        // through the router.
         let sum = checksum::udp_checksum(pseudo, checksum::ones_complement_sum(udp));
         udp[6..8].copy_from_slice(&sum.to_be_bytes());
-        room[l4 + UDP_LEN..size].fill(0);
+    }
+
+    /// Writes flow `fi`'s frame sent at `t` into a pool buffer and adds it to `batch`; false
+    /// when no buffer could take it (counted).
+    fn emit(
+        &mut self,
+        t: Nanos,
+        fi: usize,
+        size: u32,
+        segment: Option<u32>,
+        pool: &mut BufPool,
+        batch: &mut Batch,
+    ) -> bool {
+        let Some(mut buf) = pool.alloc() else {
+            self.counters.rx_no_buffer += 1;
+            return false;
+        };
+        if buf.capacity() < size as usize {
+            pool.free(buf);
+            self.counters.rx_too_long += 1;
+            return false;
+        }
+        self.write_frame(fi, size as usize, buf.data_room_mut(), segment);
+        // Cannot fail: the capacity was checked above.
+        let _ = buf.set_len(size as usize);
+        buf.rx_time = t;
+        buf.in_port = self.index;
+        buf.tag = self.tag_base + self.flows[fi].group as u32 + 1;
+        self.counters.rx_packets += 1;
+        self.counters.rx_bytes += size as u64;
+        if let Err(b) = batch.push(buf) {
+            pool.free(b);
+        }
+        true
     }
 }
 
@@ -481,8 +825,34 @@ impl Port for GeneratorPort {
         pool: &mut BufPool,
         batch: &mut Batch,
     ) -> Result<usize, PortError> {
+        self.take_deliveries();
         let mut added = 0;
         while !batch.is_full() {
+            let open = self.schedule.peek().map(|r| r.0 .0);
+            let responsive = self.events.peek().map(|r| r.0);
+            // The earlier of the two heaps; at the same time the open-loop flows first.
+            let open_first = match (open, responsive) {
+                (Some(o), Some((r, _))) => o <= r,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => break,
+            };
+            if !open_first {
+                let Some(Reverse((t, ev))) = self.events.peek().copied() else {
+                    break;
+                };
+                if t > now {
+                    break;
+                }
+                self.events.pop();
+                if let Some((fi, seq)) = self.on_event(t, ev) {
+                    let size = self.groups[self.flows[fi].group].size;
+                    if self.emit(t, fi, size, Some(seq), pool, batch) {
+                        added += 1;
+                    }
+                }
+                continue;
+            }
             let Some(&Reverse((t, fi))) = self.schedule.peek() else {
                 break;
             };
@@ -505,27 +875,9 @@ impl Port for GeneratorPort {
             if next < stop {
                 self.schedule.push(Reverse((next, fi as u32)));
             }
-            let Some(mut buf) = pool.alloc() else {
-                self.counters.rx_no_buffer += 1;
-                continue;
-            };
-            if buf.capacity() < size as usize {
-                pool.free(buf);
-                self.counters.rx_too_long += 1;
-                continue;
+            if self.emit(t, fi, size, None, pool, batch) {
+                added += 1;
             }
-            self.write_frame(fi, size as usize, buf.data_room_mut());
-            // Cannot fail: the capacity was checked above.
-            let _ = buf.set_len(size as usize);
-            buf.rx_time = t;
-            buf.in_port = self.index;
-            buf.tag = self.tag_base + group as u32 + 1;
-            self.counters.rx_packets += 1;
-            self.counters.rx_bytes += size as u64;
-            if let Err(b) = batch.push(buf) {
-                pool.free(b);
-            }
-            added += 1;
         }
         Ok(added)
     }
@@ -541,8 +893,15 @@ impl Port for GeneratorPort {
     }
 
     fn readiness(&self) -> Readiness {
-        match self.schedule.peek() {
-            Some(Reverse((t, _))) => Readiness::NextPacketAt(*t),
+        let open = self.schedule.peek().map(|r| r.0 .0);
+        let responsive = self.events.peek().map(|r| r.0 .0);
+        // A delivery waiting in the channel becomes an ACK no sooner than `min_rtt` after it.
+        let waiting = (self.acks.as_ref())
+            .and_then(|a| a.earliest())
+            .map(|d| d + self.min_rtt)
+            .filter(|&at| at < self.tcp_stop);
+        match [open, responsive, waiting].into_iter().flatten().min() {
+            Some(t) => Readiness::NextPacketAt(t),
             None => Readiness::Exhausted,
         }
     }

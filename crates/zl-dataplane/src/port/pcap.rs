@@ -24,6 +24,7 @@
 use std::fs::File;
 use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pcap_file::pcap::{PcapHeader, PcapReader};
@@ -31,6 +32,8 @@ use pcap_file::{DataLink, TsResolution};
 use serde::{Deserialize, Serialize};
 use zl_core::Nanos;
 use zl_port::{Batch, BufPool, Port, PortCounters, PortError, Readiness};
+
+use super::acks::AckChannel;
 
 /// Buffered output above which the records are written to the file.
 pub const FLUSH_BYTES: usize = 64 * 1024;
@@ -494,18 +497,28 @@ impl Port for PcapPort {
     }
 }
 
-/// A port that counts and discards what is sent to it and never receives.
+/// A port that counts and discards what is sent to it and never receives. Built with the
+/// generators' acknowledgement channels ([`SinkPort::with_acks`]), it is also the receiving end
+/// of their responsive flows: each frame a generator sent is recorded in that generator's
+/// channel at the time it is sent here (`super::acks`).
 #[derive(Debug)]
 pub struct SinkPort {
     name: String,
     counters: PortCounters,
+    acks: Vec<Arc<AckChannel>>,
 }
 
 impl SinkPort {
     pub fn new(name: &str) -> Self {
+        Self::with_acks(name, Vec::new())
+    }
+
+    /// A sink that records the deliveries of the generators owning `acks`.
+    pub fn with_acks(name: &str, acks: Vec<Arc<AckChannel>>) -> Self {
         SinkPort {
             name: name.to_owned(),
             counters: PortCounters::default(),
+            acks,
         }
     }
 }
@@ -519,10 +532,17 @@ impl Port for SinkPort {
     }
     fn send(
         &mut self,
-        _: Nanos,
+        now: Nanos,
         batch: &mut Batch,
         pool: &mut BufPool,
     ) -> Result<usize, PortError> {
+        if !self.acks.is_empty() {
+            for buf in batch.iter() {
+                if let Some(a) = self.acks.iter().find(|a| a.generator() == buf.in_port) {
+                    a.delivered(now, buf.in_port, buf.as_slice());
+                }
+            }
+        }
         Ok(self.counters.sink(batch, pool))
     }
     fn readiness(&self) -> Readiness {
