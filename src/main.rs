@@ -363,7 +363,7 @@ impl Session {
 
     /// Ends the progress line, prints the final counters at `now` (the run's length as the
     /// loop's clock saw it, drain included: whatever stopped the run, a failed port included),
-    /// the `extra` line (not in JSON) and why the run stopped.
+    /// the `extra` line (on stderr with `--json`) and why the run stopped.
     fn end(
         self,
         router: &dyn RouterView,
@@ -374,8 +374,12 @@ impl Session {
     ) -> Result<()> {
         end_progress_line();
         print_final(&Snapshot::take(router, now), json)?;
-        if let (Some(line), false) = (extra, json) {
-            outln!("{line}")?;
+        match extra {
+            // With --json, stdout is the one JSON document: the line goes to stderr, as the
+            // reason the run stopped does.
+            Some(line) if json => eprintln!("{line}"),
+            Some(line) => outln!("{line}")?,
+            None => {}
         }
         finish(result, self.server, json)
     }

@@ -15,7 +15,7 @@ use std::net::{TcpListener, TcpStream};
 use std::process::Command;
 use std::time::Duration;
 
-use netns::{sender_ip, table_value, Lab, SenderSpec, RECEIVER_IP};
+use netns::{sender_ip, stat, Lab, SenderSpec, RECEIVER_IP};
 
 const ROUTER_R0: &str = "10.9.1.1";
 const ROUTER_RX: &str = "10.9.100.1";
@@ -180,23 +180,15 @@ fn arp_pings_to_the_router_and_a_tcp_listener_on_it_reach_the_kernel_while_it_fo
 
     let (status, out) = lab.stop_router();
     assert!(status.success(), "{out}");
-    assert_eq!(
-        table_value(&out, "icmp errors sent", "time_exceeded"),
-        Some(1),
-        "{out}"
-    );
+    assert_eq!(stat(&out, "icmp.sent.time_exceeded"), Some(1), "{out}");
     // zlrouter forwarded the transit echoes (5 + 5 + 20 each way, 60 in all) and saw none of
     // the ARP, the pings to its own addresses or the TCP connection to it.
-    let forwarded = table_value(&out, "received", "forwarded").expect("forwarded in the table");
+    let forwarded = stat(&out, "totals.forwarded").expect("forwarded in the table");
     assert!(forwarded >= 60, "forwarded {forwarded}: {out}");
     assert!(
         forwarded < 80,
         "frames for the kernel reached zlrouter: {out}"
     );
-    assert_eq!(table_value(&out, "received", "no_route"), Some(0), "{out}");
-    assert_eq!(
-        table_value(&out, "received", "parse_error"),
-        Some(0),
-        "{out}"
-    );
+    assert_eq!(stat(&out, "totals.drops.no_route"), Some(0), "{out}");
+    assert_eq!(stat(&out, "totals.drops.parse_error"), Some(0), "{out}");
 }

@@ -14,7 +14,7 @@ mod netns;
 
 use std::process::Command;
 
-use netns::{sender_ip, table_value, tcp_flow, tcp_sink, Lab, SenderSpec, RECEIVER_IP};
+use netns::{sender_ip, stat, tcp_flow, tcp_sink, Lab, SenderSpec, RECEIVER_IP};
 
 fn ping(ns: &netns::Netns, args: &[&str]) -> (bool, String) {
     let out = Command::new("ip")
@@ -165,12 +165,8 @@ fn kernel_routes_and_neighbours_forward_both_ways_v4_v6_and_tcp() {
 
     let (status, out) = lab.stop_router();
     assert!(status.success(), "{out}");
-    assert_eq!(table_value(&out, "received", "no_route"), Some(0), "{out}");
-    assert_eq!(
-        table_value(&out, "received", "no_neighbour"),
-        Some(0),
-        "{out}"
-    );
+    assert_eq!(stat(&out, "totals.drops.no_route"), Some(0), "{out}");
+    assert_eq!(stat(&out, "totals.drops.no_neighbour"), Some(0), "{out}");
 }
 
 #[test]
@@ -218,7 +214,7 @@ fn ip_route_add_and_del_change_forwarding_at_once_without_loss_elsewhere() {
 
     let (status, out) = lab.stop_router();
     assert!(status.success(), "{out}");
-    let no_route = table_value(&out, "received", "no_route").unwrap();
+    let no_route = stat(&out, "totals.drops.no_route").unwrap();
     assert!(
         (2..=3).contains(&no_route),
         "the echoes to the removed route and before it: {out}"
@@ -427,14 +423,10 @@ fn tracepath_shows_the_router_and_unrouted_destinations_are_unreachable() {
 
     let (status, out) = lab.stop_router();
     assert!(status.success(), "{out}");
-    let sent = |k: &str| table_value(&out, "icmp errors sent", k).unwrap_or(0);
+    let sent = |k: &str| stat(&out, &format!("icmp.sent.{k}")).unwrap_or(0);
     assert!(sent("time_exceeded") >= 2, "{out}");
     assert!(sent("unreachable") >= 3, "{out}");
-    assert_eq!(
-        table_value(&out, "icmp errors sent", "suppressed"),
-        Some(0),
-        "{out}"
-    );
+    assert_eq!(stat(&out, "icmp.suppressed"), Some(0), "{out}");
 
     // Every checksum tshark knows, verified; no bad one and no expert warning on any frame.
     let bad = tshark(
@@ -574,14 +566,8 @@ fn a_smaller_egress_mtu_gets_frag_needed_and_packet_too_big() {
 
     let (status, out) = lab.stop_router();
     assert!(status.success(), "{out}");
-    assert!(
-        table_value(&out, "received", "too_big").unwrap() >= 2,
-        "{out}"
-    );
-    assert!(
-        table_value(&out, "icmp errors sent", "too_big").unwrap() >= 2,
-        "{out}"
-    );
+    assert!(stat(&out, "totals.drops.too_big").unwrap() >= 2, "{out}");
+    assert!(stat(&out, "icmp.sent.too_big").unwrap() >= 2, "{out}");
 }
 
 /// A next hop that never resolves: its packets wait in zlrouter's queue while the kernel
@@ -636,15 +622,7 @@ fn a_next_hop_that_never_resolves_gets_host_unreachable() {
     );
     let (status, out) = lab.stop_router();
     assert!(status.success(), "{out}");
-    assert_eq!(
-        table_value(&out, "received", "no_neighbour"),
-        Some(2),
-        "{out}"
-    );
-    assert_eq!(table_value(&out, "received", "no_route"), Some(1), "{out}");
-    assert_eq!(
-        table_value(&out, "icmp errors sent", "unreachable"),
-        Some(2),
-        "{out}"
-    );
+    assert_eq!(stat(&out, "totals.drops.no_neighbour"), Some(2), "{out}");
+    assert_eq!(stat(&out, "totals.drops.no_route"), Some(1), "{out}");
+    assert_eq!(stat(&out, "icmp.sent.unreachable"), Some(2), "{out}");
 }

@@ -49,10 +49,10 @@ fn two_rx_workers_forward_udp_and_tcp_both_ways() {
     eprintln!("{out}");
     assert!(status.success(), "{status:?}\n{out}");
     assert!(out.contains("threads: 2 receive workers"), "{out}");
-    assert!(out.contains("+ queued 0"), "{out}");
-    let received = table_value(&out, "received", "received").unwrap();
-    let forwarded = table_value(&out, "received", "forwarded").unwrap();
-    let dropped = table_value(&out, "received", "dropped").unwrap();
+    assert_eq!(stat(&out, "totals.queued"), Some(0), "{out}");
+    let received = stat(&out, "totals.received").unwrap();
+    let forwarded = stat(&out, "totals.forwarded").unwrap();
+    let dropped = stat(&out, "totals.dropped").unwrap();
     assert_eq!(received, forwarded + dropped, "{out}");
     assert!(forwarded > 400, "{out}");
 }
@@ -112,12 +112,12 @@ fn two_rx_and_two_tx_workers_balance_under_tenfold_overload() {
         out.contains("threads: 2 receive workers") && out.contains("2 transmit worker(s)"),
         "{out}"
     );
-    assert!(out.contains("+ queued 0"), "{out}");
-    let received = table_value(&out, "received", "received").unwrap();
-    let forwarded = table_value(&out, "received", "forwarded").unwrap();
-    let dropped = table_value(&out, "received", "dropped").unwrap();
+    assert_eq!(stat(&out, "totals.queued"), Some(0), "{out}");
+    let received = stat(&out, "totals.received").unwrap();
+    let forwarded = stat(&out, "totals.forwarded").unwrap();
+    let dropped = stat(&out, "totals.dropped").unwrap();
     assert_eq!(received, forwarded + dropped, "{out}");
-    let tx = |port: &str| table_value(&out, &format!("port {port} "), " tx ").unwrap();
+    let tx = |port: &str| stat(&out, &format!("ports[{port}].tx_packets")).unwrap();
     // Transmit worker 0 sent on rx (and r0: the echoes), worker 1 on r1.
     assert!(tx("rx") > 0 && tx("r0") > 0 && tx("r1") > 0, "{out}");
     // The overload was dropped, by cause, at rx's queue or the rings.
@@ -125,17 +125,19 @@ fn two_rx_and_two_tx_workers_balance_under_tenfold_overload() {
 }
 
 /// Forwarding rate on AF_XDP veths with the single-thread loop and with 1 and 2 receive
-/// workers, measured in the same run (root; `#[ignore]`d: a measurement, not a check). Two
-/// sender threads, each in its own namespace, flood 18-byte UDP datagrams (64-byte frames) for
-/// 5 s through a router with no shaper; with 2 workers, worker 0 receives port r0 (and the
-/// receiver's port), worker 1 port r1. Figures in docs/performance/real-traffic.md.
+/// workers times 1 and 2 transmit workers, measured in the same run (root; `#[ignore]`d: a
+/// measurement, not a check). Two sender threads, each in its own namespace, flood 18-byte UDP
+/// datagrams (64-byte frames) for 5 s through a router with no shaper; with 2 receive workers,
+/// worker 0 receives port r0 (and the receiver's port), worker 1 port r1; with 2 transmit
+/// workers, worker 0 sends on r0 and rx (the flood's one egress port), worker 1 on r1. Figures
+/// in docs/performance/real-traffic.md.
 ///
 /// ```text
 /// sudo -E cargo test --test mt_netns -- --ignored --nocapture
 /// ```
 #[test]
 #[ignore = "a measurement; run by hand as root"]
-fn udp_flood_rate_with_0_1_2_rx_workers() {
+fn udp_flood_rate_with_rx_and_tx_workers() {
     use std::net::UdpSocket;
     use std::time::{Duration, Instant};
     const SECS: f64 = 5.0;
@@ -143,14 +145,14 @@ fn udp_flood_rate_with_0_1_2_rx_workers() {
     if !is_root() {
         return skip("mt rate", "needs root");
     }
-    for workers in [0u32, 1, 2] {
-        let tag = format!("rate{workers}");
+    for (workers, tx) in [(0u32, 1u32), (1, 1), (2, 1), (1, 2), (2, 2)] {
+        let tag = format!("rate{workers}{tx}");
         let Some(mut lab) = Lab::or_skip(&tag, &[SenderSpec::PLAIN, SenderSpec::PLAIN]) else {
             return;
         };
         let qos = "[qos]\nlink_rate_bps = 100_000_000_000\n\
                    [[qos.classes]]\nname = \"be\"\nweight = 1\nmax_packets = 4096\n";
-        let cfg = lab.router_config(qos, &format!("rx_workers = {workers}"));
+        let cfg = lab.router_config(qos, &format!("rx_workers = {workers}\ntx_workers = {tx}"));
         lab.start("mt rate", &cfg);
         let (_, p0) = lab.receiver_rx();
         let floods: Vec<_> = lab
@@ -178,18 +180,16 @@ fn udp_flood_rate_with_0_1_2_rx_workers() {
         let (_, p1) = lab.receiver_rx();
         let (status, out) = lab.stop_router();
         assert!(status.success(), "{status:?}\n{out}");
-        let fwd = table_value(&out, "received", "forwarded").unwrap_or(0);
-        let rx = table_value(&out, "received", "received").unwrap_or(0);
+        let fwd = stat(&out, "totals.forwarded").unwrap_or(0);
+        let rx = stat(&out, "totals.received").unwrap_or(0);
         eprintln!(
-            "rx_workers = {workers}: sent {:.0} pkt/s, router received {:.0} pkt/s, \
-             forwarded {:.0} pkt/s, receiver got {:.0} pkt/s\n  {}",
+            "rx_workers = {workers}, tx_workers = {tx}: sent {:.0} pkt/s, router received {:.0} pkt/s, \
+             forwarded {:.0} pkt/s, receiver got {:.0} pkt/s, dropped {}",
             sent as f64 / SECS,
             rx as f64 / SECS,
             fwd as f64 / SECS,
             (p1 - p0) as f64 / SECS,
-            out.lines()
-                .find(|l| l.starts_with("received"))
-                .unwrap_or("")
+            stat(&out, "totals.dropped").unwrap_or(0)
         );
     }
 }

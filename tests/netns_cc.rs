@@ -99,9 +99,9 @@ fn congestion_controls_under_each_aqm() {
             )
         };
         let c: Vec<_> = (0..CCS.len()).map(per_cc).collect();
-        let early = table_value(&out, "received", "early").unwrap_or(0);
-        let forced = table_value(&out, "received", "forced").unwrap_or(0);
-        let tail = table_value(&out, "received", "tail").unwrap_or(0);
+        let early = stat(&out, "totals.drops.early").unwrap_or(0);
+        let forced = stat(&out, "totals.drops.forced").unwrap_or(0);
+        let tail = stat(&out, "totals.drops.tail").unwrap_or(0);
         writeln!(
             table,
             "| {name} | {:.2} | {:.2} | {:.2} | {:.3} | {:.3} | {}/{}/{} | {:.0}/{:.0}/{:.0} | {early}/{forced}/{tail} |",

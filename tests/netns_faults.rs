@@ -29,7 +29,10 @@ fn an_interface_deleted_mid_run_ends_the_run_with_a_clear_message() {
     eprintln!("{status:?}\n{out}");
     assert_eq!(status.code(), Some(2), "{out}");
     assert!(out.contains("stopped: a port failed"), "{out}");
-    assert!(out.contains("received "), "final table missing:\n{out}");
+    assert!(
+        stat(&out, "totals.received").is_some(),
+        "final statistics missing:\n{out}"
+    );
     let err = out.split("--- stderr ---").nth(1).unwrap_or("");
     assert!(
         err.contains("r0"),
@@ -73,15 +76,15 @@ fn a_full_rx_ring_is_counted_in_the_final_table() {
     let (status, out) = lab.stop_router();
     eprintln!("sent {sent}\n{out}");
     assert!(status.success(), "{status:?}\n{out}");
-    let ring = table_value(&out, "port r0", "ring").expect("rx_drop ring of r0");
-    let rx = table_value(&out, "port r0", "rx").expect("rx of r0");
+    let ring = stat(&out, "ports[r0].rx_ring_full").expect("rx_drop ring of r0");
+    let rx = stat(&out, "ports[r0].rx_packets").expect("rx of r0");
     assert!(
         ring > 0,
         "a 64-entry ring under a flood never filled:\n{out}"
     );
     // What the kernel offered the socket: taken or counted as ring-full, never more than sent.
     assert!(rx + ring <= sent + 100, "sent {sent}, rx {rx}, ring {ring}");
-    assert!(out.contains("+ queued 0"), "{out}");
+    assert_eq!(stat(&out, "totals.queued"), Some(0), "{out}");
 }
 
 /// Recreates sender 0's link after `r0` was deleted (the veth pair went with it), as
@@ -207,28 +210,24 @@ fn with_on_gone_wait_a_deleted_interface_is_waited_for_and_traffic_resumes() {
         "the router did not wait for r0: {status:?}\n{out}"
     );
     assert!(out.contains("stopped: interrupted"), "{out}");
-    assert!(out.contains("+ queued 0"), "{out}");
+    assert_eq!(stat(&out, "totals.queued"), Some(0), "{out}");
     // Logged once when it went, once when it came back (tracing, on stderr).
     let log = out.split("--- stderr ---").nth(1).unwrap_or("");
     assert_eq!(log.matches("interface `r0` is gone").count(), 1, "{log}");
     assert_eq!(log.matches("interface `r0` is back").count(), 1, "{log}");
-    let gone = table_value(&out, "port r0", "gone").expect("tx_drop gone of r0");
-    let err = table_value(&out, "port r0", "err").expect("tx_drop err of r0");
+    let gone = stat(&out, "ports[r0].tx_link_gone").expect("tx_drop gone of r0");
+    let err = stat(&out, "ports[r0].tx_errors").expect("tx_drop err of r0");
     assert_eq!(err, 0, "{out}");
     assert_eq!(
         gone, WHILE_GONE,
         "every frame routed to r0 while it was gone is a counted drop:\n{out}"
     );
     // The port counted the interface going once and its re-attach once (the table's link line).
-    assert_eq!(table_value(&out, "link r0:", "gone"), Some(1), "{out}");
-    assert_eq!(
-        table_value(&out, "link r0:", "re-attached"),
-        Some(1),
-        "{out}"
-    );
-    let tx = table_value(&out, "port r0", "tx").expect("tx of r0");
+    assert_eq!(stat(&out, "ports[r0].link_gone_events"), Some(1), "{out}");
+    assert_eq!(stat(&out, "ports[r0].link_reattached"), Some(1), "{out}");
+    let tx = stat(&out, "ports[r0].tx_packets").expect("tx of r0");
     // r0's egress class (the first class line) handed the port exactly what it sent or dropped.
-    let handed = table_value(&out, "class be", "sent").expect("r0's class");
+    let handed = stat(&out, "ports[r0].classes[be].colors[*].sent").expect("r0's class");
     assert_eq!(
         tx + gone,
         handed,

@@ -46,8 +46,8 @@ fn udp_flood_forwarding_rate() {
     let (r1, p1) = lab.receiver_rx();
     let (status, out) = lab.stop_router();
     assert!(status.success(), "{status:?}\n{out}");
-    let fwd = table_value(&out, "received", "forwarded").unwrap_or(0);
-    let rx = table_value(&out, "received", "received").unwrap_or(0);
+    let fwd = stat(&out, "totals.forwarded").unwrap_or(0);
+    let rx = stat(&out, "totals.received").unwrap_or(0);
     eprintln!(
         "sent {:.0} pkt/s, router received {:.0} pkt/s, forwarded {:.0} pkt/s, \
          receiver got {:.0} pkt/s ({:.1} Mbit/s of frames)\n{out}",

@@ -117,7 +117,7 @@ fn sighup_halves_the_shaper_under_real_traffic_and_an_invalid_file_is_refused() 
         (kept - 0.5).abs() < 0.15,
         "after the refused reload: {kept:.3} of the first rate\n{out}"
     );
-    let v = |k: &str| table_value(&out, "received", k).unwrap_or_else(|| panic!("{k}: {out}"));
+    let v = |k: &str| stat(&out, &format!("totals.{k}")).unwrap_or_else(|| panic!("{k}: {out}"));
     assert_eq!(
         v("received"),
         v("forwarded") + v("dropped") + v("queued"),

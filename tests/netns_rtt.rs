@@ -201,9 +201,9 @@ fn run_once(test: &str, s: &Setup, aqm: &str) -> Result<Run, String> {
             .collect(),
         retrans: sums.iter().map(|x| x.total_retrans).collect(),
         srtt_ms: sums.iter().map(|x| x.srtt_us as f64 / 1e3).collect(),
-        early: table_value(&out, "received", "early").unwrap_or(0),
-        forced: table_value(&out, "received", "forced").unwrap_or(0),
-        tail: table_value(&out, "received", "tail").unwrap_or(0),
+        early: stat(&out, "totals.drops.early").unwrap_or(0),
+        forced: stat(&out, "totals.drops.forced").unwrap_or(0),
+        tail: stat(&out, "totals.drops.tail").unwrap_or(0),
         q_mean: metric(&text, &format!("{q}_sum{rx}")).unwrap_or(0.0) / count.max(1.0),
         q_empty: empty / count.max(1.0),
         flows_est: metric(&text, "zlrouter_zombie_estimated_flows{port=\"rx\"").unwrap_or(0.0),
@@ -291,19 +291,11 @@ fn counting_sink(lab: &Lab, port: u16, flows: usize) -> CountingSink {
     CountingSink { conns }
 }
 
-/// The sum of every port's `rx_drop nobuf .. ring .. long ..` in the final table.
-fn rx_drops(table: &str) -> u64 {
-    table
-        .lines()
-        .filter(|l| l.starts_with("port "))
-        .filter_map(|l| {
-            let w: Vec<&str> = l[l.find("rx_drop nobuf ")?..].split_whitespace().collect();
-            Some(
-                w.get(2)?.parse::<u64>().ok()?
-                    + w.get(4)?.parse::<u64>().ok()?
-                    + w.get(6)?.parse::<u64>().ok()?,
-            )
-        })
+/// Every port's receive drops (no buffer, ring full, too long) in the final statistics.
+fn rx_drops(out: &str) -> u64 {
+    ["rx_no_buffer", "rx_ring_full", "rx_too_long"]
+        .iter()
+        .map(|k| stat(out, &format!("ports[*].{k}")).unwrap_or(0))
         .sum()
 }
 

@@ -45,8 +45,8 @@ fn udp_and_tcp_flow_both_ways() {
     assert!(got[0] >= sent.bytes_acked, "{got:?} vs {sent:?}");
     let (status, out) = lab.stop_router();
     assert!(status.success(), "{status:?}\n{out}");
-    assert!(out.contains("+ queued 0"), "{out}");
-    let fwd = table_value(&out, "received", "forwarded").unwrap();
+    assert_eq!(stat(&out, "totals.queued"), Some(0), "{out}");
+    let fwd = stat(&out, "totals.forwarded").unwrap();
     assert!(fwd > 400, "{out}");
 }
 
@@ -101,8 +101,8 @@ fn ecn_flows_are_marked_others_dropped_and_goodput_is_the_shaper_rate() {
     // Early drops hit only the non-ECN flow, so the marked flow retransmits less.
     assert!(f0.total_retrans < f1.total_retrans, "{f0:?} vs {f1:?}");
     // The router marked and dropped early (the bottleneck's RED, `port rx` class `be`).
-    let marked = table_value(&out, "received", "marked").unwrap();
-    let early = table_value(&out, "received", "early").unwrap();
+    let marked = stat(&out, "totals.marked").unwrap();
+    let early = stat(&out, "totals.drops.early").unwrap();
     assert!(
         marked > 0 && early > 0,
         "marked {marked} early {early}\n{out}"

@@ -7,12 +7,13 @@
 
 mod common;
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use zl_core::Nanos;
 use zl_dataplane::egress::Threading;
 use zl_dataplane::reload::{PendingReload, ReloadError, Reloader};
+use zl_dataplane::view::RouterView;
 use zl_dataplane::{build, Dataplane, Observer, RouterConfig};
 
 /// A generator offering 12 Mbit/s of CBR frames to `out`, shaped to `shaper_bps`.
@@ -85,9 +86,9 @@ struct ReloadAt {
     applied: Option<Nanos>,
 }
 
-impl Observer for ReloadAt {
-    fn progress(&mut self, now: Nanos, dp: &Dataplane) {
-        let out = dp.port_counters()[1].1.tx_bytes;
+impl<R: RouterView> Observer<R> for ReloadAt {
+    fn progress(&mut self, now: Nanos, dp: &R) {
+        let out = dp.port_counters(1).tx_bytes;
         self.samples.push((now, out, dp.queued()));
         if let Some(p) = self.pending.take() {
             // The loop installed it at the poll after `begin`, before this call: no wait.
@@ -178,6 +179,62 @@ fn a_reload_in_virtual_time_halves_the_egress_rate_within_a_second_and_loses_not
             .rate_bps,
         4_000_000
     );
+}
+
+/// Issue 14: with two transmit workers (`gen` on worker 0, `out` on worker 1) a reload that
+/// halves the shaper is installed by the coordinator while it holds every worker's egress (one
+/// handover), and reaches `out`, the other worker's port: its rate halves from the reload on
+/// (virtual time: every clock read 1 µs), and every packet is counted.
+#[test]
+fn a_reload_with_two_transmit_workers_reaches_the_other_workers_port() {
+    let dir = common::scratch("reload-mt");
+    let path = dir.join("router.toml");
+    let extra = "rx_workers = 1\ntx_workers = 2";
+    std::fs::write(&path, config(8_000_000, 4.0, extra)).unwrap();
+    let cfg = RouterConfig::load(&path).unwrap();
+    let mut r = zl_dataplane::build_threaded(&cfg, &dir, &mut |_, _| Ok(None), 1).unwrap();
+    assert_eq!(r.params().tx_workers, 2);
+    let reloader = Reloader::new(
+        Some(path.clone()),
+        Box::new(|_| {}),
+        cfg.clone(),
+        Threading::Threaded,
+        r.zombie_lists(),
+        r.routes(),
+        r.reload_slot(),
+    );
+    let new = RouterConfig::from_toml(&config(4_000_000, 4.0, extra)).unwrap();
+    let mut obs = ReloadAt {
+        at: Nanos::from_secs(2),
+        reloader,
+        new: Some(new),
+        pending: None,
+        samples: Vec::new(),
+        applied: None,
+    };
+    let t = AtomicU64::new(0);
+    let clock = || Nanos(t.fetch_add(1_000, Ordering::Relaxed));
+    let stop = AtomicBool::new(false);
+    r.run(
+        &clock,
+        &stop,
+        Nanos::from_millis(500),
+        Nanos::from_millis(100),
+        &mut obs,
+    )
+    .unwrap();
+    let applied = obs.applied.expect("the reload was applied").as_secs_f64();
+    assert!((2.0..2.3).contains(&applied), "applied at {applied} s");
+    let before = rate(&obs.samples, 1.0, 2.0);
+    let after = rate(&obs.samples, applied + 0.3, 3.9);
+    let ratio = after / before;
+    assert!(
+        (ratio - 0.5).abs() < 0.05,
+        "egress {before:.0} B/s -> {after:.0} B/s (ratio {ratio:.3})"
+    );
+    let t = r.totals();
+    assert_eq!(t.received, t.forwarded + t.dropped() + r.queued(), "{t:?}");
+    assert_eq!(r.queued(), 0);
 }
 
 #[test]

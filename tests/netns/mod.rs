@@ -90,7 +90,8 @@ impl Router {
         signal(self.pid(), libc::SIGCONT);
     }
 
-    /// SIGINT, then the exit status and the stdout (final table) once it exits (bounded:
+    /// SIGINT, then the exit status and the output once it exits (the JSON statistics, then
+    /// `--- stderr ---` and the standard error; read with [`stat`]) (bounded:
     /// [`EXIT_WITHIN`], then SIGKILL, and the status says so).
     pub fn stop(mut self) -> (std::process::ExitStatus, String) {
         let child = self.child.take().expect("router running");
@@ -393,6 +394,9 @@ impl Lab {
                 "run",
             ])
             .arg(&path)
+            // The final statistics as JSON on stdout ([`stat`] reads them); the lines for
+            // people (why the run stopped, the threads) go to stderr.
+            .arg("--json")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -741,18 +745,31 @@ pub fn jain(x: &[f64]) -> f64 {
     s * s / (x.len() as f64 * s2)
 }
 
-/// A number after `key` in the line of `table` starting with `line_start`.
-pub fn table_value(table: &str, line_start: &str, key: &str) -> Option<u64> {
-    let line = table
-        .lines()
-        .find(|l| l.trim_start().starts_with(line_start))?;
-    let at = line.find(key)? + key.len();
-    line[at..]
-        .split_whitespace()
-        .next()?
-        .trim_end_matches(')')
-        .parse()
-        .ok()
+/// A count from the router's final statistics in `out` (what [`Router::stop`] returns: the
+/// JSON document the lab's `--json` run prints, then its standard error). `path` is dotted:
+/// `totals.forwarded`, `totals.drops.no_route`, `icmp.sent.time_exceeded`; an array element
+/// is chosen by name (`ports[r0].rx_ring_full`, `ports[r0].classes[be].colors[*].sent`) or
+/// summed over with `[*]` (`ports[*].rx_no_buffer`). `None` when the path is not there.
+pub fn stat(out: &str, path: &str) -> Option<u64> {
+    let json = out.split("\n--- stderr ---").next()?;
+    let v: serde_json::Value = serde_json::from_str(json).ok()?;
+    sum_at(&v, &path.split('.').collect::<Vec<_>>())
+}
+
+fn sum_at(v: &serde_json::Value, path: &[&str]) -> Option<u64> {
+    let Some((head, rest)) = path.split_first() else {
+        return v.as_u64();
+    };
+    match head.split_once('[') {
+        Some((field, sel)) => {
+            let items = v.get(field)?.as_array()?;
+            match sel.trim_end_matches(']') {
+                "*" => items.iter().map(|i| sum_at(i, rest)).sum(),
+                name => sum_at(items.iter().find(|i| i["name"] == name)?, rest),
+            }
+        }
+        None => sum_at(v.get(*head)?, rest),
+    }
 }
 
 /// The router's Prometheus text from its metrics endpoint `addr` (a `[metrics] listen`

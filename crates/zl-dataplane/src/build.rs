@@ -134,7 +134,7 @@ pub fn build_threaded(
     supply: &mut PortSupplier<'_>,
     rx_workers: usize,
 ) -> Result<MtRouter, BuildError> {
-    if matches!(cfg.forwarding()?, crate::config::Forwarding::Kernel(_)) {
+    if cfg.kernel_routing() {
         return Err(invalid(
             "routing.source",
             "\"kernel\"",

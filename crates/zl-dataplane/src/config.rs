@@ -628,8 +628,59 @@ impl RouterConfig {
             crate::control::listen_address(listen)
                 .map_err(|e| invalid("metrics.listen", format!("{listen:?}"), e))?;
         }
-        self.forwarding()?;
+        self.check_forwarding()?;
         Ok(())
+    }
+
+    /// Whether forwarding follows the kernel's routes (`[routing] source = "kernel"` in router
+    /// mode).
+    pub fn kernel_routing(&self) -> bool {
+        self.forwarding.mode == Mode::Router && self.routing.source == RouteSource::Kernel
+    }
+
+    /// Checks what [`RouterConfig::forwarding`] checks without building the routing table
+    /// (with a default route, that fills the whole 2^24-entry first level of the IPv4 table:
+    /// about a second, for every `check`, start and reload). Only a table too full to hold the
+    /// routes is left to the build, which names the route.
+    fn check_forwarding(&self) -> Result<(), ConfigError> {
+        match self.forwarding.mode {
+            Mode::Router => self.checked_static_routes().map(|_| ()),
+            Mode::Bridge => self.forwarding().map(|_| ()),
+        }
+    }
+
+    /// [`RouterConfig::static_routes`], refused with the route's key when a prefix repeats an
+    /// earlier route's (host bits ignored, as the table does) or the routes name more distinct
+    /// next hops than a table holds; and `forwarding.bridge` refused in router mode.
+    fn checked_static_routes(&self) -> Result<Vec<(Prefix, NextHop)>, ConfigError> {
+        if !self.forwarding.bridge.is_empty() {
+            return Err(invalid(
+                "forwarding.bridge",
+                "(present)",
+                "bridge pairs only with mode = \"bridge\"",
+            ));
+        }
+        let routes = self.static_routes()?;
+        let mut seen = std::collections::HashSet::with_capacity(routes.len());
+        let mut hops = std::collections::HashSet::new();
+        for (i, (prefix, hop)) in routes.iter().enumerate() {
+            if !seen.insert(prefix.network()) {
+                return Err(invalid(
+                    format!("routes[{i}].prefix"),
+                    format!("{:?}", self.routes[i].prefix),
+                    "a prefix no earlier route has (one route per prefix)",
+                ));
+            }
+            hops.insert(*hop);
+            if hops.len() > crate::route::MAX_NEXT_HOPS {
+                return Err(invalid(
+                    format!("routes[{i}].next_hop_mac"),
+                    format!("{:?}", self.routes[i].next_hop_mac),
+                    format!("at most {} distinct next hops", crate::route::MAX_NEXT_HOPS),
+                ));
+            }
+        }
+        Ok(routes)
     }
 
     fn port_index(&self, name: &str) -> Option<u16> {
@@ -674,47 +725,35 @@ impl RouterConfig {
     pub fn forwarding(&self) -> Result<Forwarding, ConfigError> {
         match self.forwarding.mode {
             Mode::Router => {
-                if !self.forwarding.bridge.is_empty() {
-                    return Err(invalid(
-                        "forwarding.bridge",
-                        "(present)",
-                        "bridge pairs only with mode = \"bridge\"",
+                let routes = self.checked_static_routes()?;
+                if self.routing.source == RouteSource::Kernel {
+                    // The kernel's table is built when the data plane follows it; these
+                    // routes are mixed in then.
+                    return Ok(Forwarding::Kernel(
+                        routes
+                            .into_iter()
+                            .map(|(prefix, hop)| zl_fib::StaticRoute {
+                                dst: prefix.addr,
+                                prefix_len: prefix.len,
+                                port: hop.port,
+                                gateway: None,
+                                mac: Some(hop.mac),
+                            })
+                            .collect(),
                     ));
                 }
                 let table = RouteTable::default();
-                let mut statics = Vec::new();
-                for (i, (prefix, hop)) in self.static_routes()?.into_iter().enumerate() {
-                    let rt = &self.routes[i];
-                    let key = |f: &str| format!("routes[{i}].{f}");
-                    statics.push(zl_fib::StaticRoute {
-                        dst: prefix.addr,
-                        prefix_len: prefix.len,
-                        port: hop.port,
-                        gateway: None,
-                        mac: Some(hop.mac),
-                    });
-                    match table.insert(prefix, hop) {
-                        Ok(None) => {}
-                        Ok(Some(_)) => {
-                            return Err(invalid(
-                                key("prefix"),
-                                format!("{:?}", rt.prefix),
-                                "a prefix no earlier route has (one route per prefix)",
-                            ))
-                        }
-                        Err(e) => {
-                            return Err(invalid(
-                                key("prefix"),
-                                format!("{:?}", rt.prefix),
-                                format!("a prefix the routing table can hold ({e})"),
-                            ))
-                        }
-                    }
+                for (i, (prefix, hop)) in routes.into_iter().enumerate() {
+                    // Repeated prefixes and too many next hops were refused above.
+                    table.insert(prefix, hop).map_err(|e| {
+                        invalid(
+                            format!("routes[{i}].prefix"),
+                            format!("{:?}", self.routes[i].prefix),
+                            format!("a prefix the routing table can hold ({e})"),
+                        )
+                    })?;
                 }
-                Ok(match self.routing.source {
-                    RouteSource::Static => Forwarding::Router(table),
-                    RouteSource::Kernel => Forwarding::Kernel(statics),
-                })
+                Ok(Forwarding::Router(table))
             }
             Mode::Bridge => {
                 if !self.routes.is_empty() {

@@ -46,10 +46,33 @@ impl NextHop {
 }
 
 /// A prefix written as `address/length`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Prefix {
     pub addr: IpAddr,
     pub len: u8,
+}
+
+impl Prefix {
+    /// The prefix with its host bits cleared (`10.1.2.3/8` is `10.0.0.0/8`): the key the
+    /// table files it under.
+    pub fn network(self) -> Prefix {
+        let addr = match self.addr {
+            IpAddr::V4(a) => {
+                let mask = u32::MAX.checked_shl(32 - u32::from(self.len)).unwrap_or(0);
+                IpAddr::V4((u32::from(a) & mask).into())
+            }
+            IpAddr::V6(a) => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.len))
+                    .unwrap_or(0);
+                IpAddr::V6((u128::from(a) & mask).into())
+            }
+        };
+        Prefix {
+            addr,
+            len: self.len,
+        }
+    }
 }
 
 impl std::str::FromStr for Prefix {

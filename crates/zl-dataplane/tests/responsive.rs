@@ -210,3 +210,32 @@ fn a_seed_reproduces_a_responsive_run_and_another_seed_differs() {
     let c = run(&cfg);
     assert_ne!(a.groups(), c.groups());
 }
+
+#[test]
+fn ecn_capable_responsive_flows_back_off_on_marks_instead_of_drops() {
+    // The default's best effort with ZL-RED marking: the ECN-capable responsive flows are
+    // marked, not dropped, and halve their windows on the echo (RFC 3168), so they hardly
+    // ever fill the buffer; the not-ECT unresponsive flows are dropped.
+    let secs = 5.0;
+    let flows = group(
+        "responsive",
+        80,
+        100_000_000,
+        "10.0.1.1",
+        "ecn = \"ect0\"\ntcp = { rtt_ms = 100.0 }",
+    ) + &group("misbehaving", 4, 5_000_000, "10.0.9.1", "");
+    let aqm = r#"aqm = { kind = "zl-red", th_min = 5, p_max = 0.15, a = 10, ecn = true }"#;
+    let dp = run(&config(&flows, 100, 300, aqm, secs));
+    assert_conserved(&dp);
+    let (r, m) = (stats(&dp, "responsive"), stats(&dp, "misbehaving"));
+    assert!(r.fate.marked > 100, "{r:?}");
+    // Seed 7: 538 marks, 5 tail drops (a burst at the buffer's edge while windows halve).
+    assert!(r.fate.dropped() * 50 < r.fate.marked, "{r:?}");
+    assert!(m.fate.dropped() > 100 && m.fate.marked == 0, "{m:?}");
+    let carried = (r.fate.forwarded + m.fate.forwarded) as f64;
+    assert!(carried > 0.7 * packets_per_s(100.0) * secs, "{r:?} {m:?}");
+    // Had they ignored the marks, their windows would have grown to the buffer: tail drops
+    // by the hundred.
+    let tail = |g: &GroupStats| g.fate.drops_of(zl_dataplane::DropCause::Tail);
+    assert!(tail(&r) + tail(&m) < 20, "{r:?} {m:?}");
+}

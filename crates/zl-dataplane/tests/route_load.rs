@@ -76,6 +76,40 @@ fn a_duplicate_prefix_is_refused_with_its_key() {
     assert!(err.to_string().contains("routes[3].prefix"), "{err}");
 }
 
+/// The same prefix written with host bits set (`1.0.1.77/24` is `1.0.1.0/24`) is the same
+/// route, refused by `validate`, which checks the routes without building the table; the
+/// build itself names it the same way.
+#[test]
+fn a_duplicate_with_host_bits_is_refused_by_validate_and_build_alike() {
+    let text = format!(
+        "{}[[routes]]\nprefix = \"1.0.1.77/24\"\nport = \"a\"\nnext_hop_mac = \"02:00:00:00:00:01\"\n",
+        config(3)
+    );
+    let cfg = RouterConfig::from_toml(&text).unwrap();
+    let err = cfg.validate().unwrap_err();
+    assert!(err.to_string().contains("routes[3].prefix"), "{err}");
+    let err = cfg.forwarding().unwrap_err();
+    assert!(err.to_string().contains("routes[3].prefix"), "{err}");
+    // IPv6 likewise, and a different length is a different route.
+    let v6 = |p: &str| {
+        format!(
+            "[[routes]]\nprefix = \"{p}\"\nport = \"b\"\nnext_hop_mac = \"02:00:00:00:00:02\"\n"
+        )
+    };
+    let text = format!(
+        "{}{}{}{}",
+        config(1),
+        v6("2001:db8::/32"),
+        v6("2001:db8::/48"),
+        v6("2001:db8:0:0:1::/32")
+    );
+    let err = RouterConfig::from_toml(&text)
+        .unwrap()
+        .validate()
+        .unwrap_err();
+    assert!(err.to_string().contains("routes[3].prefix"), "{err}");
+}
+
 /// The load time of a 1 M-route config, printed (a measurement for docs/performance/lpm.md,
 /// not an assertion): `cargo test --release -p zl-dataplane --test route_load -- --ignored
 /// --nocapture`.
