@@ -13,8 +13,17 @@
 //! machine the wall time includes the time other processes hold the core; the CPU time does
 //! not, so it is the per-core cost the target is about. The CPU clock advances at scheduler
 //! ticks, so both groups use flat sampling (every sample spans many ticks).
+//!
+//! Fixed-poll mode, for instruction counts and decision checks: with `ZL_PIPELINE_POLLS=N`
+//! set, the variant named by `ZL_PIPELINE_VARIANT` (`group/name`, default
+//! `pipeline_cpu/zlred_wrr_shaper_64B_burst32`) is built, warmed as below, then polled exactly
+//! N times in `measured_polls` (no criterion timing; every other variant is skipped), and its
+//! counts printed. Two builds that decide alike print the same counts; under callgrind
+//! `--toggle-collect='pipeline::measured_polls*'` counts exactly those N polls
+//! (docs/performance/dataplane.md).
 
 use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use criterion::measurement::{Measurement, ValueFormatter};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
@@ -220,6 +229,9 @@ fn bench_variant<M: Measurement>(
 /// prefixes, all routed to the egress port), in the same run.
 fn pipeline_routes(c: &mut Criterion<ThreadCpuTime>) {
     let mut g = c.benchmark_group("pipeline_routes_cpu");
+    if fixed_polls().is_some() && !fixed_variant().ends_with("_dsts") {
+        return;
+    }
     let table = zl_lpm::synth::v4_table(1_000_000, 7);
     let mut rng = zl_lpm::synth::Rng::new(11);
     let templates: Vec<Vec<u8>> = (0..4096)
@@ -260,6 +272,30 @@ fn pipeline_routes(c: &mut Criterion<ThreadCpuTime>) {
     g.finish();
 }
 
+/// `ZL_PIPELINE_POLLS`: the fixed-poll mode's measured polls (module doc), when set.
+fn fixed_polls() -> Option<u64> {
+    let v = std::env::var("ZL_PIPELINE_POLLS").ok()?;
+    Some(v.parse().expect("ZL_PIPELINE_POLLS: a number of polls"))
+}
+
+/// `ZL_PIPELINE_VARIANT`: the one variant the fixed-poll mode runs (by its name within the
+/// group; the default config's, in both groups, runs once).
+fn fixed_variant() -> String {
+    std::env::var("ZL_PIPELINE_VARIANT").unwrap_or_else(|_| "zlred_wrr_shaper_64B_burst32".into())
+}
+
+/// The fixed-poll mode has run its variant.
+static FIXED_RAN: AtomicBool = AtomicBool::new(false);
+
+/// The fixed-poll mode's measured loop (out of line: callgrind's toggle-collect names it).
+#[inline(never)]
+fn measured_polls(dp: &mut zl_dataplane::Dataplane, now: &mut Nanos, step: Nanos, polls: u64) {
+    for _ in 0..polls {
+        *now += step;
+        black_box(dp.poll(*now).unwrap());
+    }
+}
+
 fn bench_frames<M: Measurement>(
     g: &mut criterion::BenchmarkGroup<'_, M>,
     name: &str,
@@ -267,6 +303,10 @@ fn bench_frames<M: Measurement>(
     templates: Vec<Vec<u8>>,
     add_routes: impl FnOnce(&RouteTable),
 ) {
+    let fixed = fixed_polls();
+    if fixed.is_some() && (fixed_variant() != name || FIXED_RAN.swap(true, Ordering::Relaxed)) {
+        return;
+    }
     let cfg = RouterConfig::from_toml(config).expect("bench config");
     let mut dp = build_with_ports(&cfg, std::path::Path::new("."), &mut |i, _| {
         Ok((i == 0).then(|| {
@@ -284,16 +324,11 @@ fn bench_frames<M: Measurement>(
         now += step;
         dp.poll(now).unwrap();
     }
-    // Equal, long samples: the kernel updates a running thread's CPU time at scheduler ticks
-    // (a few ms), so every sample must span many ticks for the CPU clock to resolve it.
-    g.sampling_mode(criterion::SamplingMode::Flat);
-    g.throughput(Throughput::Elements(BATCH_CAPACITY as u64));
-    g.bench_function(name, |b| {
-        b.iter(|| {
-            now += step;
-            black_box(dp.poll(now).unwrap())
-        })
-    });
+    if let Some(polls) = fixed {
+        measured_polls(&mut dp, &mut now, step, polls);
+    } else {
+        bench_timed(g, name, &mut dp, &mut now, step);
+    }
     let t = dp.totals();
     eprintln!(
         "{name}: received {} forwarded {} dropped {} queued {} (drop ratio {:.3})",
@@ -303,6 +338,26 @@ fn bench_frames<M: Measurement>(
         dp.queued(),
         t.drop_ratio()
     );
+}
+
+/// Criterion's timed loop over one poll per iteration.
+fn bench_timed<M: Measurement>(
+    g: &mut criterion::BenchmarkGroup<'_, M>,
+    name: &str,
+    dp: &mut zl_dataplane::Dataplane,
+    now: &mut Nanos,
+    step: Nanos,
+) {
+    // Equal, long samples: the kernel updates a running thread's CPU time at scheduler ticks
+    // (a few ms), so every sample must span many ticks for the CPU clock to resolve it.
+    g.sampling_mode(criterion::SamplingMode::Flat);
+    g.throughput(Throughput::Elements(BATCH_CAPACITY as u64));
+    g.bench_function(name, |b| {
+        b.iter(|| {
+            *now += step;
+            black_box(dp.poll(*now).unwrap())
+        })
+    });
 }
 
 criterion_group!(wall, pipeline_wall);

@@ -66,6 +66,10 @@ mod with_dpdk {
             .allowlist_function("rte_lpm6_create")
             .allowlist_function("rte_lpm6_add")
             .allowlist_function("rte_lpm6_free")
+            .allowlist_function("rte_red_config_init")
+            .allowlist_function("rte_red_rt_data_init")
+            .allowlist_type("rte_red_config")
+            .allowlist_type("rte_red")
             .allowlist_type("rte_lpm_config")
             .allowlist_type("rte_lpm6_config")
             .allowlist_type("rte_eth_conf")
@@ -106,6 +110,7 @@ mod with_dpdk {
         for l in [
             "rte_ethdev",
             "rte_lpm",
+            "rte_sched",
             "rte_mbuf",
             "rte_mempool",
             "rte_ring",

@@ -66,12 +66,41 @@ pub struct TopFlow {
     pub record: Option<FlowRecord>,
 }
 
+/// What the packets of the flow in one way met since its claim: the half every packet of a
+/// tracked flow writes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Counters {
+    packets: u64,
+    bytes: u64,
+    marked: u64,
+    drops: [u64; DropCause::ALL.len()],
+}
+
+/// Who claimed a way: the half read only by the top list.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Claim {
+    key: FlowKey,
+    tag: u32,
+    first_seen: Nanos,
+}
+
+/// Ways in the table (`2 * FLOW_SETS`, a power of two).
+const WAYS: usize = 2 * FLOW_SETS;
+
 /// The tracked flows of one egress port.
+///
+/// Laid out for the per-packet path: `ids` (8 bytes a way, a set in 16 bytes) is all a packet
+/// of an untracked flow reads; `counters` is what a tracked flow's packet writes; `claims`
+/// (the key) only the top list reads. An empty way holds an id that no flow of its set can
+/// have (see [`FlowTable::vacant`]), so the lookup is two compares and no `Option`; fixed-size
+/// arrays and a masked way index leave no bounds check on the path.
 #[derive(Clone, Debug)]
 pub struct FlowTable {
-    /// `ids[2 * set + way]`; valid only where `records` holds a flow (checked on a match).
-    ids: Vec<FlowId>,
-    records: Vec<Option<FlowRecord>>,
+    /// `ids[2 * set + way]`.
+    ids: Box<[FlowId; WAYS]>,
+    counters: Box<[Counters; WAYS]>,
+    /// `Some` exactly where the way tracks a flow (its id is then in `ids`).
+    claims: Vec<Option<Claim>>,
     parse: ParseConfig,
     top_k: usize,
 }
@@ -88,14 +117,21 @@ impl FlowTable {
     /// ones the ids were made with) and whose top list has `top_k` rows.
     pub fn new(parse: ParseConfig, top_k: usize) -> Self {
         FlowTable {
-            ids: vec![FlowId(0); 2 * FLOW_SETS],
-            records: vec![None; 2 * FLOW_SETS],
+            ids: Box::new(std::array::from_fn(Self::vacant)),
+            counters: Box::new([Counters::default(); WAYS]),
+            claims: vec![None; WAYS],
             parse: ParseConfig {
                 verify_ipv4_checksum: false,
                 ..parse
             },
             top_k,
         }
+    }
+
+    /// The id an empty `way` holds: one of the next set, which no flow looked up in this
+    /// way's set can equal (a flow's set is its id modulo [`FLOW_SETS`]).
+    fn vacant(way: usize) -> FlowId {
+        FlowId(((way / 2 + 1) % FLOW_SETS) as u64)
     }
 
     /// The flow key kind the ids were hashed from.
@@ -116,14 +152,13 @@ impl FlowTable {
     #[inline]
     fn find(&self, flow: FlowId) -> Option<usize> {
         let s = Self::set_of(flow);
-        let way = if self.ids[s] == flow {
-            s
+        if self.ids[s] == flow {
+            Some(s)
         } else if self.ids[s + 1] == flow {
-            s + 1
+            Some(s + 1)
         } else {
-            return None;
-        };
-        self.records[way].is_some().then_some(way)
+            None
+        }
     }
 
     /// A packet of `flow` arriving at this egress, before its admission: claims the flow on
@@ -140,16 +175,12 @@ impl FlowTable {
         list: &ZombieList,
     ) -> Option<usize> {
         let way = match self.find(flow) {
-            Some(w) => Some(w),
-            None => match hit_with {
-                Some(f) => self.claim(now, flow, f, frame, tag, list),
-                None => None,
-            },
-        }?;
-        if let Some(r) = &mut self.records[way] {
-            r.packets += 1;
-            r.bytes += frame.len() as u64;
-        }
+            Some(w) => w,
+            None => self.claim(now, flow, hit_with?, frame, tag, list)?,
+        };
+        let c = &mut self.counters[way % WAYS];
+        c.packets += 1;
+        c.bytes += frame.len() as u64;
         Some(way)
     }
 
@@ -157,12 +188,10 @@ impl FlowTable {
     /// `Ok(marked)` when admitted, `Err(cause)` when dropped.
     #[inline]
     pub fn decided(&mut self, way: usize, outcome: Result<bool, DropCause>) {
-        if let Some(r) = &mut self.records[way] {
-            match outcome {
-                Ok(true) => r.marked += 1,
-                Ok(false) => {}
-                Err(cause) => r.drops[cause.index()] += 1,
-            }
+        let c = &mut self.counters[way % WAYS];
+        match outcome {
+            Ok(marked) => c.marked += u64::from(marked),
+            Err(cause) => c.drops[cause.index()] += 1,
         }
     }
 
@@ -178,11 +207,14 @@ impl FlowTable {
         list: &ZombieList,
     ) -> Option<usize> {
         let s = Self::set_of(flow);
-        let victim = match (&self.records[s], &self.records[s + 1]) {
+        let victim = match (&self.claims[s], &self.claims[s + 1]) {
             (None, _) => s,
             (_, None) => s + 1,
-            (Some(a), Some(b)) => {
-                let (fa, fb) = (list.occurrence(a.id), list.occurrence(b.id));
+            (Some(_), Some(_)) => {
+                let (fa, fb) = (
+                    list.occurrence(self.ids[s]),
+                    list.occurrence(self.ids[s + 1]),
+                );
                 let (way, f) = if fa <= fb { (s, fa) } else { (s + 1, fb) };
                 if f >= occurrence {
                     return None;
@@ -203,22 +235,30 @@ impl FlowTable {
             return None;
         }
         self.ids[victim] = flow;
-        self.records[victim] = Some(FlowRecord {
-            id: flow,
+        self.counters[victim] = Counters::default();
+        self.claims[victim] = Some(Claim {
             key,
             tag,
             first_seen: now,
-            packets: 0,
-            bytes: 0,
-            marked: 0,
-            drops: [0; DropCause::ALL.len()],
         });
         Some(victim)
     }
 
     /// The record of `flow`, when tracked.
-    pub fn record(&self, flow: FlowId) -> Option<&FlowRecord> {
-        self.find(flow).and_then(|w| self.records[w].as_ref())
+    pub fn record(&self, flow: FlowId) -> Option<FlowRecord> {
+        let way = self.find(flow)?;
+        let claim = self.claims[way].as_ref()?;
+        let c = &self.counters[way];
+        Some(FlowRecord {
+            id: flow,
+            key: claim.key,
+            tag: claim.tag,
+            first_seen: claim.first_seen,
+            packets: c.packets,
+            bytes: c.bytes,
+            marked: c.marked,
+            drops: c.drops,
+        })
     }
 
     /// The `top_k` flows of `list` by F (ties by id, so the order is deterministic), with
@@ -235,7 +275,7 @@ impl FlowTable {
             .map(|(id, occurrence)| TopFlow {
                 id,
                 occurrence,
-                record: self.record(id).cloned(),
+                record: self.record(id),
             })
             .collect()
     }
@@ -358,6 +398,39 @@ mod tests {
             // within its first few hundred.
             assert!(r.packets > 33_333 - 1_000, "{r:?}");
         }
+    }
+
+    /// An empty way matches no flow: ids equal to every empty way's marker (the small ids),
+    /// and ids of every set, arrive untracked and without a hit stay untracked; a claimed
+    /// flow is then found in its way, and its neighbour still is not.
+    #[test]
+    fn empty_ways_match_no_flow() {
+        let parse = ParseConfig {
+            verify_ipv4_checksum: false,
+            ..Default::default()
+        };
+        let list = ZombieList::new(ZombieParams::default().validate().unwrap());
+        let mut table = FlowTable::new(parse, 4);
+        for id in (0..3 * FLOW_SETS as u64).chain([u64::MAX, u64::MAX - 1]) {
+            assert_eq!(
+                table.arrives(Nanos(1), FlowId(id), None, &[], 0, &list),
+                None,
+                "{id}"
+            );
+            assert_eq!(table.record(FlowId(id)), None);
+        }
+        let f = frame([10, 0, 9, 1]);
+        let id = zl_wire::parse(&f, &parse).unwrap().flow;
+        let way = table.arrives(Nanos(2), id, Some(3), &f, 7, &list);
+        assert_eq!(way, Some(FlowTable::set_of(id)));
+        assert_eq!(table.arrives(Nanos(3), id, None, &f, 7, &list), way);
+        let r = table.record(id).unwrap();
+        assert_eq!(
+            (r.packets, r.bytes, r.tag, r.first_seen),
+            (2, 128, 7, Nanos(2))
+        );
+        let next = FlowId(id.0 ^ FLOW_SETS as u64);
+        assert_eq!(table.arrives(Nanos(4), next, None, &f, 0, &list), None);
     }
 
     #[test]

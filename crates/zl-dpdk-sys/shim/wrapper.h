@@ -35,3 +35,11 @@ uint16_t zl_tx_burst_copy(uint16_t port_id, uint16_t queue_id, struct rte_mempoo
  * Each returns the sum of the next hops found (0 for a miss) so the work cannot be elided. */
 uint64_t zl_lpm_lookup_sum(const struct rte_lpm *lpm, const uint32_t *ips, uint32_t n);
 uint64_t zl_lpm6_lookup_sum(const struct rte_lpm6 *lpm, const uint8_t *ips, uint32_t n);
+
+#include <rte_red.h>
+
+/* One `rte_red_enqueue` decision (static inline in rte_red.h) through the binding: the
+ * comparison of ZL-RED's decision with DPDK's own RED (crates/zl-dpdk/benches/red_decision.rs).
+ * Returns rte_red_enqueue's 0 (enqueue), 1 (forced drop) or 2 (early drop). */
+int zl_rte_red_enqueue(const struct rte_red_config *cfg, struct rte_red *red, unsigned q,
+                       uint64_t time);

@@ -8,6 +8,7 @@
 #include <rte_lpm.h>
 #include <rte_lpm6.h>
 #include <rte_mbuf.h>
+#include <rte_red.h>
 #include <string.h>
 
 uint16_t zl_rte_eth_rx_burst(uint16_t port_id, uint16_t queue_id, struct rte_mbuf **rx_pkts,
@@ -141,4 +142,9 @@ uint64_t zl_lpm6_lookup_sum(const struct rte_lpm6 *lpm, const uint8_t *ips, uint
             sum += nh;
     }
     return sum;
+}
+
+int zl_rte_red_enqueue(const struct rte_red_config *cfg, struct rte_red *red, unsigned q,
+                       uint64_t time) {
+    return rte_red_enqueue(cfg, red, q, time);
 }
