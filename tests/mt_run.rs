@@ -57,8 +57,12 @@ fn generator_traffic_through_two_rx_workers_balances() {
     // The counters from the JSON document (with --json, why the run stopped goes to stderr).
     let (json, stderr) = run(&["--json"]);
     assert_balanced(&json);
+    // The run ends by itself: its sources finish and the queues drain, or, on a loaded machine
+    // where a worker thread waits for a core, the drain time runs out first and what was still
+    // queued is counted as shutdown drops (assert_balanced: nothing left queued either way).
     assert!(
-        stderr.contains("stopped: every source finished"),
+        stderr.contains("stopped: every source finished")
+            || stderr.contains("stopped: drain time over"),
         "{stderr}"
     );
     // The table names the workers (a line the JSON does not carry).
@@ -84,11 +88,34 @@ fn sigint_stops_the_threads_and_counts_what_was_queued() {
         .and_then(|r| r.split('/').next())
         .unwrap_or_else(|| panic!("no metrics address in {seen}"))
         .to_owned();
-    let mut s = TcpStream::connect(&addr).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: zlrouter\r\n\r\n")
-        .unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
+    let scrape = || {
+        let mut s = TcpStream::connect(&addr).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.0\r\nHost: zlrouter\r\n\r\n")
+            .unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        text
+    };
+    // Stopped once something has been forwarded (the transmit worker may wait for a core on
+    // a loaded machine), so the final statistics have a forwarded count to check; bounded.
+    let forwarded = |text: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix("zlrouter_forwarded_packets_total "))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    let mut text = scrape();
+    for _ in 0..300 {
+        if forwarded(&text) > 0.0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        text = scrape();
+    }
+    assert!(
+        forwarded(&text) > 0.0,
+        "nothing forwarded within 30 s: {text}"
+    );
     assert!(text.contains("zlrouter_received_packets_total "), "{text}");
     assert!(
         text.contains("zlrouter_dropped_packets_total{cause=\"ring_full\"}"),

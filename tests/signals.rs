@@ -52,7 +52,7 @@ fn sighup_reloads_and_the_run_goes_on() {
     let cfg = dir.join("long.toml");
     let text = zl_dataplane::DEFAULT_CONFIG.replace("duration_s = 10.0", "duration_s = 1000.0");
     std::fs::write(&cfg, text).unwrap();
-    let running = common::spawn_until_progress(&["run", cfg.to_str().unwrap(), "--json"]);
+    let mut running = common::spawn_until_progress(&["run", cfg.to_str().unwrap(), "--json"]);
     let pid = running.child.id().to_string();
     if !std::process::Command::new("kill")
         .args(["-HUP", &pid])
@@ -63,12 +63,17 @@ fn sighup_reloads_and_the_run_goes_on() {
         return skip("the `kill` command is not available");
     }
     // The reload (re-read, validate, compare) runs on the control thread beside a loop that
-    // keeps a core busy: give it time on a loaded machine before stopping the run.
-    std::thread::sleep(std::time::Duration::from_secs(2));
+    // keeps a core busy, so it can take seconds on a loaded machine: wait for its line.
+    let reloaded = common::read_stderr_until(&mut running, "SIGHUP: reloaded");
+    assert!(reloaded, "no reload line: {}", running.seen);
+    assert!(
+        running.seen.contains("SIGHUP: reloaded: nothing changed"),
+        "{}",
+        running.seen
+    );
     let (out, rest) = common::signal_and_wait(running, "-TERM").expect("kill worked above");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{rest}");
-    assert!(rest.contains("SIGHUP: reloaded: nothing changed"), "{rest}");
     assert!(rest.contains("stopping (signal SIGTERM)"), "{rest}");
     assert!(rest.contains("stopped: interrupted"), "{rest}");
     let [received, forwarded, dropped, queued] = common::final_totals(&stdout);

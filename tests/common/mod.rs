@@ -155,6 +155,38 @@ pub fn spawn_until_progress(args: &[&str]) -> Running {
     }
 }
 
+/// Reads the child's standard error on until it contains `needle`, appending what it reads to
+/// `r.seen`: a readiness wait for something the router logs (a reload done) instead of a
+/// guessed sleep. Bounded: a child that prints no such line within [`CHILD_WITHIN`] is killed,
+/// its stream ends, and this returns false.
+pub fn read_stderr_until(r: &mut Running, needle: &str) -> bool {
+    use std::io::Read;
+    let give_up = watchdog(r.child.id(), CHILD_WITHIN);
+    let mut byte = [0u8; 1];
+    let mut line = Vec::new();
+    let found = loop {
+        match r.stderr.read(&mut byte) {
+            Ok(1) => {
+                line.push(byte[0]);
+                if byte[0] == b'\n' || byte[0] == b'\r' {
+                    let text = String::from_utf8_lossy(&line).into_owned();
+                    r.seen.push_str(&text);
+                    line.clear();
+                    if text.contains(needle) {
+                        break true;
+                    }
+                }
+            }
+            _ => {
+                r.seen.push_str(&String::from_utf8_lossy(&line));
+                break false;
+            }
+        }
+    };
+    let _ = give_up.send(());
+    found
+}
+
 /// Sends `signal` (`-INT`, `-TERM`) to the child this test started, by its PID, and waits for
 /// it (bounded: a child still running a minute later is killed, and its status says so): its
 /// output and the rest of its standard error. `None` (the child killed and reaped) when the

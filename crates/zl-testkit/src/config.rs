@@ -37,6 +37,17 @@ struct Line {
     value: String,
 }
 
+/// Lines whose values are the strings given (quoted here).
+fn strings(pairs: &[(&str, &str)]) -> Vec<Line> {
+    pairs
+        .iter()
+        .map(|&(key, value)| Line {
+            key: key.to_owned(),
+            value: quoted(value),
+        })
+        .collect()
+}
+
 fn write_lines(out: &mut String, lines: &[Line]) {
     for l in lines {
         let _ = writeln!(out, "{} = {}", l.key, l.value);
@@ -110,21 +121,9 @@ impl RouterToml {
     /// A static route (`[[routes]]`): `prefix` out of `port`, with the next hop's MAC when
     /// given (without it the router resolves the neighbour or floods, as configured).
     pub fn route(mut self, prefix: &str, port: &str, next_hop_mac: Option<&str>) -> Self {
-        let mut lines = vec![
-            Line {
-                key: "prefix".into(),
-                value: quoted(prefix),
-            },
-            Line {
-                key: "port".into(),
-                value: quoted(port),
-            },
-        ];
+        let mut lines = strings(&[("prefix", prefix), ("port", port)]);
         if let Some(mac) = next_hop_mac {
-            lines.push(Line {
-                key: "next_hop_mac".into(),
-                value: quoted(mac),
-            });
+            lines.extend(strings(&[("next_hop_mac", mac)]));
         }
         self.routes.push(lines);
         self
@@ -188,20 +187,7 @@ impl PortToml {
     /// A port of `kind` named `name` with the router's MAC `mac` on it.
     pub fn new(name: &str, kind: &str, mac: &str) -> Self {
         PortToml {
-            lines: vec![
-                Line {
-                    key: "name".into(),
-                    value: quoted(name),
-                },
-                Line {
-                    key: "kind".into(),
-                    value: quoted(kind),
-                },
-                Line {
-                    key: "mac".into(),
-                    value: quoted(mac),
-                },
-            ],
+            lines: strings(&[("name", name), ("kind", kind), ("mac", mac)]),
             subtables: Vec::new(),
             flows: Vec::new(),
         }
@@ -231,16 +217,7 @@ impl PortToml {
     /// [`PortToml::set`]).
     pub fn af_xdp(name: &str, ifname: &str) -> Self {
         PortToml {
-            lines: vec![
-                Line {
-                    key: "name".into(),
-                    value: quoted(name),
-                },
-                Line {
-                    key: "kind".into(),
-                    value: quoted("af-xdp"),
-                },
-            ],
+            lines: strings(&[("name", name), ("kind", "af-xdp")]),
             subtables: Vec::new(),
             flows: Vec::new(),
         }
@@ -298,20 +275,7 @@ impl FlowToml {
     /// count, rate and size until set).
     pub fn udp(name: &str, src: &str, dst: &str) -> Self {
         FlowToml {
-            lines: vec![
-                Line {
-                    key: "name".into(),
-                    value: quoted(name),
-                },
-                Line {
-                    key: "src".into(),
-                    value: quoted(src),
-                },
-                Line {
-                    key: "dst".into(),
-                    value: quoted(dst),
-                },
-            ],
+            lines: strings(&[("name", name), ("src", src), ("dst", dst)]),
         }
     }
 
@@ -401,10 +365,7 @@ impl ClassToml {
     /// A class named `name`.
     pub fn new(name: &str) -> Self {
         ClassToml {
-            lines: vec![Line {
-                key: "name".into(),
-                value: quoted(name),
-            }],
+            lines: strings(&[("name", name)]),
         }
     }
 
