@@ -277,8 +277,8 @@ impl Egress {
         );
         match result {
             Ok(_) => {
-                if let (Some(t), Some(way)) = (&mut self.flows, tracked) {
-                    t.decided(way, Ok(marked));
+                if let Some(t) = tracked {
+                    t.decided(Ok(marked));
                 }
                 self.cut_through(now, class.class, fates);
                 None
@@ -286,8 +286,8 @@ impl Egress {
             Err(dropped) => {
                 let cause = DropCause::of_verdict(dropped.verdict).unwrap_or(DropCause::Tail);
                 fates.dropped_in(&dropped.item, cause, class.class, color);
-                if let (Some(t), Some(way)) = (&mut self.flows, tracked) {
-                    t.decided(way, Err(cause));
+                if let Some(t) = tracked {
+                    t.decided(Err(cause));
                 }
                 Some(dropped.item)
             }

@@ -76,6 +76,22 @@ struct Counters {
     drops: [u64; DropCause::ALL.len()],
 }
 
+/// The counters of a tracked flow whose packet [`FlowTable::arrives`] just counted.
+#[derive(Debug)]
+pub struct Tracked<'a>(&'a mut Counters);
+
+impl Tracked<'_> {
+    /// What the egress decided for the packet: `Ok(marked)` when admitted, `Err(cause)` when
+    /// dropped.
+    #[inline]
+    pub fn decided(self, outcome: Result<bool, DropCause>) {
+        match outcome {
+            Ok(marked) => self.0.marked += u64::from(marked),
+            Err(cause) => self.0.drops[cause.index()] += 1,
+        }
+    }
+}
+
 /// Who claimed a way: the half read only by the top list.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Claim {
@@ -163,7 +179,8 @@ impl FlowTable {
 
     /// A packet of `flow` arriving at this egress, before its admission: claims the flow on
     /// a hit in the list (parsing `frame` for its key) and counts the packet when the flow is
-    /// tracked. Returns the way, for [`FlowTable::decided`].
+    /// tracked. Returns the flow's counters, for [`Tracked::decided`] once the egress has
+    /// decided (no second lookup).
     #[inline]
     pub fn arrives(
         &mut self,
@@ -173,7 +190,7 @@ impl FlowTable {
         frame: &[u8],
         tag: u32,
         list: &ZombieList,
-    ) -> Option<usize> {
+    ) -> Option<Tracked<'_>> {
         let way = match self.find(flow) {
             Some(w) => w,
             None => self.claim(now, flow, hit_with?, frame, tag, list)?,
@@ -181,18 +198,7 @@ impl FlowTable {
         let c = &mut self.counters[way % WAYS];
         c.packets += 1;
         c.bytes += frame.len() as u64;
-        Some(way)
-    }
-
-    /// What the egress decided for the packet [`FlowTable::arrives`] counted in `way`:
-    /// `Ok(marked)` when admitted, `Err(cause)` when dropped.
-    #[inline]
-    pub fn decided(&mut self, way: usize, outcome: Result<bool, DropCause>) {
-        let c = &mut self.counters[way % WAYS];
-        match outcome {
-            Ok(marked) => c.marked += u64::from(marked),
-            Err(cause) => c.drops[cause.index()] += 1,
-        }
+        Some(Tracked(c))
     }
 
     #[cold]
@@ -366,8 +372,8 @@ mod tests {
                 0,
                 &list,
             );
-            if let Some(w) = way {
-                table.decided(w, Err(DropCause::Early));
+            if let Some(t) = way {
+                t.decided(Err(DropCause::Early));
                 if i >= 200 {
                     offered[i - 200] += 1;
                 }
@@ -412,25 +418,26 @@ mod tests {
         let list = ZombieList::new(ZombieParams::default().validate().unwrap());
         let mut table = FlowTable::new(parse, 4);
         for id in (0..3 * FLOW_SETS as u64).chain([u64::MAX, u64::MAX - 1]) {
-            assert_eq!(
-                table.arrives(Nanos(1), FlowId(id), None, &[], 0, &list),
-                None,
+            assert!(
+                table
+                    .arrives(Nanos(1), FlowId(id), None, &[], 0, &list)
+                    .is_none(),
                 "{id}"
             );
             assert_eq!(table.record(FlowId(id)), None);
         }
         let f = frame([10, 0, 9, 1]);
         let id = zl_wire::parse(&f, &parse).unwrap().flow;
-        let way = table.arrives(Nanos(2), id, Some(3), &f, 7, &list);
-        assert_eq!(way, Some(FlowTable::set_of(id)));
-        assert_eq!(table.arrives(Nanos(3), id, None, &f, 7, &list), way);
+        assert!(table.arrives(Nanos(2), id, Some(3), &f, 7, &list).is_some());
+        assert_eq!(table.find(id), Some(FlowTable::set_of(id)));
+        assert!(table.arrives(Nanos(3), id, None, &f, 7, &list).is_some());
         let r = table.record(id).unwrap();
         assert_eq!(
             (r.packets, r.bytes, r.tag, r.first_seen),
             (2, 128, 7, Nanos(2))
         );
         let next = FlowId(id.0 ^ FLOW_SETS as u64);
-        assert_eq!(table.arrives(Nanos(4), next, None, &f, 0, &list), None);
+        assert!(table.arrives(Nanos(4), next, None, &f, 0, &list).is_none());
     }
 
     #[test]
