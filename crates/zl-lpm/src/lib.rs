@@ -40,7 +40,7 @@
 //! replaces the pointer, so a reader still inside it reads the right answer. Freed groups are
 //! reused first in, first out, so a generation repeats (the one case the check misses) only if
 //! a single lookup is overtaken by 32 rounds through the whole free list. No `unsafe` beyond
-//! allocating the zeroed table (see `trie.rs`).
+//! allocating the zeroed table and asking Linux for huge pages under it (see `trie.rs`).
 //!
 //! `tests/concurrent.rs` checks the contract with readers racing a writer that splits, fills
 //! and frees groups; `tests/oracle.rs` checks lookups against a naive longest-match scan.
