@@ -589,9 +589,15 @@ fn route_changes(
 ) -> Result<(Vec<(Prefix, NextHop)>, Vec<Prefix>), ReloadError> {
     let routes =
         |c: &RouterConfig| -> Result<HashMap<(std::net::IpAddr, u8), NextHop>, ConfigError> {
+            // Keyed as the table files them, host bits cleared: `10.1.2.3/8` rewritten as
+            // `10.0.0.0/8` is the same route, not a new one plus a removal (which, applied
+            // in that order, would remove the route).
             Ok(c.static_routes()?
                 .into_iter()
-                .map(|(p, h)| ((p.addr, p.len), h))
+                .map(|(p, h)| {
+                    let p = p.network();
+                    ((p.addr, p.len), h)
+                })
                 .collect())
         };
     let (o, n) = (routes(old)?, routes(new)?);
@@ -711,6 +717,24 @@ mod tests {
         new.routing.unres_qlen += 1;
         let e = plan(&old, &new).unwrap_err().to_string();
         assert!(e.contains("`routing`"), "{e}");
+    }
+
+    #[test]
+    fn a_route_rewritten_without_its_host_bits_is_the_same_route() {
+        let with = |prefix: &str, mac: &str| {
+            cfg(&DEFAULT_CONFIG.replace(
+                "prefix = \"0.0.0.0/0\"\nport = \"wan\"\nnext_hop_mac = \"02:00:00:00:00:fe\"",
+                &format!("prefix = \"{prefix}\"\nport = \"wan\"\nnext_hop_mac = \"{mac}\""),
+            ))
+        };
+        let old = with("10.1.2.3/8", "02:00:00:00:00:fe");
+        assert!(old.routes.iter().any(|r| r.prefix == "10.1.2.3/8"));
+        let (set, removed) = route_changes(&old, &with("10.0.0.0/8", "02:00:00:00:00:fe")).unwrap();
+        assert!(set.is_empty() && removed.is_empty(), "{set:?} {removed:?}");
+        // A new next hop for it is a change of that route, never a removal.
+        let (set, removed) = route_changes(&old, &with("10.0.0.0/8", "02:00:00:00:00:fd")).unwrap();
+        assert_eq!(set.len(), 1, "{set:?}");
+        assert!(removed.is_empty(), "{removed:?}");
     }
 
     #[test]

@@ -56,13 +56,8 @@ fn advise_huge_pages(addr: usize, len: usize) {
         // SAFETY: the range lies within the live allocation just made (rounded inwards to
         // whole pages); MADV_HUGEPAGE only changes how the kernel backs those pages, never
         // their contents or the mapping's validity, so no Rust reference is affected.
-        let _ = unsafe {
-            libc::madvise(
-                start as *mut libc::c_void,
-                end - start,
-                libc::MADV_HUGEPAGE,
-            )
-        };
+        let _ =
+            unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
     }
 }
 
