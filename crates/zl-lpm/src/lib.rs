@@ -20,8 +20,11 @@
 //! - Host bits of a prefix are ignored (`10.1.2.3/8` is `10.0.0.0/8`), as `ip route` does not.
 //! - Memory: the root table (64 MiB for IPv4, 256 KiB for IPv6) and the group capacity are
 //!   reserved up front, zeroed, so the operating system maps pages only as groups are used
-//!   (DPDK sizes its tables the same way, by `number_tbl8s`). A table out of groups refuses the
-//!   insert with [`LpmError::TableFull`] and is left unchanged for lookups.
+//!   (DPDK sizes its tables the same way, by `number_tbl8s`). On Linux the group array is
+//!   asked for as transparent huge pages (`madvise`), so a walk through groups does not miss the
+//!   TLB at every step; groups are handed out in order, so the 2 MiB stretches backed whole are
+//!   the ones in use. A table out of groups refuses the insert with [`LpmError::TableFull`] and
+//!   is left unchanged for lookups.
 //!
 //! # Concurrency: decided
 //! Lock-free readers and one writer updating atomic entries in place, as `rte_lpm` does, rather
