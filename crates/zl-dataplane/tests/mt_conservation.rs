@@ -289,15 +289,15 @@ fn the_shared_list_is_observed_once_per_forwarded_packet() {
     assert_balanced(&r);
 }
 
-/// A port that raises `stop` once, when it has received `after` frames (then keeps
-/// receiving).
-struct StopAfter {
+/// A source that reports each burst it hands over to `on_recv` (its frame count): the hook
+/// the tests use to raise a stop after so many frames, or to count the offered load for a
+/// clock.
+struct Tapped {
     inner: MemoryPort,
-    after: u64,
-    stop: Arc<AtomicBool>,
+    on_recv: Box<dyn FnMut(u64) + Send>,
 }
 
-impl Port for StopAfter {
+impl Port for Tapped {
     fn name(&self) -> &str {
         self.inner.name()
     }
@@ -308,12 +308,7 @@ impl Port for StopAfter {
         batch: &mut Batch,
     ) -> Result<usize, PortError> {
         let n = self.inner.recv(now, pool, batch)?;
-        if self.after > 0 {
-            self.after = self.after.saturating_sub(n as u64);
-            if self.after == 0 {
-                self.stop.store(true, Ordering::Relaxed);
-            }
-        }
+        (self.on_recv)(n as u64);
         Ok(n)
     }
     fn send(
@@ -332,6 +327,19 @@ impl Port for StopAfter {
     }
 }
 
+/// Source `src`'s frames: 4 flows to 192.0.2.1 and 4 to 198.51.100.1, so both egress ports
+/// are loaded.
+fn two_destination_frames(src: u8) -> Vec<Vec<u8>> {
+    (1..=4)
+        .flat_map(|h| {
+            [
+                frame(src, h, [192, 0, 2, 1], 64),
+                frame(src, h, [198, 51, 100, 1], 64),
+            ]
+        })
+        .collect()
+}
+
 /// Two sources of `frames` frames each (4 flows to 192.0.2.1 and 4 to 198.51.100.1, so both
 /// egress ports are loaded); the first raises `stop` after `stop_after` of its frames.
 fn stopping_sources(
@@ -341,22 +349,20 @@ fn stopping_sources(
 ) -> Vec<Box<dyn Port + Send>> {
     (0..2u8)
         .map(|w| {
-            Box::new(StopAfter {
-                inner: MemoryPort::cycling(
-                    "src",
-                    w as u16,
-                    (1..=4)
-                        .flat_map(|h| {
-                            [
-                                frame(w, h, [192, 0, 2, 1], 64),
-                                frame(w, h, [198, 51, 100, 1], 64),
-                            ]
-                        })
-                        .collect(),
-                    frames,
-                ),
-                after: if w == 0 { stop_after } else { u64::MAX },
-                stop: stop.clone(),
+            // The first source raises `stop` once, when it has handed over `stop_after`
+            // frames (then keeps sending); the second never does.
+            let mut left = if w == 0 { stop_after } else { u64::MAX };
+            let stop = stop.clone();
+            Box::new(Tapped {
+                inner: MemoryPort::cycling("src", w as u16, two_destination_frames(w), frames),
+                on_recv: Box::new(move |n| {
+                    if left > 0 {
+                        left = left.saturating_sub(n);
+                        if left == 0 {
+                            stop.store(true, Ordering::Relaxed);
+                        }
+                    }
+                }),
             }) as Box<dyn Port + Send>
         })
         .collect()
@@ -702,44 +708,6 @@ fn live_snapshots_of_two_rx_and_two_tx_workers_never_count_more_fates_than_packe
     live_snapshots_lead_with_the_receive_side((2, 2));
 }
 
-/// A source that counts what it hands over in `emitted` (shared by every source), so that a
-/// clock can advance with the offered load.
-struct Counted {
-    inner: MemoryPort,
-    emitted: Arc<AtomicU64>,
-}
-
-impl Port for Counted {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn recv(
-        &mut self,
-        now: Nanos,
-        pool: &mut BufPool,
-        batch: &mut Batch,
-    ) -> Result<usize, PortError> {
-        let n = self.inner.recv(now, pool, batch)?;
-        // Relaxed: the count alone is read (by the clock).
-        self.emitted.fetch_add(n as u64, Ordering::Relaxed);
-        Ok(n)
-    }
-    fn send(
-        &mut self,
-        now: Nanos,
-        batch: &mut Batch,
-        pool: &mut BufPool,
-    ) -> Result<usize, PortError> {
-        self.inner.send(now, batch, pool)
-    }
-    fn readiness(&self) -> Readiness {
-        self.inner.readiness()
-    }
-    fn counters(&self) -> PortCounters {
-        self.inner.counters()
-    }
-}
-
 /// Virtual time that moves with the offered load: `gap` per frame the sources have handed
 /// over, then (once all `total` are out) 1 µs per read, so the queues drain. However the
 /// threads are scheduled, the sources offer exactly one frame per `gap` of this clock.
@@ -773,17 +741,14 @@ fn conserve_under_overload(rx_workers: usize, tx_workers: usize) {
     let emitted = Arc::new(AtomicU64::new(0));
     let sources: Vec<Box<dyn Port + Send>> = (0..SOURCES as u8)
         .map(|s| {
-            let frames = (1..=4)
-                .flat_map(|h| {
-                    [
-                        frame(s, h, [192, 0, 2, 1], 64),
-                        frame(s, h, [198, 51, 100, 1], 64),
-                    ]
-                })
-                .collect();
-            Box::new(Counted {
-                inner: MemoryPort::cycling("src", s as u16, frames, PER_SOURCE),
-                emitted: emitted.clone(),
+            // Counts what every source hands over, for the load-driven clock.
+            let emitted = emitted.clone();
+            Box::new(Tapped {
+                inner: MemoryPort::cycling("src", s as u16, two_destination_frames(s), PER_SOURCE),
+                // Relaxed: the count alone is read (by the clock).
+                on_recv: Box::new(move |n| {
+                    emitted.fetch_add(n, Ordering::Relaxed);
+                }),
             }) as Box<dyn Port + Send>
         })
         .collect();
