@@ -51,11 +51,13 @@
 
 mod batch;
 mod buf;
+mod halves;
 mod memory;
 
 pub use batch::{Batch, RxTally, BATCH_CAPACITY};
 pub use buf::{BufPool, PacketBuf, DEFAULT_BUF_SIZE};
-pub use memory::MemoryPort;
+pub use halves::{split_sink_port, Joined, RecvOnly, RxHalf, SinkTx, SplitPort, TxHalf};
+pub use memory::{MemoryPort, MemoryRx, MemoryTx};
 pub use zl_core::Nanos;
 
 /// Per-port counters, one field per cause (never one "drops").

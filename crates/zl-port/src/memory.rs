@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 
-use crate::{Batch, BufPool, Port, PortCounters, PortError, Readiness};
+use crate::{Batch, BufPool, Port, PortCounters, PortError, Readiness, RxHalf, SplitPort, TxHalf};
 use zl_core::Nanos;
 
 /// Where a [`MemoryPort`]'s received frames come from.
@@ -84,59 +84,8 @@ impl Port for MemoryPort {
         pool: &mut BufPool,
         batch: &mut Batch,
     ) -> Result<usize, PortError> {
-        let mut added = 0;
-        // At most one burst of frames leaves the source per call, as a NIC ring hands over at
-        // most its free descriptors: a frame that finds no buffer is a counted drop, and an
-        // endless source with an empty pool cannot keep the call looping.
-        for _ in 0..batch.room() {
-            let popped;
-            let (ts, frame): (Nanos, &[u8]) = match &mut self.source {
-                Source::Cycle {
-                    templates,
-                    next,
-                    remaining,
-                } => {
-                    if *remaining == 0 {
-                        break;
-                    }
-                    if *remaining != u64::MAX {
-                        *remaining -= 1;
-                    }
-                    let i = *next;
-                    *next = if i + 1 == templates.len() { 0 } else { i + 1 };
-                    (now, &templates[i])
-                }
-                Source::Timed(q) => match q.front() {
-                    Some((t, _)) if *t <= now => {
-                        popped = q.pop_front();
-                        match &popped {
-                            Some((t, f)) => (*t, f.as_slice()),
-                            None => break,
-                        }
-                    }
-                    _ => break,
-                },
-            };
-            let Some(mut buf) = pool.alloc() else {
-                self.counters.rx_no_buffer += 1;
-                continue;
-            };
-            if buf.copy_from(frame).is_err() {
-                pool.free(buf);
-                self.counters.rx_too_long += 1;
-                continue;
-            }
-            buf.rx_time = ts;
-            buf.in_port = self.index;
-            self.counters.rx_packets += 1;
-            self.counters.rx_bytes += frame.len() as u64;
-            // Cannot fail: the loop takes at most `room` frames.
-            if let Err(b) = batch.push(buf) {
-                pool.free(b);
-            }
-            added += 1;
-        }
-        Ok(added)
+        let (source, counters) = (&mut self.source, &mut self.counters);
+        Ok(recv_from(source, self.index, counters, now, pool, batch))
     }
 
     fn send(
@@ -152,14 +101,7 @@ impl Port for MemoryPort {
     }
 
     fn readiness(&self) -> Readiness {
-        match &self.source {
-            Source::Cycle { remaining: 0, .. } => Readiness::Exhausted,
-            Source::Cycle { .. } => Readiness::Live,
-            Source::Timed(q) => match q.front() {
-                Some((t, _)) => Readiness::NextPacketAt(*t),
-                None => Readiness::Exhausted,
-            },
-        }
+        readiness_of(&self.source)
     }
 
     fn counters(&self) -> PortCounters {
@@ -216,5 +158,162 @@ mod tests {
         port.send(Nanos(30), &mut batch, &mut pool).unwrap();
         assert_eq!(port.captured().len(), 1);
         assert_eq!(pool.available(), 1);
+    }
+}
+
+fn recv_from(
+    source: &mut Source,
+    index: u16,
+    counters: &mut PortCounters,
+    now: Nanos,
+    pool: &mut BufPool,
+    batch: &mut Batch,
+) -> usize {
+    let mut added = 0;
+    // At most one burst of frames leaves the source per call, as a NIC ring hands over at
+    // most its free descriptors: a frame that finds no buffer is a counted drop, and an
+    // endless source with an empty pool cannot keep the call looping.
+    for _ in 0..batch.room() {
+        let popped;
+        let (ts, frame): (Nanos, &[u8]) = match source {
+            Source::Cycle {
+                templates,
+                next,
+                remaining,
+            } => {
+                if *remaining == 0 {
+                    break;
+                }
+                if *remaining != u64::MAX {
+                    *remaining -= 1;
+                }
+                let i = *next;
+                *next = if i + 1 == templates.len() { 0 } else { i + 1 };
+                (now, &templates[i])
+            }
+            Source::Timed(q) => match q.front() {
+                Some((t, _)) if *t <= now => {
+                    popped = q.pop_front();
+                    match &popped {
+                        Some((t, f)) => (*t, f.as_slice()),
+                        None => break,
+                    }
+                }
+                _ => break,
+            },
+        };
+        let Some(mut buf) = pool.alloc() else {
+            counters.rx_no_buffer += 1;
+            continue;
+        };
+        if buf.copy_from(frame).is_err() {
+            pool.free(buf);
+            counters.rx_too_long += 1;
+            continue;
+        }
+        buf.rx_time = ts;
+        buf.in_port = index;
+        counters.rx_packets += 1;
+        counters.rx_bytes += frame.len() as u64;
+        // Cannot fail: the loop takes at most `room` frames.
+        if let Err(b) = batch.push(buf) {
+            pool.free(b);
+        }
+        added += 1;
+    }
+    added
+}
+
+fn readiness_of(source: &Source) -> Readiness {
+    match source {
+        Source::Cycle { remaining: 0, .. } => Readiness::Exhausted,
+        Source::Cycle { .. } => Readiness::Live,
+        Source::Timed(q) => match q.front() {
+            Some((t, _)) => Readiness::NextPacketAt(*t),
+            None => Readiness::Exhausted,
+        },
+    }
+}
+
+/// A memory port's receive half: its source.
+#[derive(Debug)]
+pub struct MemoryRx {
+    name: String,
+    index: u16,
+    source: Source,
+    counters: PortCounters,
+}
+
+/// A memory port's transmit half: its sink (and capture).
+#[derive(Debug)]
+pub struct MemoryTx {
+    name: String,
+    capture: Option<Vec<(Nanos, Vec<u8>)>>,
+    counters: PortCounters,
+}
+
+impl MemoryTx {
+    /// The frames sent (with their send times), when the port captures.
+    pub fn captured(&self) -> &[(Nanos, Vec<u8>)] {
+        self.capture.as_deref().unwrap_or(&[])
+    }
+}
+
+impl RxHalf for MemoryRx {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn recv(
+        &mut self,
+        now: Nanos,
+        pool: &mut BufPool,
+        batch: &mut Batch,
+    ) -> Result<usize, PortError> {
+        let (source, counters) = (&mut self.source, &mut self.counters);
+        Ok(recv_from(source, self.index, counters, now, pool, batch))
+    }
+    fn readiness(&self) -> Readiness {
+        readiness_of(&self.source)
+    }
+    fn counters(&self) -> PortCounters {
+        self.counters
+    }
+}
+
+impl TxHalf for MemoryTx {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn send(
+        &mut self,
+        now: Nanos,
+        batch: &mut Batch,
+        pool: &mut BufPool,
+    ) -> Result<usize, PortError> {
+        if let Some(cap) = &mut self.capture {
+            cap.extend(batch.iter().map(|buf| (now, buf.as_slice().to_vec())));
+        }
+        Ok(self.counters.sink(batch, pool))
+    }
+    fn counters(&self) -> PortCounters {
+        self.counters
+    }
+}
+
+impl SplitPort for MemoryPort {
+    fn split(self: Box<Self>) -> (Box<dyn RxHalf>, Box<dyn TxHalf>) {
+        let c = self.counters;
+        let rx = MemoryRx {
+            name: self.name.clone(),
+            index: self.index,
+            source: self.source,
+            counters: PortCounters::joined(&c, &PortCounters::default()),
+        };
+        let tx = MemoryTx {
+            name: self.name,
+            capture: self.capture,
+            counters: PortCounters::joined(&PortCounters::default(), &c),
+        };
+        (Box::new(rx), Box::new(tx))
     }
 }

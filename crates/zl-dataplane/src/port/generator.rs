@@ -910,3 +910,10 @@ impl Port for GeneratorPort {
         self.counters
     }
 }
+
+/// The generator's halves: its flows (receive) and the sink it is for what is routed to it.
+impl zl_port::SplitPort for GeneratorPort {
+    fn split(self: Box<Self>) -> (Box<dyn zl_port::RxHalf>, Box<dyn zl_port::TxHalf>) {
+        zl_port::split_sink_port(*self)
+    }
+}
