@@ -1,19 +1,25 @@
-//! A port split into a receive half and a transmit half that different threads own (issue 14):
+//! A port split into receive halves and a transmit half that different threads own (issue 14):
 //! the threaded router's receive workers own the receive halves, its transmit workers the
 //! transmit halves, so no lock is taken on the packet path.
 //!
 //! Contract: the halves of one port share nothing that either changes without
 //! synchronisation of its own (an AF_XDP socket's RX + fill rings vs its TX + completion
-//! rings; a DPDK port's RX queue vs its TX queue; the memory port's source vs its sink).
-//! Each half counts its own side: [`RxHalf::counters`] the `rx_*` fields,
-//! [`TxHalf::counters`] the `tx_*` fields and the link events; [`PortCounters::joined`] puts
-//! them together. [`Joined`] makes a whole [`Port`] of two halves again (for a single-thread
-//! loop, or between two threaded runs), and splits back into the same halves.
+//! rings; a DPDK port's RX queues vs its TX queue; the memory port's source vs its sink). A
+//! port with several receive queues (RSS) splits into one receive half per queue, each to be
+//! owned by its own receive worker. Each half counts its own side: [`RxHalf::counters`] the
+//! `rx_*` fields, [`TxHalf::counters`] the `tx_*` fields and the link events;
+//! [`PortCounters::joined`] puts them together. [`Joined`] makes a whole [`Port`] of the
+//! halves again (for a single-thread loop, or between two threaded runs), and splits back
+//! into the same halves.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, TryLockError};
 
 use crate::{Batch, BufPool, Port, PortCounters, PortError, Readiness};
 use zl_core::Nanos;
 
-/// The receive half of a port: [`Port::recv`] and [`Port::readiness`], owned by one thread.
+/// A receive half of a port (the whole receive side, or one of its queues): [`Port::recv`]
+/// and [`Port::readiness`], owned by one thread.
 pub trait RxHalf: Send {
     /// The port's name.
     fn name(&self) -> &str;
@@ -28,6 +34,10 @@ pub trait RxHalf: Send {
     fn readiness(&self) -> Readiness;
     /// The receive side's counters (`rx_*`; the rest 0).
     fn counters(&self) -> PortCounters;
+    /// Called once at the end of a run (as [`Port::flush`], for the receive side).
+    fn flush(&mut self) -> Result<(), PortError> {
+        Ok(())
+    }
 }
 
 /// The transmit half of a port: [`Port::send`] and [`Port::flush`], owned by one thread.
@@ -47,12 +57,39 @@ pub trait TxHalf: Send {
     }
     /// The transmit side's counters (`tx_*` and the link events; the rest 0).
     fn counters(&self) -> PortCounters;
+    /// As [`Port::mtu`].
+    fn mtu(&self) -> Option<u32> {
+        None
+    }
+    /// As [`Port::mac`].
+    fn mac(&self) -> Option<[u8; 6]> {
+        None
+    }
+    /// As [`Port::addresses`].
+    fn addresses(&self) -> Vec<(std::net::IpAddr, u8)> {
+        Vec::new()
+    }
+}
+
+/// A port's halves: one receive half per receive queue (at least one), one transmit half.
+pub struct Halves {
+    /// The receive halves.
+    pub rx: Vec<Box<dyn RxHalf>>,
+    /// The transmit half.
+    pub tx: Box<dyn TxHalf>,
+}
+
+impl Halves {
+    /// A port with one receive half.
+    pub fn one(rx: Box<dyn RxHalf>, tx: Box<dyn TxHalf>) -> Halves {
+        Halves { rx: vec![rx], tx }
+    }
 }
 
 /// A port that splits into halves.
 pub trait SplitPort: Port + Send {
-    /// The two halves, each to be owned by its own thread.
-    fn split(self: Box<Self>) -> (Box<dyn RxHalf>, Box<dyn TxHalf>);
+    /// The halves, each to be owned by its own thread.
+    fn split(self: Box<Self>) -> Halves;
 }
 
 impl PortCounters {
@@ -68,32 +105,59 @@ impl PortCounters {
             ..*tx
         }
     }
+
+    /// Adds `other`'s receive fields to these (the receive queues of one port, summed).
+    pub fn add_rx(&mut self, other: &PortCounters) {
+        self.rx_packets += other.rx_packets;
+        self.rx_bytes += other.rx_bytes;
+        self.rx_no_buffer += other.rx_no_buffer;
+        self.rx_ring_full += other.rx_ring_full;
+        self.rx_too_long += other.rx_too_long;
+    }
 }
 
-/// Two halves as one [`Port`].
+/// A port's halves as one [`Port`].
 pub struct Joined {
-    rx: Box<dyn RxHalf>,
+    rx: Vec<Box<dyn RxHalf>>,
     tx: Box<dyn TxHalf>,
+    /// The receive half the next `recv` starts at (the queues take turns).
+    next: usize,
 }
 
 impl Joined {
-    /// The port made of `rx` and `tx` (the halves of one port).
-    pub fn new(rx: Box<dyn RxHalf>, tx: Box<dyn TxHalf>) -> Joined {
-        Joined { rx, tx }
+    /// The port made of `halves` (the halves of one port).
+    pub fn new(halves: Halves) -> Joined {
+        Joined {
+            rx: halves.rx,
+            tx: halves.tx,
+            next: 0,
+        }
     }
 }
 
 impl Port for Joined {
     fn name(&self) -> &str {
-        self.rx.name()
+        self.tx.name()
     }
+    /// Every receive half in turn, from the one after last call's first, while the batch
+    /// has room.
     fn recv(
         &mut self,
         now: Nanos,
         pool: &mut BufPool,
         batch: &mut Batch,
     ) -> Result<usize, PortError> {
-        self.rx.recv(now, pool, batch)
+        let n = self.rx.len();
+        let first = self.next;
+        self.next = if first + 1 >= n { 0 } else { first + 1 };
+        let mut got = 0;
+        for i in 0..n {
+            if batch.is_full() {
+                break;
+            }
+            got += self.rx[(first + i) % n].recv(now, pool, batch)?;
+        }
+        Ok(got)
     }
     fn send(
         &mut self,
@@ -103,20 +167,57 @@ impl Port for Joined {
     ) -> Result<usize, PortError> {
         self.tx.send(now, batch, pool)
     }
+    /// Live when any half is; else the earliest next packet; exhausted when every half is.
     fn readiness(&self) -> Readiness {
-        self.rx.readiness()
+        let mut ready = Readiness::Exhausted;
+        for r in self.rx.iter().map(|h| h.readiness()) {
+            ready = match (ready, r) {
+                (Readiness::Live, _) | (_, Readiness::Live) => Readiness::Live,
+                (Readiness::NextPacketAt(a), Readiness::NextPacketAt(b)) => {
+                    Readiness::NextPacketAt(a.min(b))
+                }
+                (Readiness::Exhausted, other) | (other, Readiness::Exhausted) => other,
+            };
+        }
+        ready
     }
     fn flush(&mut self) -> Result<(), PortError> {
-        self.tx.flush()
+        let mut first_error = None;
+        for rx in &mut self.rx {
+            if let Err(e) = rx.flush() {
+                first_error.get_or_insert(e);
+            }
+        }
+        let tx = self.tx.flush();
+        match first_error {
+            Some(e) => Err(e),
+            None => tx,
+        }
     }
     fn counters(&self) -> PortCounters {
-        PortCounters::joined(&self.rx.counters(), &self.tx.counters())
+        let mut rx = PortCounters::default();
+        for h in &self.rx {
+            rx.add_rx(&h.counters());
+        }
+        PortCounters::joined(&rx, &self.tx.counters())
+    }
+    fn mtu(&self) -> Option<u32> {
+        self.tx.mtu()
+    }
+    fn mac(&self) -> Option<[u8; 6]> {
+        self.tx.mac()
+    }
+    fn addresses(&self) -> Vec<(std::net::IpAddr, u8)> {
+        self.tx.addresses()
     }
 }
 
 impl SplitPort for Joined {
-    fn split(self: Box<Self>) -> (Box<dyn RxHalf>, Box<dyn TxHalf>) {
-        (self.rx, self.tx)
+    fn split(self: Box<Self>) -> Halves {
+        Halves {
+            rx: self.rx,
+            tx: self.tx,
+        }
     }
 }
 
@@ -178,13 +279,148 @@ impl<P: Port + Send> RxHalf for RecvOnly<P> {
     fn counters(&self) -> PortCounters {
         PortCounters::joined(&self.0.counters(), &PortCounters::default())
     }
+    fn flush(&mut self) -> Result<(), PortError> {
+        self.0.flush()
+    }
 }
 
 /// Splits `port`, whose `send` is a plain sink, into [`RecvOnly`] and a [`SinkTx`] that goes on
 /// from its transmit counters.
-pub fn split_sink_port<P: Port + Send + 'static>(port: P) -> (Box<dyn RxHalf>, Box<dyn TxHalf>) {
+pub fn split_sink_port<P: Port + Send + 'static>(port: P) -> Halves {
     let tx = SinkTx::new(port.name(), &port.counters());
-    (Box::new(RecvOnly(port)), Box::new(tx))
+    Halves::one(Box::new(RecvOnly(port)), Box::new(tx))
+}
+
+/// The receive half of a port that never receives (a sink): always exhausted.
+#[derive(Debug)]
+pub struct NoRx {
+    name: String,
+}
+
+impl NoRx {
+    /// The empty receive side of port `name`.
+    pub fn new(name: &str) -> NoRx {
+        NoRx {
+            name: name.to_owned(),
+        }
+    }
+}
+
+impl RxHalf for NoRx {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn recv(&mut self, _: Nanos, _: &mut BufPool, _: &mut Batch) -> Result<usize, PortError> {
+        Ok(0)
+    }
+    fn readiness(&self) -> Readiness {
+        Readiness::Exhausted
+    }
+    fn counters(&self) -> PortCounters {
+        PortCounters::default()
+    }
+}
+
+/// A port whose rings cannot be owned apart, shared by its two halves behind a lock taken for
+/// one burst: the receive half tries it (and leaves the port for this round when the transmit
+/// half holds it or waits for it, so a port polled without pause cannot starve the sends),
+/// the transmit half waits for it.
+///
+/// decided: this is the one lock left on the threaded packet path, and only for a port type
+/// that has no halves of its own; every port type in this workspace that the threaded router
+/// runs has its own halves except those that say in their docs that they use this.
+struct Locked<P> {
+    port: Mutex<P>,
+    /// Set while the transmit half waits for (or holds) the lock.
+    tx_waiting: AtomicBool,
+}
+
+impl<P> Locked<P> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, P> {
+        // A thread that panicked while holding the port leaves it usable: its state is the
+        // port's.
+        self.port.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+struct LockedRx<P>(Arc<Locked<P>>, String);
+struct LockedTx<P>(Arc<Locked<P>>, String);
+
+/// Splits `port`, whose receive and transmit sides are one object, into halves that share it
+/// behind a lock (see [`Locked`]'s decision).
+pub fn split_locked<P: Port + Send + 'static>(port: P) -> Halves {
+    let name = port.name().to_owned();
+    let shared = Arc::new(Locked {
+        port: Mutex::new(port),
+        tx_waiting: AtomicBool::new(false),
+    });
+    Halves::one(
+        Box::new(LockedRx(shared.clone(), name.clone())),
+        Box::new(LockedTx(shared, name)),
+    )
+}
+
+impl<P: Port + Send> RxHalf for LockedRx<P> {
+    fn name(&self) -> &str {
+        &self.1
+    }
+    fn recv(
+        &mut self,
+        now: Nanos,
+        pool: &mut BufPool,
+        batch: &mut Batch,
+    ) -> Result<usize, PortError> {
+        // Relaxed: a hint only; the lock orders the port's state.
+        if self.0.tx_waiting.load(Ordering::Relaxed) {
+            return Ok(0);
+        }
+        let mut port = match self.0.port.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(g)) => g.into_inner(),
+            // The transmit half is sending on it: next round.
+            Err(TryLockError::WouldBlock) => return Ok(0),
+        };
+        port.recv(now, pool, batch)
+    }
+    fn readiness(&self) -> Readiness {
+        self.0.lock().readiness()
+    }
+    fn counters(&self) -> PortCounters {
+        PortCounters::joined(&self.0.lock().counters(), &PortCounters::default())
+    }
+}
+
+impl<P: Port + Send> TxHalf for LockedTx<P> {
+    fn name(&self) -> &str {
+        &self.1
+    }
+    fn send(
+        &mut self,
+        now: Nanos,
+        batch: &mut Batch,
+        pool: &mut BufPool,
+    ) -> Result<usize, PortError> {
+        // Relaxed: a hint only; the lock orders the port's state.
+        self.0.tx_waiting.store(true, Ordering::Relaxed);
+        let mut port = self.0.lock();
+        self.0.tx_waiting.store(false, Ordering::Relaxed);
+        port.send(now, batch, pool)
+    }
+    fn flush(&mut self) -> Result<(), PortError> {
+        self.0.lock().flush()
+    }
+    fn counters(&self) -> PortCounters {
+        PortCounters::joined(&PortCounters::default(), &self.0.lock().counters())
+    }
+    fn mtu(&self) -> Option<u32> {
+        self.0.lock().mtu()
+    }
+    fn mac(&self) -> Option<[u8; 6]> {
+        self.0.lock().mac()
+    }
+    fn addresses(&self) -> Vec<(std::net::IpAddr, u8)> {
+        self.0.lock().addresses()
+    }
 }
 
 #[cfg(test)]
@@ -220,7 +456,8 @@ mod tests {
     #[test]
     fn a_memory_port_split_across_two_threads_counts_every_frame() {
         let port = Box::new(MemoryPort::cycling("m", 0, vec![vec![7u8; 60]], 1000));
-        let (mut rx, mut tx) = port.split();
+        let Halves { rx, tx } = port.split();
+        let (mut rx, mut tx) = (rx.into_iter().next().unwrap(), tx);
         let (to_tx, from_rx) = std::sync::mpsc::sync_channel::<Batch>(4);
         let receiver = std::thread::spawn(move || {
             let mut pool = BufPool::new(1000, 2048);
@@ -240,7 +477,7 @@ mod tests {
         }
         let (rx, got) = receiver.join().unwrap();
         assert_eq!((got, sent), (1000, 1000));
-        let j = Joined::new(rx, tx);
+        let j = Joined::new(Halves::one(rx, tx));
         let c = j.counters();
         assert_eq!((c.rx_packets, c.tx_packets), (1000, 1000));
         assert_eq!(j.name(), "m");
@@ -254,7 +491,8 @@ mod tests {
         // Counted before the split: 32 received, 32 sent.
         port.recv(Nanos(0), &mut pool, &mut batch).unwrap();
         port.send(Nanos(0), &mut batch, &mut pool).unwrap();
-        let (mut rx, mut tx) = split_sink_port(port);
+        let Halves { rx, mut tx } = split_sink_port(port);
+        let mut rx = rx.into_iter().next().unwrap();
         assert_eq!(rx.recv(Nanos(1), &mut pool, &mut batch).unwrap(), 8);
         assert_eq!(rx.readiness(), Readiness::Exhausted);
         assert_eq!(tx.send(Nanos(1), &mut batch, &mut pool).unwrap(), 8);
@@ -262,5 +500,54 @@ mod tests {
         assert_eq!((r.rx_packets, r.tx_packets), (40, 0));
         assert_eq!((t.rx_packets, t.tx_packets, t.tx_bytes), (0, 40, 40 * 64));
         assert_eq!(pool.available(), 64);
+    }
+
+    /// A port shared by its locked halves on two threads: every frame counted once on each
+    /// side, the counters joined as the port's own.
+    #[test]
+    fn a_locked_split_shares_one_port_between_two_threads() {
+        let port = MemoryPort::cycling("l", 0, vec![vec![3u8; 60]], 500);
+        let Halves { rx, mut tx } = split_locked(port);
+        let mut rx = rx.into_iter().next().unwrap();
+        let (to_tx, from_rx) = std::sync::mpsc::sync_channel::<Batch>(4);
+        let receiver = std::thread::spawn(move || {
+            let mut pool = BufPool::new(500, 2048);
+            while rx.readiness() != Readiness::Exhausted {
+                let mut batch = Batch::new();
+                rx.recv(Nanos(1), &mut pool, &mut batch).unwrap();
+                to_tx.send(batch).unwrap();
+            }
+            rx
+        });
+        let mut pool = BufPool::empty(500, 2048);
+        let mut sent = 0;
+        for mut batch in from_rx {
+            sent += tx.send(Nanos(2), &mut batch, &mut pool).unwrap();
+        }
+        let rx = receiver.join().unwrap();
+        assert_eq!(sent, 500);
+        let j = Joined::new(Halves::one(rx, tx));
+        let c = j.counters();
+        assert_eq!((c.rx_packets, c.tx_packets), (500, 500));
+        assert_eq!(j.name(), "l");
+    }
+
+    /// Two receive queues joined: `recv` takes from both, readiness is the earliest.
+    #[test]
+    fn joined_receive_queues_take_turns_and_sum_their_counters() {
+        let a = Box::new(MemoryPort::cycling("q", 0, vec![vec![1u8; 60]], 20)).split();
+        let b = Box::new(MemoryPort::cycling("q", 0, vec![vec![2u8; 60]], 30)).split();
+        let rx = a.rx.into_iter().chain(b.rx).collect();
+        let mut j = Joined::new(Halves { rx, tx: a.tx });
+        let mut pool = BufPool::new(64, 2048);
+        let mut batch = Batch::new();
+        assert_eq!(j.recv(Nanos(0), &mut pool, &mut batch).unwrap(), 32);
+        let c = j.counters();
+        assert_eq!(c.rx_packets, 32);
+        assert_eq!(j.readiness(), Readiness::Live);
+        j.send(Nanos(0), &mut batch, &mut pool).unwrap();
+        assert_eq!(j.recv(Nanos(0), &mut pool, &mut batch).unwrap(), 18);
+        assert_eq!(j.readiness(), Readiness::Exhausted);
+        assert_eq!(j.counters().rx_packets, 50);
     }
 }

@@ -56,7 +56,10 @@ mod memory;
 
 pub use batch::{Batch, RxTally, BATCH_CAPACITY};
 pub use buf::{BufPool, PacketBuf, DEFAULT_BUF_SIZE};
-pub use halves::{split_sink_port, Joined, RecvOnly, RxHalf, SinkTx, SplitPort, TxHalf};
+pub use halves::{
+    split_locked, split_sink_port, Halves, Joined, NoRx, RecvOnly, RxHalf, SinkTx, SplitPort,
+    TxHalf,
+};
 pub use memory::{MemoryPort, MemoryRx, MemoryTx};
 pub use zl_core::Nanos;
 

@@ -3,7 +3,9 @@
 
 use std::collections::VecDeque;
 
-use crate::{Batch, BufPool, Port, PortCounters, PortError, Readiness, RxHalf, SplitPort, TxHalf};
+use crate::{
+    Batch, BufPool, Halves, Port, PortCounters, PortError, Readiness, RxHalf, SplitPort, TxHalf,
+};
 use zl_core::Nanos;
 
 /// Where a [`MemoryPort`]'s received frames come from.
@@ -301,7 +303,7 @@ impl TxHalf for MemoryTx {
 }
 
 impl SplitPort for MemoryPort {
-    fn split(self: Box<Self>) -> (Box<dyn RxHalf>, Box<dyn TxHalf>) {
+    fn split(self: Box<Self>) -> Halves {
         let c = self.counters;
         let rx = MemoryRx {
             name: self.name.clone(),
@@ -314,6 +316,6 @@ impl SplitPort for MemoryPort {
             capture: self.capture,
             counters: PortCounters::joined(&PortCounters::default(), &c),
         };
-        (Box::new(rx), Box::new(tx))
+        Halves::one(Box::new(rx), Box::new(tx))
     }
 }

@@ -913,7 +913,7 @@ impl Port for GeneratorPort {
 
 /// The generator's halves: its flows (receive) and the sink it is for what is routed to it.
 impl zl_port::SplitPort for GeneratorPort {
-    fn split(self: Box<Self>) -> (Box<dyn zl_port::RxHalf>, Box<dyn zl_port::TxHalf>) {
+    fn split(self: Box<Self>) -> zl_port::Halves {
         zl_port::split_sink_port(*self)
     }
 }
