@@ -576,3 +576,12 @@ impl Port for AfXdpPort {
         c
     }
 }
+
+/// Interim (issue 14): the port's two sides shared behind one lock per burst
+/// ([`zl_port::split_locked`]) until the AF_XDP halves (RX + fill rings vs TX + completion
+/// rings) land.
+impl zl_port::SplitPort for AfXdpPort {
+    fn split(self: Box<Self>) -> zl_port::Halves {
+        zl_port::split_locked(*self)
+    }
+}

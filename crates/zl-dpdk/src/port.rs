@@ -403,3 +403,11 @@ impl Port for DpdkPort {
         c
     }
 }
+
+/// Interim (issue 14): the port's two queues shared behind one lock per burst
+/// ([`zl_port::split_locked`]) until the DPDK halves (RX queues vs TX queue) land.
+impl zl_port::SplitPort for DpdkPort {
+    fn split(self: Box<Self>) -> zl_port::Halves {
+        zl_port::split_locked(*self)
+    }
+}
