@@ -56,7 +56,7 @@ pub use eal::Eal;
 #[cfg(dpdk_available)]
 pub use port::{DpdkPort, EthStats};
 
-/// Opens `cfg` as a [`zl_port::Port`] for a data plane, after initialising the EAL with `eal`
+/// Opens `cfg` as a [`zl_port::SplitPort`] for a data plane, after initialising the EAL with `eal`
 /// (once per process: every port must pass the same `eal`). Both configs are validated first,
 /// so a build without DPDK still reports a bad value before [`DpdkError::NotBuilt`].
 pub fn open_boxed(
@@ -64,7 +64,7 @@ pub fn open_boxed(
     name: &str,
     index: u16,
     cfg: &DpdkPortConfig,
-) -> Result<Box<dyn zl_port::Port + Send>, DpdkError> {
+) -> Result<Box<dyn zl_port::SplitPort>, DpdkError> {
     eal.validate()?;
     cfg.validate()?;
     #[cfg(dpdk_available)]

@@ -55,6 +55,12 @@ pub trait TxHalf: Send {
     fn flush(&mut self) -> Result<(), PortError> {
         Ok(())
     }
+    /// Called by the half's owner once per round, also when nothing is sent: the half's
+    /// timers (a capture's write-out, a ring's completions). [`Joined`] calls it on every
+    /// `recv`, as the single-thread loop calls `recv` on every poll.
+    fn tick(&mut self, _now: Nanos) -> Result<(), PortError> {
+        Ok(())
+    }
     /// The transmit side's counters (`tx_*` and the link events; the rest 0).
     fn counters(&self) -> PortCounters;
     /// As [`Port::mtu`].
@@ -139,14 +145,15 @@ impl Port for Joined {
     fn name(&self) -> &str {
         self.tx.name()
     }
-    /// Every receive half in turn, from the one after last call's first, while the batch
-    /// has room.
+    /// The transmit half's tick, then every receive half in turn, from the one after last
+    /// call's first, while the batch has room.
     fn recv(
         &mut self,
         now: Nanos,
         pool: &mut BufPool,
         batch: &mut Batch,
     ) -> Result<usize, PortError> {
+        self.tx.tick(now)?;
         let n = self.rx.len();
         let first = self.next;
         self.next = if first + 1 >= n { 0 } else { first + 1 };
