@@ -242,7 +242,7 @@ impl Shared {
                 for (queue, socket) in sockets.into_iter().enumerate() {
                     let (rx, tx) = socket.split();
                     put(&mut st.rx_slots[queue], epoch, rx);
-                    if queue == 0 {
+                    if let Some(tx) = tx {
                         put(&mut st.tx_slot, epoch, tx);
                     }
                 }

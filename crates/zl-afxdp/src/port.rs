@@ -48,8 +48,9 @@ pub(crate) fn attach(
         None
     };
     let mut sockets = Vec::with_capacity(cfg.queues.len());
-    for &q in &cfg.queues {
-        let s = XskSocket::open(cfg, ifindex, q)?;
+    for (i, &q) in cfg.queues.iter().enumerate() {
+        // The port transmits on its first queue; the others are receive-only.
+        let s = XskSocket::open(cfg, ifindex, q, i == 0)?;
         if let Some(a) = &attachment {
             a.register(q, s.fd())?;
         }
@@ -159,8 +160,8 @@ impl AfXdpPort {
         for (queue, socket) in sockets.into_iter().enumerate() {
             let (r, t) = socket.split();
             rx.push(AfXdpRx::new(Side::new(shared.clone(), queue, r), index));
-            // Transmit on the first queue; the other sockets' transmit parts are unused.
-            if queue == 0 {
+            // Only the first queue's socket has a transmit part.
+            if let Some(t) = t {
                 tx = Some(AfXdpTx::new(Side::new(shared.clone(), 0, t)));
             }
         }

@@ -167,7 +167,7 @@ impl XskCore {
 #[derive(Debug)]
 pub struct XskSocket {
     rx: XskRx,
-    tx: XskTx,
+    tx: Option<XskTx>,
 }
 
 /// The receive part of a socket: its RX and fill rings and the RX chunks of its UMEM, for the
@@ -266,7 +266,17 @@ fn layout(o: &libc::xdp_ring_offset) -> RingLayout {
 impl XskSocket {
     /// Creates the socket, its UMEM and rings, and binds it to `queue_id` of `ifindex`.
     /// The caller registers [`XskSocket::fd`] in the XSKMAP for packets to arrive.
-    pub fn open(cfg: &AfXdpConfig, ifindex: u32, queue_id: u32) -> Result<Self, AfXdpError> {
+    ///
+    /// Without `transmit` the socket is receive-only: no TX ring, no TX chunks in its UMEM (a
+    /// completion ring all the same, which the kernel requires of a UMEM's first socket), and
+    /// [`XskSocket::split`] gives no transmit part. The port transmits on its first queue only,
+    /// so its other queues' sockets are opened so.
+    pub fn open(
+        cfg: &AfXdpConfig,
+        ifindex: u32,
+        queue_id: u32,
+        transmit: bool,
+    ) -> Result<Self, AfXdpError> {
         let ifname = cfg.ifname.as_str();
         let sys = |op: Op| move |e: io::Error| classify(op, ifname, ModeContext::None, e);
         // SAFETY: plain socket(2) call; the result is checked before use.
@@ -277,7 +287,8 @@ impl XskSocket {
         // SAFETY: `raw` is a fresh fd that nothing else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
 
-        let frame_count = cfg.rx_ring_size + cfg.tx_ring_size;
+        let tx_chunks = if transmit { cfg.tx_ring_size } else { 0 };
+        let frame_count = cfg.rx_ring_size + tx_chunks;
         let umem_len = frame_count as usize * cfg.frame_size as usize;
         let umem = Mapping::new(-1, umem_len, 0).map_err(sys(Op::MapUmem))?;
         let reg = libc::xdp_umem_reg {
@@ -289,12 +300,15 @@ impl XskSocket {
             tx_metadata_len: 0,
         };
         setsockopt(fd.as_raw_fd(), libc::XDP_UMEM_REG, &reg).map_err(sys(Op::RegisterUmem))?;
-        for (opt, size) in [
+        let mut rings = vec![
             (libc::XDP_UMEM_FILL_RING, cfg.rx_ring_size),
             (libc::XDP_UMEM_COMPLETION_RING, cfg.tx_ring_size),
             (libc::XDP_RX_RING, cfg.rx_ring_size),
-            (libc::XDP_TX_RING, cfg.tx_ring_size),
-        ] {
+        ];
+        if transmit {
+            rings.push((libc::XDP_TX_RING, cfg.tx_ring_size));
+        }
+        for (opt, size) in rings {
             setsockopt(fd.as_raw_fd(), opt, &size).map_err(sys(Op::SetupRings))?;
         }
         let zero = libc::xdp_ring_offset {
@@ -328,34 +342,41 @@ impl XskSocket {
             u64_size,
             libc::XDP_UMEM_PGOFF_FILL_RING,
         )?;
-        let comp_map = map(
-            &off.cr,
-            cfg.tx_ring_size,
-            u64_size,
-            libc::XDP_UMEM_PGOFF_COMPLETION_RING,
-        )?;
         let rx_map = map(
             &off.rx,
             cfg.rx_ring_size,
             desc_size,
             libc::XDP_PGOFF_RX_RING as u64,
         )?;
-        let tx_map = map(
-            &off.tx,
-            cfg.tx_ring_size,
-            desc_size,
-            libc::XDP_PGOFF_TX_RING as u64,
-        )?;
         // SAFETY: each mapping is the kernel's ring of the size set above with the entry type
         // the kernel uses for it (u64 addresses for fill/completion, xdp_desc for RX/TX),
         // sized `desc + entries * entry_size`, at the offsets XDP_MMAP_OFFSETS gave.
         let mut fill = unsafe { ProducerRing::new(fill_map, layout(&off.fr), cfg.rx_ring_size) };
         // SAFETY: as above.
-        let completion = unsafe { ConsumerRing::new(comp_map, layout(&off.cr), cfg.tx_ring_size) };
-        // SAFETY: as above.
         let rx = unsafe { ConsumerRing::new(rx_map, layout(&off.rx), cfg.rx_ring_size) };
-        // SAFETY: as above.
-        let tx = unsafe { ProducerRing::new(tx_map, layout(&off.tx), cfg.tx_ring_size) };
+        // The completion ring of a receive-only socket is never read: not mapped.
+        let tx_rings = if transmit {
+            let comp_map = map(
+                &off.cr,
+                cfg.tx_ring_size,
+                u64_size,
+                libc::XDP_UMEM_PGOFF_COMPLETION_RING,
+            )?;
+            let tx_map = map(
+                &off.tx,
+                cfg.tx_ring_size,
+                desc_size,
+                libc::XDP_PGOFF_TX_RING as u64,
+            )?;
+            // SAFETY: as above.
+            let completion =
+                unsafe { ConsumerRing::new(comp_map, layout(&off.cr), cfg.tx_ring_size) };
+            // SAFETY: as above.
+            let tx = unsafe { ProducerRing::new(tx_map, layout(&off.tx), cfg.tx_ring_size) };
+            Some((completion, tx))
+        } else {
+            None
+        };
 
         // Hand every RX chunk to the kernel before binding, so the first packet finds room.
         let fs = u64::from(cfg.frame_size);
@@ -364,9 +385,6 @@ impl XskSocket {
             fill.stage(i, u64::from(i) * fs);
         }
         fill.submit(n);
-        let tx_free = (cfg.rx_ring_size..frame_count)
-            .map(|i| u64::from(i) * fs)
-            .collect();
 
         let (bind_flags, mode) = match cfg.bind_mode {
             BindMode::Copy => (libc::XDP_COPY, ModeContext::CopyBind),
@@ -408,19 +426,21 @@ impl XskSocket {
                 idle_polls: 0,
                 counters: XskCounters::default(),
             },
-            tx: XskTx {
+            tx: tx_rings.map(|(completion, tx)| XskTx {
                 completion,
                 tx,
                 core,
                 frame_size: cfg.frame_size,
                 tx_start: rx_end as u64,
                 tx_end: u64::from(frame_count) * fs,
-                tx_free,
-                tx_chunks: cfg.tx_ring_size as usize,
+                tx_free: (cfg.rx_ring_size..frame_count)
+                    .map(|i| u64::from(i) * fs)
+                    .collect(),
+                tx_chunks: tx_chunks as usize,
                 tx_staged: 0,
                 copy_mode: cfg.bind_mode == BindMode::Copy,
                 counters: XskCounters::default(),
-            },
+            }),
         })
     }
 
@@ -433,8 +453,9 @@ impl XskSocket {
         self.rx.queue_id()
     }
 
-    /// The receive part and the transmit part, each to be owned by one thread.
-    pub fn split(self) -> (XskRx, XskTx) {
+    /// The receive part and the transmit part (none for a receive-only socket), each to be
+    /// owned by one thread.
+    pub fn split(self) -> (XskRx, Option<XskTx>) {
         (self.rx, self.tx)
     }
 }
