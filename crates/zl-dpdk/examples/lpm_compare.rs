@@ -5,7 +5,10 @@
 //!
 //! Tables: `zl_lpm::synth` (the prefix-length distribution of the public BGP tables; its doc
 //! says which). Addresses: 2^20, each inside a random table prefix, one in 8 random (mostly
-//! misses for IPv6, and any route for IPv4).
+//! misses for IPv6, and any route for IPv4). IPv6 is timed both one address at a time
+//! (`Lpm6::lookup` against `rte_lpm6_lookup`, and zl-lpm's plain reference walk) and in bulks
+//! of `Lpm6::BULK` (`Lpm6::lookup_bulk` against `rte_lpm6_lookup_bulk_func`), all in the same
+//! rounds.
 //!
 //! Run: `cargo run --release -p zl-dpdk --features dpdk --example lpm_compare`. Results:
 //! docs/performance/lpm.md.

@@ -7,6 +7,9 @@
 //! same multibit trie with a 2^16-entry root and one 256-entry group per further byte (up to 14
 //! levels; a /48 takes 5 loads). Each entry is 32 bits: the value (a next-hop id up to
 //! [`MAX_VALUE`]) and depth of the longest rule covering it, or a pointer to a group.
+//! [`Lpm6::lookup`] walks the address octet by octet and [`Lpm6::lookup_bulk`] walks a burst
+//! of addresses level by level so that their cache misses overlap (`walk6.rs`); the plain walk
+//! they are tested against stays as [`Lpm6::lookup_plain`].
 //!
 //! # Contract
 //! - `lookup(addr)` returns the value of the longest rule (prefix) containing `addr`, or `None`.
@@ -46,7 +49,8 @@
 //! allocating the zeroed table and asking Linux for huge pages under it (see `trie.rs`).
 //!
 //! `tests/concurrent.rs` checks the contract with readers racing a writer that splits, fills
-//! and frees groups; `tests/oracle.rs` checks lookups against a naive longest-match scan.
+//! and frees groups; `tests/oracle.rs` checks lookups against a naive longest-match scan;
+//! `tests/walks.rs` checks the tuned IPv6 walks against the plain one through route changes.
 //!
 //! # Example
 //!
