@@ -21,6 +21,7 @@ uint16_t zl_rte_pktmbuf_tailroom(const struct rte_mbuf *m);
 char *zl_rte_pktmbuf_append(struct rte_mbuf *m, uint16_t len);
 uint16_t zl_rte_pktmbuf_nb_segs(const struct rte_mbuf *m);
 int zl_rte_errno(void);
+uint64_t zl_rss_hf_ip_tcp_udp(void);
 uint16_t zl_rx_burst_frames(uint16_t port_id, uint16_t queue_id, struct rte_mbuf **mbufs,
                             const uint8_t **data, uint16_t *lens, uint16_t nb_pkts);
 uint16_t zl_tx_burst_copy(uint16_t port_id, uint16_t queue_id, struct rte_mempool *mp,

@@ -74,6 +74,14 @@ uint16_t zl_rte_pktmbuf_nb_segs(const struct rte_mbuf *m)
     return m->nb_segs;
 }
 
+/* The RSS hash functions zlrouter asks for: IPv4/IPv6 addresses and TCP/UDP ports
+ * (RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP | RTE_ETH_RSS_UDP, macros bindgen cannot evaluate). The
+ * caller masks them with the device's flow_type_rss_offloads. */
+uint64_t zl_rss_hf_ip_tcp_udp(void)
+{
+    return RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP | RTE_ETH_RSS_UDP;
+}
+
 int zl_rte_errno(void)
 {
     return rte_errno;
