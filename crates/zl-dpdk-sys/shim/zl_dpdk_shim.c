@@ -74,6 +74,14 @@ uint16_t zl_rte_pktmbuf_nb_segs(const struct rte_mbuf *m)
     return m->nb_segs;
 }
 
+/* The RSS hash functions zlrouter asks for: IPv4/IPv6 addresses and TCP/UDP ports
+ * (RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP | RTE_ETH_RSS_UDP, macros bindgen cannot evaluate). The
+ * caller masks them with the device's flow_type_rss_offloads. */
+uint64_t zl_rss_hf_ip_tcp_udp(void)
+{
+    return RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP | RTE_ETH_RSS_UDP;
+}
+
 int zl_rte_errno(void)
 {
     return rte_errno;
@@ -140,6 +148,23 @@ uint64_t zl_lpm6_lookup_sum(const struct rte_lpm6 *lpm, const uint8_t *ips, uint
         uint32_t nh;
         if (rte_lpm6_lookup(lpm, ips + 16 * (size_t)i, &nh) == 0)
             sum += nh;
+    }
+    return sum;
+}
+
+uint64_t zl_lpm6_lookup_bulk_sum(const struct rte_lpm6 *lpm, const uint8_t *ips, uint32_t n,
+                                 uint32_t batch) {
+    uint64_t sum = 0;
+    int32_t nh[64];
+    if (batch > 64)
+        batch = 64;
+    for (uint32_t i = 0; i < n; i += batch) {
+        uint32_t k = n - i < batch ? n - i : batch;
+        rte_lpm6_lookup_bulk_func(lpm, (uint8_t(*)[RTE_LPM6_IPV6_ADDR_SIZE])(ips + 16 * (size_t)i),
+                                  nh, k);
+        for (uint32_t j = 0; j < k; j++)
+            if (nh[j] >= 0)
+                sum += (uint32_t)nh[j];
     }
     return sum;
 }

@@ -65,7 +65,15 @@ pub struct DpdkPortConfig {
     /// Per-lcore mbuf cache.
     #[serde(default = "defaults::mbuf_cache")]
     pub mbuf_cache: u32,
+    /// Receive queues and transmit queues (as many of each). Above 1 the device spreads
+    /// received flows over its receive queues by RSS where it can; each receive queue has its
+    /// own pool of `mbufs` mbufs and becomes its own receive half (`zl_port::SplitPort`).
+    #[serde(default = "defaults::queues")]
+    pub queues: u16,
 }
+
+/// The most queues of each kind a port may have (DPDK's `RTE_MAX_QUEUES_PER_PORT`).
+pub const MAX_QUEUES: u16 = 1024;
 
 mod defaults {
     pub fn descriptors() -> u16 {
@@ -77,10 +85,13 @@ mod defaults {
     pub fn mbuf_cache() -> u32 {
         256
     }
+    pub fn queues() -> u16 {
+        1
+    }
 }
 
 impl DpdkPortConfig {
-    /// 1024 RX / TX descriptors, 8191 mbufs, a 256-mbuf cache.
+    /// One queue each way, 1024 RX / TX descriptors, 8191 mbufs, a 256-mbuf cache.
     pub fn new(device: &str) -> Self {
         DpdkPortConfig {
             device: device.to_owned(),
@@ -88,6 +99,7 @@ impl DpdkPortConfig {
             tx_descriptors: defaults::descriptors(),
             mbufs: defaults::mbufs(),
             mbuf_cache: defaults::mbuf_cache(),
+            queues: defaults::queues(),
         }
     }
 
@@ -108,6 +120,9 @@ impl DpdkPortConfig {
         }
         if self.rx_descriptors == 0 || self.tx_descriptors == 0 {
             return bad("rx_descriptors and tx_descriptors must be > 0".into());
+        }
+        if self.queues == 0 || self.queues > MAX_QUEUES {
+            return bad(format!("queues {} must be 1..={MAX_QUEUES}", self.queues));
         }
         if self.mbufs < u32::from(self.rx_descriptors) + 64 {
             return bad(format!(
@@ -177,6 +192,11 @@ mod tests {
         c.mbuf_cache = 1000;
         assert!(c.validate().unwrap_err().to_string().contains("mbuf_cache"));
         assert!(DpdkPortConfig::new(",x").validate().is_err());
+        for q in [0, MAX_QUEUES + 1] {
+            let mut c = DpdkPortConfig::new("net_null0");
+            c.queues = q;
+            assert!(c.validate().unwrap_err().to_string().contains("queues"));
+        }
     }
 
     #[test]
@@ -187,7 +207,9 @@ mod tests {
         assert_eq!(p.mbufs, 16383);
         let e: EalConfig = toml::from_str(r#"args = ["--no-huge", "-l", "0"]"#).unwrap();
         assert_eq!(e.args, ["--no-huge", "-l", "0"]);
-        assert!(toml::from_str::<DpdkPortConfig>("device = \"x\"\nqueues = 2").is_err());
+        let p: DpdkPortConfig = toml::from_str("device = \"net_null0\"\nqueues = 4").unwrap();
+        assert_eq!(p.queues, 4);
+        assert!(toml::from_str::<DpdkPortConfig>("device = \"x\"\nqueue = 2").is_err());
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! DPDK port for zlrouter: a poll-mode ethdev queue pair behind [`zl_port::Port`].
+//! DPDK port for zlrouter: a poll-mode ethdev behind [`zl_port::Port`], which splits into one
+//! receive half per RX queue and a transmit half ([`zl_port::SplitPort`]).
 //!
 //! Where it sits: beside the AF_XDP port, below the data plane. It needs the `dpdk` feature
 //! and the system's DPDK 22.11 (`libdpdk-dev`); without them this crate still compiles, keeps
@@ -12,13 +13,17 @@
 //! - `DpdkPort::open` finds the ethdev named by the config's device string, probing it as a
 //!   hot-plugged device (a vdev such as `net_null0`, `net_ring0`,
 //!   `net_pcap0,rx_pcap=in.pcap,tx_pcap=out.pcap`, `net_af_packet0,iface=veth0`) when the EAL
-//!   arguments did not create it; then configures one RX and one TX queue with their own mbuf
-//!   pool, and starts it.
+//!   arguments did not create it; then configures `queues` RX and TX queues (RSS on IP
+//!   addresses and TCP/UDP ports over the RX queues, as far as the device hashes them), each RX
+//!   queue with its own mbuf pool on the device's NUMA socket, and starts it.
 //! - `recv` copies each received frame into a pool buffer and frees the mbufs in bulk; `send`
 //!   copies each buffer into a fresh mbuf of the port's own TX pool; what `rte_eth_tx_burst`
 //!   does not take is freed and counted as `tx_ring_full`. Each burst costs one FFI call each
 //!   way (plus the bulk free on receive): the C shim does the per-mbuf work. Multi-segment
 //!   frames are dropped and counted (`rx_too_long`).
+//! - Split, each RX queue ([`DpdkRxQueue`]) and the TX side ([`DpdkTxQueue`], TX queue 0) may
+//!   run on its own thread without a lock; they share the device, which is stopped and closed
+//!   when the last of them is dropped.
 //!
 //! # Example
 //!
@@ -49,12 +54,16 @@ mod config;
 mod eal;
 #[cfg(dpdk_available)]
 mod port;
+#[cfg(dpdk_available)]
+mod queue;
 
-pub use config::{DpdkError, DpdkPortConfig, EalConfig};
+pub use config::{DpdkError, DpdkPortConfig, EalConfig, MAX_QUEUES};
 #[cfg(dpdk_available)]
 pub use eal::Eal;
 #[cfg(dpdk_available)]
 pub use port::{DpdkPort, EthStats};
+#[cfg(dpdk_available)]
+pub use queue::{DpdkRxQueue, DpdkTxQueue};
 
 /// Opens `cfg` as a [`zl_port::SplitPort`] for a data plane, after initialising the EAL with `eal`
 /// (once per process: every port must pass the same `eal`). Both configs are validated first,

@@ -1,14 +1,21 @@
-//! [`DpdkPort`]: one started ethdev behind [`zl_port::Port`], over `zl-dpdk-sys`.
+//! [`DpdkPort`]: one started ethdev behind [`zl_port::Port`] and [`zl_port::SplitPort`], over
+//! `zl-dpdk-sys`: how the device is opened (queues, RSS, mbuf pools) and the [`Device`] its
+//! queues share.
 
 use std::ffi::CString;
 use std::ptr;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 use zl_core::Nanos;
 use zl_dpdk_sys as sys;
-use zl_port::{Batch, BufPool, Port, PortCounters, PortError, Readiness, RxTally, BATCH_CAPACITY};
+use zl_port::{
+    Batch, BufPool, Halves, Port, PortCounters, PortError, Readiness, RxHalf, SplitPort, TxHalf,
+    BATCH_CAPACITY,
+};
 
 use crate::eal::{last_rte_error, rte_error_text, Eal};
+use crate::queue::{DpdkRxQueue, DpdkTxQueue};
 use crate::{DpdkError, DpdkPortConfig};
 
 /// Frames per `rte_eth_rx_burst` / `rte_eth_tx_burst` call (DPDK's customary 32, the same
@@ -32,33 +39,152 @@ pub struct EthStats {
 
 static POOL_SEQ: AtomicU32 = AtomicU32::new(0);
 
-/// A started DPDK ethdev with one RX and one TX queue.
+/// The opened ethdev and its mbuf pools, shared (`Arc`) by the port's queues: stopped, closed
+/// and removed, and its pools freed, when the last queue is dropped, whichever thread owns it.
 #[derive(Debug)]
-pub struct DpdkPort {
+pub(crate) struct Device {
     pub(crate) port_id: u16,
     /// The bus device behind the ethdev, removed after close so the device can be opened
     /// (probed) again.
     device_handle: *mut sys::rte_device,
-    /// The RX queue's pool: the driver fills these mbufs.
-    pub(crate) pool: *mut sys::rte_mempool,
+    /// One pool per receive queue: the driver fills these mbufs.
+    pub(crate) rx_pools: Vec<*mut sys::rte_mempool>,
     /// Where transmitted copies come from: its own pool, so a backed-up TX ring cannot take
-    /// the mbufs the RX queue needs (and receive buffers are never written by this port).
+    /// the mbufs the RX queues need (and receive buffers are never written by this port).
     pub(crate) tx_pool: *mut sys::rte_mempool,
-    /// Bytes an mbuf of either pool holds (`RTE_MBUF_DEFAULT_BUF_SIZE` less the headroom).
+    /// Bytes an mbuf of any of the pools holds (`RTE_MBUF_DEFAULT_BUF_SIZE` less the headroom).
     pub(crate) data_room: u16,
-    name: String,
-    device: String,
-    index: u16,
-    pub(crate) counters: PortCounters,
-    rx_multi_seg: u64,
+    pub(crate) name: String,
+    pub(crate) device: String,
+    pub(crate) index: u16,
 }
 
-// SAFETY: the port's queues and pool are used only through `&mut self`, i.e. by one thread at
-// a time; DPDK allows a queue to move between threads as long as it is not used concurrently.
-unsafe impl Send for DpdkPort {}
+// SAFETY: nothing in a `Device` is written after `DpdkPort::open` returns. Its queues use the
+// port id only for their own queue (DPDK allows different threads on different queues of one
+// port without locks), the pools only through DPDK's mempool operations, which are safe from
+// several threads (the default multi-producer / multi-consumer ring; threads that are not EAL
+// lcores use no per-lcore cache), and `rte_eth_stats_get`, which reads the counters. The
+// teardown in `Drop` runs once, when the last queue holding the `Arc` is gone.
+unsafe impl Send for Device {}
+// SAFETY: as for `Send`: shared references only read the fields and call the thread-safe
+// functions named there.
+unsafe impl Sync for Device {}
+
+impl Device {
+    /// The ethdev's own counters.
+    pub(crate) fn eth_stats(&self) -> Result<EthStats, DpdkError> {
+        let mut s = sys::rte_eth_stats::default();
+        // SAFETY: `s` is a writable rte_eth_stats; valid port id.
+        let r = unsafe { sys::rte_eth_stats_get(self.port_id, &mut s) };
+        if r < 0 {
+            return Err(DpdkError::Port {
+                device: self.device.clone(),
+                op: "rte_eth_stats_get",
+                reason: rte_error_text(-r),
+            });
+        }
+        Ok(EthStats {
+            ipackets: s.ipackets,
+            opackets: s.opackets,
+            ibytes: s.ibytes,
+            obytes: s.obytes,
+            imissed: s.imissed,
+            ierrors: s.ierrors,
+            oerrors: s.oerrors,
+            rx_nombuf: s.rx_nombuf,
+        })
+    }
+
+    /// Creates a packet mbuf pool of `n` mbufs on `socket`, freed with the device.
+    fn add_pool(
+        &mut self,
+        n: u32,
+        cache: u32,
+        socket: i32,
+    ) -> Result<*mut sys::rte_mempool, String> {
+        let name = CString::new(format!(
+            "zlr_mp{}",
+            POOL_SEQ.fetch_add(1, Ordering::Relaxed)
+        ))
+        .map_err(|e| e.to_string())?;
+        // SAFETY: a valid, unique name; the cache is at most half the pool and 512 (checked
+        // by `DpdkPortConfig::validate` and by the caller for the TX pool), as DPDK requires.
+        let pool = unsafe {
+            sys::rte_pktmbuf_pool_create(
+                name.as_ptr(),
+                n,
+                cache,
+                0,
+                sys::RTE_MBUF_DEFAULT_BUF_SIZE as u16,
+                socket,
+            )
+        };
+        if pool.is_null() {
+            return Err(last_rte_error());
+        }
+        Ok(pool)
+    }
+}
+
+impl Drop for Device {
+    fn drop(&mut self) {
+        // SAFETY: stop and close release the queues (and with them every mbuf the driver
+        // held) before the pools they draw from are freed; the port id is ours and no queue
+        // is left to use it (the last `Arc` is going). Removing the bus device afterwards is
+        // DPDK's hot-unplug sequence; the handle came from rte_eth_dev_info_get on this port
+        // and nothing else uses it. rte_mempool_free of NULL (a TX pool not yet created) does
+        // nothing.
+        unsafe {
+            sys::rte_eth_dev_stop(self.port_id);
+            sys::rte_eth_dev_close(self.port_id);
+            if !self.device_handle.is_null() {
+                sys::rte_dev_remove(self.device_handle);
+            }
+            for &pool in &self.rx_pools {
+                sys::rte_mempool_free(pool);
+            }
+            sys::rte_mempool_free(self.tx_pool);
+        }
+    }
+}
+
+/// The RSS hash functions for `queues` receive queues on a device that can hash `offered`
+/// (its `flow_type_rss_offloads`) when `wanted` are asked for: those the device does, or
+/// `None` (no RSS; every queue is still set up) for one queue or a device that does none of
+/// them (`net_null`, `net_ring`).
+pub(crate) fn rss_hash_functions(queues: u16, wanted: u64, offered: u64) -> Option<u64> {
+    let hf = wanted & offered;
+    (queues > 1 && hf != 0).then_some(hf)
+}
+
+/// The NUMA socket for the port's queues and pools: the device's, or where the device does not
+/// say (virtual devices), the calling thread's (`SOCKET_ID_ANY`, -1, when that is unknown too).
+fn queue_socket(port_id: u16) -> i32 {
+    // SAFETY: valid port id; no other precondition.
+    let socket = unsafe { sys::rte_eth_dev_socket_id(port_id) };
+    if socket >= 0 {
+        return socket;
+    }
+    // SAFETY: no precondition; a thread that is not an EAL lcore gets SOCKET_ID_ANY.
+    let own = unsafe { sys::rte_socket_id() };
+    // SOCKET_ID_ANY is (unsigned)-1: the cast gives back -1.
+    own as i32
+}
+
+/// A started DPDK ethdev with `queues` RX queues (each with its own mbuf pool) and as many
+/// TX queues. As a [`Port`] its receive queues take turns; [`SplitPort::split`] gives each
+/// receive queue ([`DpdkRxQueue`]) and the transmit side ([`DpdkTxQueue`]) to its own thread.
+#[derive(Debug)]
+pub struct DpdkPort {
+    pub(crate) rx: Vec<DpdkRxQueue>,
+    pub(crate) tx: DpdkTxQueue,
+    /// The receive queue the next `recv` starts at.
+    next: usize,
+}
 
 impl DpdkPort {
-    /// Finds or hot-plugs the device, configures one RX and one TX queue and starts it.
+    /// Finds or hot-plugs the device, configures `cfg.queues` RX and TX queues (RSS over the
+    /// RX queues where the device does it) and starts it.
     pub fn open(
         eal: &Eal,
         name: &str,
@@ -101,94 +227,83 @@ impl DpdkPort {
         if r < 0 {
             return Err(fail("rte_eth_dev_info_get", rte_error_text(-r)));
         }
-        let pool_name = CString::new(format!(
-            "zlr_mp{}_{}",
-            port_id,
-            POOL_SEQ.fetch_add(1, Ordering::Relaxed)
-        ))
-        .map_err(|e| fail("mempool name", e.to_string()))?;
-        // SAFETY: valid name; sizes checked by `validate`; -1 is SOCKET_ID_ANY.
-        let pool = unsafe {
-            sys::rte_pktmbuf_pool_create(
-                pool_name.as_ptr(),
-                cfg.mbufs,
-                cfg.mbuf_cache,
-                0,
-                sys::RTE_MBUF_DEFAULT_BUF_SIZE as u16,
-                -1,
-            )
-        };
-        if pool.is_null() {
-            return Err(fail("rte_pktmbuf_pool_create", last_rte_error()));
-        }
-        // Enough for a full TX ring plus a few bursts in flight.
-        let tx_mbufs = 2 * u32::from(cfg.tx_descriptors) + 4 * BURST as u32;
-        let tx_pool_name = CString::new(format!(
-            "zlr_tx{}_{}",
-            port_id,
-            POOL_SEQ.fetch_add(1, Ordering::Relaxed)
-        ))
-        .map_err(|e| fail("mempool name", e.to_string()))?;
-        // SAFETY: as above; the cache is at most half the pool, as DPDK requires.
-        let tx_pool = unsafe {
-            sys::rte_pktmbuf_pool_create(
-                tx_pool_name.as_ptr(),
-                tx_mbufs,
-                cfg.mbuf_cache.min(tx_mbufs / 2),
-                0,
-                sys::RTE_MBUF_DEFAULT_BUF_SIZE as u16,
-                -1,
-            )
-        };
-        if tx_pool.is_null() {
-            let reason = last_rte_error();
-            // SAFETY: the RX pool was created above and nothing uses it yet.
-            unsafe { sys::rte_mempool_free(pool) };
-            return Err(fail("rte_pktmbuf_pool_create (tx)", reason));
-        }
-        // From here the pools are owned by `port`, so every early return frees them (Drop).
-        let mut port = DpdkPort {
+        // From here the device is owned by `dev`, so every early return closes it and frees
+        // the pools made so far (Drop).
+        let mut dev = Device {
             port_id,
             device_handle: info.device,
-            pool,
-            tx_pool,
+            rx_pools: Vec::with_capacity(usize::from(cfg.queues)),
+            tx_pool: ptr::null_mut(),
             data_room: (sys::RTE_MBUF_DEFAULT_BUF_SIZE - sys::RTE_PKTMBUF_HEADROOM) as u16,
             name: name.to_owned(),
             device: device.clone(),
             index,
-            counters: PortCounters::default(),
-            rx_multi_seg: 0,
         };
-        let conf = sys::rte_eth_conf::default();
-        // SAFETY: `conf` is a zeroed (all-defaults) rte_eth_conf alive for the call.
-        let r = unsafe { sys::rte_eth_dev_configure(port_id, 1, 1, &conf) };
+        if cfg.queues > info.max_rx_queues || cfg.queues > info.max_tx_queues {
+            return Err(DpdkError::Config {
+                device,
+                reason: format!(
+                    "queues {}: the device has at most {} receive and {} transmit queues",
+                    cfg.queues, info.max_rx_queues, info.max_tx_queues
+                ),
+            });
+        }
+        let socket = queue_socket(port_id);
+        for _ in 0..cfg.queues {
+            let pool = dev
+                .add_pool(cfg.mbufs, cfg.mbuf_cache, socket)
+                .map_err(|e| fail("rte_pktmbuf_pool_create", e))?;
+            dev.rx_pools.push(pool);
+        }
+        // Enough for full TX rings plus a few bursts in flight.
+        let tx_mbufs = u32::from(cfg.queues) * 2 * u32::from(cfg.tx_descriptors) + 4 * BURST as u32;
+        dev.tx_pool = dev
+            .add_pool(tx_mbufs, cfg.mbuf_cache.min(tx_mbufs / 2), socket)
+            .map_err(|e| fail("rte_pktmbuf_pool_create (tx)", e))?;
+
+        let mut conf = sys::rte_eth_conf::default();
+        // SAFETY: a plain value from the shim.
+        let wanted = unsafe { sys::zl_rss_hf_ip_tcp_udp() };
+        if let Some(hf) = rss_hash_functions(cfg.queues, wanted, info.flow_type_rss_offloads) {
+            conf.rxmode.mq_mode = sys::rte_eth_rx_mq_mode_RTE_ETH_MQ_RX_RSS;
+            // A null key: the driver's default.
+            conf.rx_adv_conf.rss_conf.rss_hf = hf;
+        }
+        // SAFETY: `conf` is an rte_eth_conf (defaults plus RSS) alive for the call.
+        let r = unsafe { sys::rte_eth_dev_configure(port_id, cfg.queues, cfg.queues, &conf) };
         if r < 0 {
             return Err(fail("rte_eth_dev_configure", rte_error_text(-r)));
         }
-        // SAFETY: port configured above; the socket id query has no other precondition.
-        let socket = unsafe { sys::rte_eth_dev_socket_id(port_id) };
-        let socket = if socket < 0 { 0 } else { socket as u32 };
-        // SAFETY: queue 0 of a configured port; NULL selects the driver's default rxconf;
-        // the pool outlives the queue (freed after stop and close in Drop).
-        let r = unsafe {
-            sys::rte_eth_rx_queue_setup(
-                port_id,
-                0,
-                cfg.rx_descriptors,
-                socket,
-                ptr::null(),
-                port.pool,
-            )
-        };
-        if r < 0 {
-            return Err(fail("rte_eth_rx_queue_setup", rte_error_text(-r)));
-        }
-        // SAFETY: as above, default txconf.
-        let r = unsafe {
-            sys::rte_eth_tx_queue_setup(port_id, 0, cfg.tx_descriptors, socket, ptr::null())
-        };
-        if r < 0 {
-            return Err(fail("rte_eth_tx_queue_setup", rte_error_text(-r)));
+        for (q, &pool) in (0..cfg.queues).zip(&dev.rx_pools) {
+            // SAFETY: queue q of a configured port; NULL selects the driver's default rxconf;
+            // the pool outlives the queue (freed after stop and close in Drop). The socket is
+            // (unsigned) SOCKET_ID_ANY or a real socket.
+            let r = unsafe {
+                sys::rte_eth_rx_queue_setup(
+                    port_id,
+                    q,
+                    cfg.rx_descriptors,
+                    socket as u32,
+                    ptr::null(),
+                    pool,
+                )
+            };
+            if r < 0 {
+                return Err(fail("rte_eth_rx_queue_setup", rte_error_text(-r)));
+            }
+            // SAFETY: as above, default txconf.
+            let r = unsafe {
+                sys::rte_eth_tx_queue_setup(
+                    port_id,
+                    q,
+                    cfg.tx_descriptors,
+                    socket as u32,
+                    ptr::null(),
+                )
+            };
+            if r < 0 {
+                return Err(fail("rte_eth_tx_queue_setup", rte_error_text(-r)));
+            }
         }
         // SAFETY: configured port with its queues set up.
         let r = unsafe { sys::rte_eth_dev_start(port_id) };
@@ -198,151 +313,29 @@ impl DpdkPort {
         // Promiscuous mode is best effort: virtual devices may not implement it.
         // SAFETY: started port.
         let _ = unsafe { sys::rte_eth_promiscuous_enable(port_id) };
-        port.device = device;
-        Ok(port)
+        let dev = Arc::new(dev);
+        let rx = (0..cfg.queues)
+            .map(|q| DpdkRxQueue::new(dev.clone(), q))
+            .collect();
+        Ok(DpdkPort {
+            rx,
+            tx: DpdkTxQueue::new(dev, 0),
+            next: 0,
+        })
     }
 
     pub fn port_id(&self) -> u16 {
-        self.port_id
+        self.tx.dev.port_id
     }
 
-    /// Receives one burst (up to 32) and calls `on_frame` with each single-segment frame.
-    /// One FFI call receives the burst and reports every frame; one more frees the mbufs.
-    pub(crate) fn recv_frames(&mut self, max: usize, mut on_frame: impl FnMut(&[u8])) -> usize {
-        let mut mbufs = [ptr::null_mut::<sys::rte_mbuf>(); BURST];
-        let mut data = [ptr::null::<u8>(); BURST];
-        let mut lens = [0u16; BURST];
-        let want = max.min(BURST) as u16;
-        // SAFETY: started port, queue 0; the three arrays have room for `want` entries.
-        let n = unsafe {
-            sys::zl_rx_burst_frames(
-                self.port_id,
-                0,
-                mbufs.as_mut_ptr(),
-                data.as_mut_ptr(),
-                lens.as_mut_ptr(),
-                want,
-            )
-        };
-        let n = usize::from(n);
-        for (&d, &len) in data[..n].iter().zip(&lens[..n]) {
-            if d.is_null() {
-                self.rx_multi_seg += 1;
-                continue;
-            }
-            // SAFETY: a single-segment mbuf holds `len` bytes at `d`; the slice lives until
-            // the mbufs are freed below, after the callback returns.
-            let frame = unsafe { std::slice::from_raw_parts(d, usize::from(len)) };
-            self.counters.rx_packets += 1;
-            self.counters.rx_bytes += u64::from(len);
-            on_frame(frame);
-        }
-        if n > 0 {
-            // SAFETY: the `n` mbufs are ours and no reference into them survives.
-            unsafe { sys::zl_rte_pktmbuf_free_bulk(mbufs.as_mut_ptr(), n as u32) };
-        }
-        n
-    }
-
-    /// Copies frames into fresh mbufs of the TX pool and transmits them, one FFI call per
-    /// burst of 32; returns how many the driver took. The rest are counted: `tx_ring_full`
-    /// (refused by the driver), `tx_no_buffer` (the pool ran dry) or `tx_errors` (longer than
-    /// an mbuf holds).
-    pub(crate) fn send_copies<'a>(&mut self, frames: impl IntoIterator<Item = &'a [u8]>) -> usize {
-        let mut data = [ptr::null::<u8>(); BURST];
-        let mut lens = [0u16; BURST];
-        let mut staged = 0usize;
-        let mut sent = 0;
-        for f in frames {
-            if f.len() > usize::from(self.data_room) {
-                self.counters.tx_errors += 1;
-                continue;
-            }
-            data[staged] = f.as_ptr();
-            lens[staged] = f.len() as u16;
-            staged += 1;
-            if staged == BURST {
-                sent += self.transmit_copies(&data, &lens, staged);
-                staged = 0;
-            }
-        }
-        sent + self.transmit_copies(&data, &lens, staged)
-    }
-
-    /// Transmits copies of the first `n` staged frames (each at most `data_room` bytes).
-    fn transmit_copies(
-        &mut self,
-        data: &[*const u8; BURST],
-        lens: &[u16; BURST],
-        n: usize,
-    ) -> usize {
-        if n == 0 {
-            return 0;
-        }
-        let (mut no_mbuf, mut ring_full) = (0u16, 0u16);
-        // SAFETY: started port, queue 0, a valid pool; `data[..n]` point to `lens[..n]`
-        // readable bytes each (borrowed from the caller's frames for this call), each length
-        // at most the mbuf data room (checked by `send_copies`).
-        let sent = usize::from(unsafe {
-            sys::zl_tx_burst_copy(
-                self.port_id,
-                0,
-                self.tx_pool,
-                data.as_ptr(),
-                lens.as_ptr(),
-                n as u16,
-                &mut no_mbuf,
-                &mut ring_full,
-            )
-        });
-        self.counters.tx_packets += sent as u64;
-        // The shim sends the mbufs it got in order, so the first `sent` frames went out.
-        self.counters.tx_bytes += lens[..sent].iter().map(|&l| u64::from(l)).sum::<u64>();
-        self.counters.tx_no_buffer += u64::from(no_mbuf);
-        self.counters.tx_ring_full += u64::from(ring_full);
-        sent
+    /// The receive queues (`queues` in the config).
+    pub fn queues(&self) -> usize {
+        self.rx.len()
     }
 
     /// The ethdev's own counters.
     pub fn eth_stats(&self) -> Result<EthStats, DpdkError> {
-        let mut s = sys::rte_eth_stats::default();
-        // SAFETY: `s` is a writable rte_eth_stats; valid port id.
-        let r = unsafe { sys::rte_eth_stats_get(self.port_id, &mut s) };
-        if r < 0 {
-            return Err(DpdkError::Port {
-                device: self.device.clone(),
-                op: "rte_eth_stats_get",
-                reason: rte_error_text(-r),
-            });
-        }
-        Ok(EthStats {
-            ipackets: s.ipackets,
-            opackets: s.opackets,
-            ibytes: s.ibytes,
-            obytes: s.obytes,
-            imissed: s.imissed,
-            ierrors: s.ierrors,
-            oerrors: s.oerrors,
-            rx_nombuf: s.rx_nombuf,
-        })
-    }
-}
-
-impl Drop for DpdkPort {
-    fn drop(&mut self) {
-        // SAFETY: stop and close release the queues (and with them every mbuf the driver
-        // held) before the pools they draw from are freed; the port id is ours. Removing the
-        // bus device afterwards is DPDK's hot-unplug sequence; the handle came from
-        // rte_eth_dev_info_get on this port and nothing else uses it.
-        unsafe {
-            sys::rte_eth_dev_stop(self.port_id);
-            sys::rte_eth_dev_close(self.port_id);
-            if !self.device_handle.is_null() {
-                sys::rte_dev_remove(self.device_handle);
-            }
-            sys::rte_mempool_free(self.pool);
-            sys::rte_mempool_free(self.tx_pool);
-        }
+        self.tx.dev.eth_stats()
     }
 }
 
@@ -356,24 +349,28 @@ fn lookup(ethdev: &str) -> Option<u16> {
 
 impl Port for DpdkPort {
     fn name(&self) -> &str {
-        &self.name
+        &self.tx.dev.name
     }
 
+    /// Every receive queue in turn, from the one after last call's first, while the batch
+    /// has room (as [`zl_port::Joined`] over the halves).
     fn recv(
         &mut self,
         now: Nanos,
         pool: &mut BufPool,
         batch: &mut Batch,
     ) -> Result<usize, PortError> {
-        let index = self.index;
-        let mut tally = RxTally::default();
-        self.recv_frames(batch.room(), |frame| {
-            tally.copy_in(frame, pool, batch, now, index)
-        });
-        self.counters.rx_packets -= tally.no_buffer + tally.too_long;
-        self.counters.rx_no_buffer += tally.no_buffer;
-        self.counters.rx_too_long += tally.too_long;
-        Ok(tally.added)
+        let n = self.rx.len();
+        let first = self.next;
+        self.next = if first + 1 >= n { 0 } else { first + 1 };
+        let mut got = 0;
+        for i in 0..n {
+            if batch.is_full() {
+                break;
+            }
+            got += self.rx[(first + i) % n].recv_into(now, pool, batch);
+        }
+        Ok(got)
     }
 
     fn send(
@@ -382,11 +379,7 @@ impl Port for DpdkPort {
         batch: &mut Batch,
         pool: &mut BufPool,
     ) -> Result<usize, PortError> {
-        let sent = self.send_copies(batch.iter().map(|b| b.as_slice()));
-        for b in batch.drain() {
-            pool.free(b);
-        }
-        Ok(sent)
+        Ok(self.tx.send_batch(batch, pool))
     }
 
     fn readiness(&self) -> Readiness {
@@ -394,20 +387,48 @@ impl Port for DpdkPort {
     }
 
     fn counters(&self) -> PortCounters {
-        let mut c = self.counters;
-        c.rx_too_long += self.rx_multi_seg;
-        if let Ok(s) = self.eth_stats() {
-            c.rx_ring_full += s.imissed;
-            c.rx_no_buffer += s.rx_nombuf;
+        let mut rx = PortCounters::default();
+        for q in &self.rx {
+            rx.add_rx(&RxHalf::counters(q));
         }
-        c
+        PortCounters::joined(&rx, &TxHalf::counters(&self.tx))
     }
 }
 
-/// Interim (issue 14): the port's two queues shared behind one lock per burst
-/// ([`zl_port::split_locked`]) until the DPDK halves (RX queues vs TX queue) land.
-impl zl_port::SplitPort for DpdkPort {
-    fn split(self: Box<Self>) -> zl_port::Halves {
-        zl_port::split_locked(*self)
+/// Each receive queue its own receive half, the transmit queue the transmit half: no lock
+/// between them (DPDK allows different threads on different queues of one port). The device
+/// stays open until the last half is dropped.
+impl SplitPort for DpdkPort {
+    fn split(self: Box<Self>) -> Halves {
+        let DpdkPort { rx, tx, .. } = *self;
+        Halves {
+            rx: rx
+                .into_iter()
+                .map(|q| Box::new(q) as Box<dyn RxHalf>)
+                .collect(),
+            tx: Box::new(tx),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rss_asks_for_what_the_device_hashes_and_only_over_several_queues() {
+        let (ip, tcp, udp) = (1 << 2, 1 << 4, 1 << 3);
+        let wanted = ip | tcp | udp;
+        assert_eq!(
+            rss_hash_functions(4, wanted, ip | udp | 1 << 40),
+            Some(ip | udp)
+        );
+        assert_eq!(
+            rss_hash_functions(4, wanted, 1 << 40),
+            None,
+            "no common hash"
+        );
+        assert_eq!(rss_hash_functions(4, wanted, 0), None, "net_null, net_ring");
+        assert_eq!(rss_hash_functions(1, wanted, wanted), None, "one queue");
     }
 }
