@@ -59,10 +59,10 @@
 //! queues; a port's transmit half travels with its egress stage in its transmit worker's shard.
 //! No port is locked: each half has one owner. At the end of the run the halves are joined
 //! back into the port ([`Joined`]), which splits into the same halves for the next run. A port
-//! type without halves of its own shares itself behind a lock taken per burst
-//! ([`zl_port::split_locked`]; `tests/packet_path_locks.rs` lists where). Nothing else is
-//! locked per packet; the workers' counters and their receive halves' counters are copied
-//! under a `try_lock` once per progress period.
+//! type without halves of its own would share itself behind a lock taken per burst
+//! ([`zl_port::split_locked`]); `tests/packet_path_locks.rs` fails if one of ours does.
+//! Nothing else is locked per packet; the workers' counters and their receive halves'
+//! counters are copied under a `try_lock` once per progress period.
 //!
 //! Conservation, exact when the run has stopped (the same identity as the single-thread loop):
 //! `received = forwarded + Σ drops[cause] + queued`, with `ring_full` one of the causes. At the

@@ -333,9 +333,9 @@ impl RxHalf for NoRx {
 /// half holds it or waits for it, so a port polled without pause cannot starve the sends),
 /// the transmit half waits for it.
 ///
-/// decided: this is the one lock left on the threaded packet path, and only for a port type
-/// that has no halves of its own; every port type in this workspace that the threaded router
-/// runs has its own halves except those that say in their docs that they use this.
+/// decided: kept for a port type that has no halves of its own (an embedder's, a test's): it
+/// puts a lock on the threaded packet path, so every port type of this workspace that the
+/// threaded router runs has its own halves instead (the router's tests check it).
 struct Locked<P> {
     port: Mutex<P>,
     /// Set while the transmit half waits for (or holds) the lock.
