@@ -270,7 +270,7 @@ fn run_afxdp(t: &Topology, a: &Args, frames: &[Vec<u8>]) -> Res<(RunResult, u64)
                 };
                 let mut rx = AfXdpPort::open("r0", 0, &rx_cfg)?;
                 let mut tx = AfXdpPort::open("r1", 1, &tx_cfg)?;
-                let rx_fd = rx.sockets()[0].fd();
+                let rx_fd = rx.rx_halves()[0].fd().ok_or("r0 has no socket")?;
                 if busy_poll {
                     prefer_busy_poll(rx_fd)?;
                 }
@@ -283,7 +283,7 @@ fn run_afxdp(t: &Topology, a: &Args, frames: &[Vec<u8>]) -> Res<(RunResult, u64)
                 let mut n = 0u64;
                 let mut pending = 0usize;
                 while !stop2.load(Ordering::Relaxed) {
-                    let tx_sock = &mut tx.sockets_mut()[0];
+                    let tx_sock = tx.tx_half().socket().ok_or("r1 has no socket")?;
                     let got = rx.recv_with(32, |f| {
                         if f.len() < 34 || f.len() > scratch.len() {
                             return;
@@ -319,7 +319,7 @@ fn run_afxdp(t: &Topology, a: &Args, frames: &[Vec<u8>]) -> Res<(RunResult, u64)
                 }
                 fwd2.store(n, Ordering::Relaxed);
                 eprintln!("r0 socket (kernel counters): {:?}", rx.kernel_stats()?);
-                eprintln!("r1 socket: {:?}", tx.sockets()[0].counters());
+                eprintln!("r1 socket: {:?}", tx.tx_half().socket_counters());
                 Ok(())
             })
         });

@@ -16,6 +16,10 @@
 //!    completion / RX / TX rings ([`XskSocket`]), binds it in copy or zero-copy mode, and
 //!    registers it in the XSKMAP under its queue index.
 //!
+//! The port splits ([`zl_port::SplitPort`]) into one receive half per queue ([`AfXdpRx`]: RX +
+//! fill rings) and one transmit half ([`AfXdpTx`]: the first queue's TX + completion rings),
+//! which the threaded router's workers own with no lock on the packet path ([`halves`]).
+//!
 //! Failures name the step and what to do: missing privileges, a missing interface, an
 //! unsupported mode ([`AfXdpError`]). While running, an interface that disappears is noticed
 //! within a few hundred idle polls (or at the next transmit wakeup), never spun on silently,
@@ -56,6 +60,7 @@
 
 pub mod bpf;
 mod error;
+pub mod halves;
 pub mod local_sync;
 mod port;
 pub mod program;
@@ -64,8 +69,9 @@ mod socket;
 
 pub use bpf::{LocalAddrs, ProgramProbe, Redirect};
 pub use error::{classify, AfXdpError, ModeContext, Op};
+pub use halves::{AfXdpRx, AfXdpTx};
 pub use port::{interface_index, AfXdpPort, REATTACH_INTERVAL};
-pub use socket::{XskCounters, XskKernelStats, XskSocket};
+pub use socket::{XskCounters, XskKernelStats, XskRx, XskSocket, XskTx};
 
 /// How the XDP program is attached (`xdp_mode = "generic" | "native"` in config).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]

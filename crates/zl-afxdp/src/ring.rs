@@ -74,10 +74,6 @@ impl Mapping {
     pub(crate) fn as_ptr(&self) -> *mut u8 {
         self.base.as_ptr()
     }
-
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
 }
 
 impl Drop for Mapping {

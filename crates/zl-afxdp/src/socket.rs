@@ -1,21 +1,26 @@
-//! One AF_XDP socket bound to one RX/TX queue, with its own UMEM.
+//! One AF_XDP socket bound to one RX/TX queue, with its own UMEM, in two parts that different
+//! threads own: [`XskRx`] (RX + fill rings) and [`XskTx`] (TX + completion rings, the
+//! wakeup). Each of the four rings has one producer and one consumer, as the kernel requires;
+//! the parts share only the descriptor and the UMEM, whose chunks are partitioned between them.
 //!
 //! UMEM layout: `frame_count` chunks of `frame_size` bytes (aligned mode). The first
 //! `rx_ring_size` chunks belong to receive: they circulate fill ring -> kernel -> RX ring ->
 //! (frame copied out) -> fill ring, so the fill ring, sized to hold all of them, can always
 //! take a chunk back. The remaining chunks belong to transmit: free list -> TX ring -> kernel
-//! -> completion ring -> free list.
+//! -> completion ring -> free list. Each part checks that an address the kernel hands it lies
+//! in its own chunks before touching it.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
 
 use crate::error::{classify, AfXdpError, ModeContext, Op};
 use crate::ring::{ConsumerRing, Mapping, ProducerRing, RingLayout};
 use crate::{AfXdpConfig, BindMode};
 
-/// Counters of one socket, by cause. Kernel-side counters come from [`XskSocket::kernel_stats`].
+/// Counters of one socket, by cause. Kernel-side counters come from [`XskRx::kernel_stats`].
 ///
-/// Every frame offered to [`XskSocket::stage_tx`] ends in exactly one of `tx_packets`,
+/// Every frame offered to [`XskTx::stage_tx`] ends in exactly one of `tx_packets`,
 /// `tx_ring_full`, `tx_too_long`, `tx_driver_dropped` or `tx_abandoned` (frames still on the
 /// TX ring count in `tx_packets` until the kernel drops or abandons them). The `tx_kick_*`
 /// counters count wakeups, not frames: a refused wakeup leaves its frames on the TX ring for
@@ -56,6 +61,30 @@ pub struct XskCounters {
     pub tx_kick_eagain: u64,
     /// Wakeups or health checks answered ENETDOWN (link administratively down).
     pub link_down: u64,
+    /// Completions naming an address outside the TX chunks (never seen from a correct
+    /// kernel; the address is not reused).
+    pub tx_invalid_completion: u64,
+}
+
+impl XskCounters {
+    /// Adds `x` to these (the two parts of a socket, or the sockets of a port).
+    pub fn add(&mut self, x: &XskCounters) {
+        self.rx_packets += x.rx_packets;
+        self.rx_bytes += x.rx_bytes;
+        self.rx_invalid_desc += x.rx_invalid_desc;
+        self.fill_starved += x.fill_starved;
+        self.rx_abandoned += x.rx_abandoned;
+        self.tx_packets += x.tx_packets;
+        self.tx_bytes += x.tx_bytes;
+        self.tx_ring_full += x.tx_ring_full;
+        self.tx_too_long += x.tx_too_long;
+        self.tx_driver_dropped += x.tx_driver_dropped;
+        self.tx_abandoned += x.tx_abandoned;
+        self.tx_kick_enobufs += x.tx_kick_enobufs;
+        self.tx_kick_eagain += x.tx_kick_eagain;
+        self.link_down += x.link_down;
+        self.tx_invalid_completion += x.tx_invalid_completion;
+    }
 }
 
 /// The kernel's counters for the socket (`struct xdp_statistics`).
@@ -69,38 +98,124 @@ pub struct XskKernelStats {
     pub tx_ring_empty_descs: u64,
 }
 
+impl XskKernelStats {
+    /// Adds `k` to these (the sockets of a port).
+    pub fn add(&mut self, k: &XskKernelStats) {
+        self.rx_dropped += k.rx_dropped;
+        self.rx_invalid_descs += k.rx_invalid_descs;
+        self.tx_invalid_descs += k.tx_invalid_descs;
+        self.rx_ring_full += k.rx_ring_full;
+        self.rx_fill_ring_empty_descs += k.rx_fill_ring_empty_descs;
+        self.tx_ring_empty_descs += k.tx_ring_empty_descs;
+    }
+}
+
 /// How many empty receive polls pass between two liveness checks of the binding.
 const HEALTH_CHECK_EVERY: u32 = 256;
 
-/// An AF_XDP socket on one queue.
+/// What the two parts of a socket share: its descriptor and its UMEM.
 ///
-/// Field order is drop order: rings are unmapped, then the socket closed, then the UMEM
-/// unmapped (the kernel keeps its own pin on the UMEM pages until the socket is released).
+/// Neither part changes either: the descriptor is only passed to syscalls, and each part
+/// reads and writes only its own chunks of the UMEM (the receive part the first
+/// `rx_ring_size`, the transmit part the rest), through raw pointers to one chunk at a time,
+/// never through a reference that spans the region.
+///
+/// Field order is drop order: the socket is closed, then the UMEM unmapped (the kernel keeps
+/// its own pin on the UMEM pages until the socket is released).
 #[derive(Debug)]
-pub struct XskSocket {
-    fill: ProducerRing<u64>,
-    completion: ConsumerRing<u64>,
-    rx: ConsumerRing<libc::xdp_desc>,
-    tx: ProducerRing<libc::xdp_desc>,
+struct XskCore {
     fd: OwnedFd,
     umem: Mapping,
+    ifname: String,
+    queue_id: u32,
+}
+
+// SAFETY: `fd` is used only as a syscall argument (the kernel serialises what it does per
+// socket), and `umem` only through raw pointers to chunks that one part owns at a time (see
+// the type's doc), so sharing the core between the two parts' threads shares no unsynchronised
+// mutable state.
+unsafe impl Sync for XskCore {}
+// SAFETY: the mapping and the descriptor are owned by the core; moving it moves sole
+// ownership.
+unsafe impl Send for XskCore {}
+
+impl XskCore {
+    fn kernel_stats(&self) -> Result<XskKernelStats, AfXdpError> {
+        let mut s = libc::xdp_statistics {
+            rx_dropped: 0,
+            rx_invalid_descs: 0,
+            tx_invalid_descs: 0,
+            rx_ring_full: 0,
+            rx_fill_ring_empty_descs: 0,
+            tx_ring_empty_descs: 0,
+        };
+        getsockopt(self.fd.as_raw_fd(), libc::XDP_STATISTICS, &mut s)
+            .map_err(|e| classify(Op::ReadStatistics, &self.ifname, ModeContext::None, e))?;
+        Ok(XskKernelStats {
+            rx_dropped: s.rx_dropped,
+            rx_invalid_descs: s.rx_invalid_descs,
+            tx_invalid_descs: s.tx_invalid_descs,
+            rx_ring_full: s.rx_ring_full,
+            rx_fill_ring_empty_descs: s.rx_fill_ring_empty_descs,
+            tx_ring_empty_descs: s.tx_ring_empty_descs,
+        })
+    }
+}
+
+/// An AF_XDP socket on one queue, as opened: its receive part and its transmit part, which
+/// [`XskSocket::split`] hands to different threads.
+#[derive(Debug)]
+pub struct XskSocket {
+    rx: XskRx,
+    tx: Option<XskTx>,
+}
+
+/// The receive part of a socket: its RX and fill rings and the RX chunks of its UMEM, for the
+/// one thread that receives on the queue (the kernel allows one producer and one consumer per
+/// ring; the transmit part's rings are others).
+///
+/// Field order is drop order: the rings are unmapped before the core (socket, UMEM) goes.
+#[derive(Debug)]
+pub struct XskRx {
+    fill: ProducerRing<u64>,
+    rx: ConsumerRing<libc::xdp_desc>,
+    core: Arc<XskCore>,
     frame_size: u32,
+    /// End of the RX chunks, in bytes from the UMEM's start: a descriptor past it is not ours.
+    rx_end: usize,
+    idle_polls: u32,
+    counters: XskCounters,
+}
+
+/// The transmit part of a socket: its TX and completion rings, the TX chunks of its UMEM and
+/// the wakeup (`sendto`), for the one thread that transmits on the queue.
+///
+/// Field order is drop order, as for [`XskRx`].
+#[derive(Debug)]
+pub struct XskTx {
+    completion: ConsumerRing<u64>,
+    tx: ProducerRing<libc::xdp_desc>,
+    core: Arc<XskCore>,
+    frame_size: u32,
+    /// The TX chunks: bytes `tx_start..tx_end` of the UMEM.
+    tx_start: u64,
+    tx_end: u64,
     /// Free TX chunk addresses (preallocated to the TX chunk count).
     tx_free: Vec<u64>,
     tx_chunks: usize,
     /// TX descriptors staged but not yet published.
     tx_staged: u32,
-    ifname: String,
-    queue_id: u32,
-    idle_polls: u32,
     /// Bound with XDP_COPY (EBUSY on a wakeup then means a dropped frame).
     copy_mode: bool,
     counters: XskCounters,
 }
 
-// SAFETY: the raw pointers inside the rings point into mappings owned by this value; nothing
-// else references them, so moving the socket to another thread moves sole ownership.
-unsafe impl Send for XskSocket {}
+// SAFETY: the raw pointers inside the rings point into mappings owned by this value, and the
+// UMEM chunks it touches (the RX chunks) are touched by no other part (`XskCore`'s doc);
+// moving it to another thread moves sole ownership.
+unsafe impl Send for XskRx {}
+// SAFETY: as for `XskRx`, with the TX chunks.
+unsafe impl Send for XskTx {}
 
 fn setsockopt<T>(fd: RawFd, name: libc::c_int, value: &T) -> io::Result<()> {
     // SAFETY: `value` is a live `T` of the size passed; the kernel copies it in.
@@ -151,7 +266,17 @@ fn layout(o: &libc::xdp_ring_offset) -> RingLayout {
 impl XskSocket {
     /// Creates the socket, its UMEM and rings, and binds it to `queue_id` of `ifindex`.
     /// The caller registers [`XskSocket::fd`] in the XSKMAP for packets to arrive.
-    pub fn open(cfg: &AfXdpConfig, ifindex: u32, queue_id: u32) -> Result<Self, AfXdpError> {
+    ///
+    /// Without `transmit` the socket is receive-only: no TX ring, no TX chunks in its UMEM (a
+    /// completion ring all the same, which the kernel requires of a UMEM's first socket), and
+    /// [`XskSocket::split`] gives no transmit part. The port transmits on its first queue only,
+    /// so its other queues' sockets are opened so.
+    pub fn open(
+        cfg: &AfXdpConfig,
+        ifindex: u32,
+        queue_id: u32,
+        transmit: bool,
+    ) -> Result<Self, AfXdpError> {
         let ifname = cfg.ifname.as_str();
         let sys = |op: Op| move |e: io::Error| classify(op, ifname, ModeContext::None, e);
         // SAFETY: plain socket(2) call; the result is checked before use.
@@ -162,7 +287,8 @@ impl XskSocket {
         // SAFETY: `raw` is a fresh fd that nothing else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
 
-        let frame_count = cfg.rx_ring_size + cfg.tx_ring_size;
+        let tx_chunks = if transmit { cfg.tx_ring_size } else { 0 };
+        let frame_count = cfg.rx_ring_size + tx_chunks;
         let umem_len = frame_count as usize * cfg.frame_size as usize;
         let umem = Mapping::new(-1, umem_len, 0).map_err(sys(Op::MapUmem))?;
         let reg = libc::xdp_umem_reg {
@@ -174,12 +300,15 @@ impl XskSocket {
             tx_metadata_len: 0,
         };
         setsockopt(fd.as_raw_fd(), libc::XDP_UMEM_REG, &reg).map_err(sys(Op::RegisterUmem))?;
-        for (opt, size) in [
+        let mut rings = vec![
             (libc::XDP_UMEM_FILL_RING, cfg.rx_ring_size),
             (libc::XDP_UMEM_COMPLETION_RING, cfg.tx_ring_size),
             (libc::XDP_RX_RING, cfg.rx_ring_size),
-            (libc::XDP_TX_RING, cfg.tx_ring_size),
-        ] {
+        ];
+        if transmit {
+            rings.push((libc::XDP_TX_RING, cfg.tx_ring_size));
+        }
+        for (opt, size) in rings {
             setsockopt(fd.as_raw_fd(), opt, &size).map_err(sys(Op::SetupRings))?;
         }
         let zero = libc::xdp_ring_offset {
@@ -213,34 +342,41 @@ impl XskSocket {
             u64_size,
             libc::XDP_UMEM_PGOFF_FILL_RING,
         )?;
-        let comp_map = map(
-            &off.cr,
-            cfg.tx_ring_size,
-            u64_size,
-            libc::XDP_UMEM_PGOFF_COMPLETION_RING,
-        )?;
         let rx_map = map(
             &off.rx,
             cfg.rx_ring_size,
             desc_size,
             libc::XDP_PGOFF_RX_RING as u64,
         )?;
-        let tx_map = map(
-            &off.tx,
-            cfg.tx_ring_size,
-            desc_size,
-            libc::XDP_PGOFF_TX_RING as u64,
-        )?;
         // SAFETY: each mapping is the kernel's ring of the size set above with the entry type
         // the kernel uses for it (u64 addresses for fill/completion, xdp_desc for RX/TX),
         // sized `desc + entries * entry_size`, at the offsets XDP_MMAP_OFFSETS gave.
         let mut fill = unsafe { ProducerRing::new(fill_map, layout(&off.fr), cfg.rx_ring_size) };
         // SAFETY: as above.
-        let completion = unsafe { ConsumerRing::new(comp_map, layout(&off.cr), cfg.tx_ring_size) };
-        // SAFETY: as above.
         let rx = unsafe { ConsumerRing::new(rx_map, layout(&off.rx), cfg.rx_ring_size) };
-        // SAFETY: as above.
-        let tx = unsafe { ProducerRing::new(tx_map, layout(&off.tx), cfg.tx_ring_size) };
+        // The completion ring of a receive-only socket is never read: not mapped.
+        let tx_rings = if transmit {
+            let comp_map = map(
+                &off.cr,
+                cfg.tx_ring_size,
+                u64_size,
+                libc::XDP_UMEM_PGOFF_COMPLETION_RING,
+            )?;
+            let tx_map = map(
+                &off.tx,
+                cfg.tx_ring_size,
+                desc_size,
+                libc::XDP_PGOFF_TX_RING as u64,
+            )?;
+            // SAFETY: as above.
+            let completion =
+                unsafe { ConsumerRing::new(comp_map, layout(&off.cr), cfg.tx_ring_size) };
+            // SAFETY: as above.
+            let tx = unsafe { ProducerRing::new(tx_map, layout(&off.tx), cfg.tx_ring_size) };
+            Some((completion, tx))
+        } else {
+            None
+        };
 
         // Hand every RX chunk to the kernel before binding, so the first packet finds room.
         let fs = u64::from(cfg.frame_size);
@@ -249,9 +385,6 @@ impl XskSocket {
             fill.stage(i, u64::from(i) * fs);
         }
         fill.submit(n);
-        let tx_free = (cfg.rx_ring_size..frame_count)
-            .map(|i| u64::from(i) * fs)
-            .collect();
 
         let (bind_flags, mode) = match cfg.bind_mode {
             BindMode::Copy => (libc::XDP_COPY, ModeContext::CopyBind),
@@ -276,36 +409,76 @@ impl XskSocket {
             return Err(classify(Op::Bind, ifname, mode, io::Error::last_os_error()));
         }
 
-        Ok(XskSocket {
-            fill,
-            completion,
-            rx,
-            tx,
+        let rx_end = cfg.rx_ring_size as usize * cfg.frame_size as usize;
+        let core = Arc::new(XskCore {
             fd,
             umem,
-            frame_size: cfg.frame_size,
-            tx_free,
-            tx_chunks: cfg.tx_ring_size as usize,
-            tx_staged: 0,
             ifname: cfg.ifname.clone(),
             queue_id,
-            idle_polls: 0,
-            copy_mode: cfg.bind_mode == BindMode::Copy,
-            counters: XskCounters::default(),
+        });
+        Ok(XskSocket {
+            rx: XskRx {
+                fill,
+                rx,
+                core: core.clone(),
+                frame_size: cfg.frame_size,
+                rx_end,
+                idle_polls: 0,
+                counters: XskCounters::default(),
+            },
+            tx: tx_rings.map(|(completion, tx)| XskTx {
+                completion,
+                tx,
+                core,
+                frame_size: cfg.frame_size,
+                tx_start: rx_end as u64,
+                tx_end: u64::from(frame_count) * fs,
+                tx_free: (cfg.rx_ring_size..frame_count)
+                    .map(|i| u64::from(i) * fs)
+                    .collect(),
+                tx_chunks: tx_chunks as usize,
+                tx_staged: 0,
+                copy_mode: cfg.bind_mode == BindMode::Copy,
+                counters: XskCounters::default(),
+            }),
         })
     }
 
     /// The socket's fd (to register in the XSKMAP, or to poll(2) on).
     pub fn fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+        self.rx.fd()
     }
 
     pub fn queue_id(&self) -> u32 {
-        self.queue_id
+        self.rx.queue_id()
     }
 
+    /// The receive part and the transmit part (none for a receive-only socket), each to be
+    /// owned by one thread.
+    pub fn split(self) -> (XskRx, Option<XskTx>) {
+        (self.rx, self.tx)
+    }
+}
+
+impl XskRx {
+    /// The socket's fd (to poll(2) on).
+    pub fn fd(&self) -> RawFd {
+        self.core.fd.as_raw_fd()
+    }
+
+    pub fn queue_id(&self) -> u32 {
+        self.core.queue_id
+    }
+
+    /// The receive counters (`rx_*`, `fill_starved`, and `link_down` seen by receive
+    /// wakeups; the transmit fields 0).
     pub fn counters(&self) -> XskCounters {
         self.counters
+    }
+
+    /// The kernel's counters for the whole socket.
+    pub fn kernel_stats(&self) -> Result<XskKernelStats, AfXdpError> {
+        self.core.kernel_stats()
     }
 
     /// Calls `on_frame` with each received frame (at most `max`), then gives the chunks back
@@ -335,16 +508,18 @@ impl XskSocket {
             let desc = self.rx.get(i);
             let start = desc.addr as usize;
             let end = start.saturating_add(desc.len as usize);
-            if end > self.umem.len() {
-                // Not a chunk of ours: never hand it back to the kernel.
+            if end > self.rx_end {
+                // Not an RX chunk of ours: never hand it back to the kernel.
                 self.counters.rx_invalid_desc += 1;
                 continue;
             }
-            // SAFETY: `start..end` lies inside the UMEM mapping (checked just above); the
-            // kernel wrote this chunk before publishing the RX descriptor (acquire in `peek`)
-            // and will not touch it until we put it back on the fill ring below.
-            let frame =
-                unsafe { std::slice::from_raw_parts(self.umem.as_ptr().add(start), end - start) };
+            // SAFETY: `start..end` lies inside the RX chunks (checked just above), which the
+            // transmit part never touches; the kernel wrote this chunk before publishing the
+            // RX descriptor (acquire in `peek`) and will not touch it until we put it back on
+            // the fill ring below.
+            let frame = unsafe {
+                std::slice::from_raw_parts(self.core.umem.as_ptr().add(start), end - start)
+            };
             self.counters.rx_packets += 1;
             self.counters.rx_bytes += u64::from(desc.len);
             on_frame(frame);
@@ -369,7 +544,7 @@ impl XskSocket {
         // SAFETY: a zero-length recvfrom with null buffers is the documented AF_XDP wakeup.
         let r = unsafe {
             libc::recvfrom(
-                self.fd.as_raw_fd(),
+                self.core.fd.as_raw_fd(),
                 std::ptr::null_mut(),
                 0,
                 libc::MSG_DONTWAIT,
@@ -387,21 +562,54 @@ impl XskSocket {
                 Ok(())
             }
             Some(libc::EAGAIN | libc::EINTR | libc::EBUSY) => Ok(()),
-            _ => Err(classify(Op::Receive, &self.ifname, ModeContext::None, err)),
+            _ => Err(classify(
+                Op::Receive,
+                &self.core.ifname,
+                ModeContext::None,
+                err,
+            )),
         }
+    }
+
+    /// Counts every frame still on the RX ring as `rx_abandoned` and releases them (the
+    /// socket is being given up).
+    pub(crate) fn abandon_rx(&mut self) {
+        let n = self.rx.peek(u32::MAX);
+        self.rx.release(n);
+        self.counters.rx_abandoned += u64::from(n);
+    }
+}
+
+impl XskTx {
+    pub fn queue_id(&self) -> u32 {
+        self.core.queue_id
+    }
+
+    /// The transmit counters (`tx_*`, and `link_down` seen by transmit wakeups; the receive
+    /// fields 0).
+    pub fn counters(&self) -> XskCounters {
+        self.counters
     }
 
     /// Takes completed TX chunks back into the free list.
     fn reclaim(&mut self) {
         let n = self.completion.peek(u32::MAX);
+        let mask = !u64::from(self.frame_size - 1);
         for i in 0..n {
-            self.tx_free.push(self.completion.get(i));
+            let addr = self.completion.get(i);
+            if (self.tx_start..self.tx_end).contains(&addr) && addr & mask == addr {
+                self.tx_free.push(addr);
+            } else {
+                // Not a TX chunk of ours (never from a correct kernel): reusing it could
+                // write into a chunk the receive part reads, so it leaves circulation.
+                self.counters.tx_invalid_completion += 1;
+            }
         }
         self.completion.release(n);
     }
 
     /// Copies `frame` into a TX chunk and stages it; returns false (and counts why) when it
-    /// cannot. Staged frames leave on the next [`XskSocket::flush_tx`].
+    /// cannot. Staged frames leave on the next [`XskTx::flush_tx`].
     pub fn stage_tx(&mut self, frame: &[u8]) -> bool {
         if frame.len() > self.frame_size as usize {
             self.counters.tx_too_long += 1;
@@ -419,12 +627,13 @@ impl XskSocket {
             return false;
         };
         // SAFETY: `addr` is a TX chunk from our free list (the kernel completed it or never
-        // had it), so nothing else reads or writes it; `addr + len <= umem.len()` since chunks
-        // are `frame_size` bytes inside the UMEM and `len <= frame_size`.
+        // had it; `reclaim` admits only chunks in `tx_start..tx_end`), so neither the kernel
+        // nor the receive part reads or writes it; `addr + len <= tx_end <= umem.len()` since
+        // chunks are `frame_size` bytes and `len <= frame_size`.
         unsafe {
             std::ptr::copy_nonoverlapping(
                 frame.as_ptr(),
-                self.umem.as_ptr().add(addr as usize),
+                self.core.umem.as_ptr().add(addr as usize),
                 frame.len(),
             );
         }
@@ -465,7 +674,7 @@ impl XskSocket {
         // SAFETY: a zero-length sendto with null buffers is the documented AF_XDP TX wakeup.
         let r = unsafe {
             libc::sendto(
-                self.fd.as_raw_fd(),
+                self.core.fd.as_raw_fd(),
                 std::ptr::null(),
                 0,
                 libc::MSG_DONTWAIT,
@@ -498,16 +707,13 @@ impl XskSocket {
                 Ok(false)
             }
             Some(libc::EINTR) => Ok(true),
-            _ => Err(classify(Op::Transmit, &self.ifname, ModeContext::None, err)),
+            _ => Err(classify(
+                Op::Transmit,
+                &self.core.ifname,
+                ModeContext::None,
+                err,
+            )),
         }
-    }
-
-    /// Counts every frame still on the RX ring as `rx_abandoned` and releases them (the
-    /// socket is being given up).
-    pub(crate) fn abandon_rx(&mut self) {
-        let n = self.rx.peek(u32::MAX);
-        self.rx.release(n);
-        self.counters.rx_abandoned += u64::from(n);
     }
 
     /// Frames published on the TX ring that the kernel has not taken yet.
@@ -572,25 +778,8 @@ impl XskSocket {
         self.tx_chunks - self.tx_free.len() - self.tx_staged as usize
     }
 
-    /// The kernel's counters for this socket.
+    /// The kernel's counters for the whole socket.
     pub fn kernel_stats(&self) -> Result<XskKernelStats, AfXdpError> {
-        let mut s = libc::xdp_statistics {
-            rx_dropped: 0,
-            rx_invalid_descs: 0,
-            tx_invalid_descs: 0,
-            rx_ring_full: 0,
-            rx_fill_ring_empty_descs: 0,
-            tx_ring_empty_descs: 0,
-        };
-        getsockopt(self.fd.as_raw_fd(), libc::XDP_STATISTICS, &mut s)
-            .map_err(|e| classify(Op::ReadStatistics, &self.ifname, ModeContext::None, e))?;
-        Ok(XskKernelStats {
-            rx_dropped: s.rx_dropped,
-            rx_invalid_descs: s.rx_invalid_descs,
-            tx_invalid_descs: s.tx_invalid_descs,
-            rx_ring_full: s.rx_ring_full,
-            rx_fill_ring_empty_descs: s.rx_fill_ring_empty_descs,
-            tx_ring_empty_descs: s.tx_ring_empty_descs,
-        })
+        self.core.kernel_stats()
     }
 }

@@ -5,180 +5,17 @@
 //! the local experimental EtherType 0x88B5 so nothing else on the link is counted.
 //! Namespaces are named `zlxf-...`.
 
-use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::time::{Duration, Instant};
+mod common;
 
-use zl_afxdp::{AfXdpConfig, AfXdpError, AfXdpPort, BindMode, OnGone, Redirect, XdpMode};
+use std::os::fd::AsRawFd;
+use std::time::Instant;
+
+use common::*;
+
+use zl_afxdp::{AfXdpConfig, AfXdpError, AfXdpPort, BindMode, OnGone, XdpMode};
 use zl_core::Nanos;
 use zl_port::{Batch, BufPool, Port, PortError};
 use zl_testkit::netns::{is_root, skip, Netns};
-
-const ETHERTYPE: u16 = 0x88b5;
-/// A guard against hanging forever if frames never arrive; never a pass criterion.
-const GIVE_UP_AFTER: Duration = Duration::from_secs(5);
-
-/// A namespace with the veth pair zx0 <-> zx1, or `None` (with a SKIPPED line on stderr) when
-/// this machine cannot make one: not root, or no `ip` / netns support.
-fn veth_ns(test: &str, tag: &str) -> Option<Netns> {
-    if !is_root() {
-        skip(test, "needs root (network namespaces, veth, XDP)");
-        return None;
-    }
-    zl_testkit::netns::set_prefix("zlxf");
-    match Netns::create(tag).and_then(|ns| ns.add_veth_pair("zx0", "zx1").map(|()| ns)) {
-        Ok(ns) => Some(ns),
-        Err(e) => {
-            skip(
-                test,
-                &format!("cannot create a namespace with a veth pair: {e}"),
-            );
-            None
-        }
-    }
-}
-
-/// A port on zx0 whose program redirects every frame: these tests inject raw frames of a
-/// local EtherType, which the default program (`redirect = "transit"`) leaves to the kernel.
-fn raw_cfg() -> AfXdpConfig {
-    AfXdpConfig {
-        redirect: Redirect::All,
-        ..AfXdpConfig::new("zx0")
-    }
-}
-
-fn frame(seq: u32, len: usize) -> Vec<u8> {
-    let mut f = vec![0u8; len];
-    f[0..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x01]);
-    f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x02]);
-    f[12..14].copy_from_slice(&ETHERTYPE.to_be_bytes());
-    f[14..18].copy_from_slice(&seq.to_be_bytes());
-    for (i, b) in f[18..].iter_mut().enumerate() {
-        *b = (i as u8) ^ (seq as u8);
-    }
-    f
-}
-
-/// A 64-byte IPv4/UDP frame from source port 1000 + seq carrying `seq` after a marker.
-fn udp_frame(seq: u32) -> Vec<u8> {
-    let mut f = vec![0u8; 64];
-    f[0..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x01]);
-    f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x02]);
-    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-    f[14] = 0x45;
-    f[16..18].copy_from_slice(&50u16.to_be_bytes());
-    f[22] = 64;
-    f[23] = 17;
-    f[26..30].copy_from_slice(&[10, 9, 0, 1]);
-    f[30..34].copy_from_slice(&[10, 9, 0, 2]);
-    f[34..36].copy_from_slice(&(1000 + seq as u16).to_be_bytes());
-    f[36..38].copy_from_slice(&9u16.to_be_bytes());
-    f[38..40].copy_from_slice(&30u16.to_be_bytes());
-    f[42..46].copy_from_slice(b"ZLRQ");
-    f[46..50].copy_from_slice(&seq.to_be_bytes());
-    f
-}
-
-fn udp_seq(f: &[u8]) -> Option<u32> {
-    (f.len() >= 50 && &f[42..46] == b"ZLRQ")
-        .then(|| u32::from_be_bytes([f[46], f[47], f[48], f[49]]))
-}
-
-fn seq_of(f: &[u8]) -> Option<u32> {
-    (f.len() >= 18 && f[12..14] == ETHERTYPE.to_be_bytes())
-        .then(|| u32::from_be_bytes([f[14], f[15], f[16], f[17]]))
-}
-
-/// A raw AF_PACKET socket on `ifname` for EtherType 0x88B5.
-struct RawSocket {
-    fd: OwnedFd,
-    ifindex: i32,
-}
-
-impl RawSocket {
-    fn open(ifname: &str) -> io::Result<Self> {
-        let ifindex = zl_afxdp_ifindex(ifname)? as i32;
-        let proto = ETHERTYPE.to_be() as i32;
-        // SAFETY: plain socket(2); checked below.
-        let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, proto) };
-        if raw < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: fresh fd owned by nobody else.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let addr = sockaddr_ll(ifindex, ETHERTYPE);
-        // SAFETY: `addr` is a valid sockaddr_ll of the size passed.
-        let r = unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                &addr as *const libc::sockaddr_ll as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_ll>() as u32,
-            )
-        };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(RawSocket { fd, ifindex })
-    }
-
-    /// Sends `frame` with the EtherType it carries as the skb protocol, so the stack's flow
-    /// hash (and with it the TX queue) sees what is inside.
-    fn send(&self, frame: &[u8]) -> io::Result<()> {
-        let addr = sockaddr_ll(self.ifindex, u16::from_be_bytes([frame[12], frame[13]]));
-        // SAFETY: `frame` and `addr` are valid for the sizes passed.
-        let r = unsafe {
-            libc::sendto(
-                self.fd.as_raw_fd(),
-                frame.as_ptr().cast(),
-                frame.len(),
-                0,
-                &addr as *const libc::sockaddr_ll as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_ll>() as u32,
-            )
-        };
-        if r < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(())
-        }
-    }
-
-    fn try_recv(&self, buf: &mut [u8]) -> Option<usize> {
-        // SAFETY: `buf` is writable for its length.
-        let r = unsafe {
-            libc::recv(
-                self.fd.as_raw_fd(),
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-                libc::MSG_DONTWAIT,
-            )
-        };
-        (r > 0).then_some(r as usize)
-    }
-}
-
-fn sockaddr_ll(ifindex: i32, ethertype: u16) -> libc::sockaddr_ll {
-    libc::sockaddr_ll {
-        sll_family: libc::AF_PACKET as u16,
-        sll_protocol: ethertype.to_be(),
-        sll_ifindex: ifindex,
-        sll_hatype: 0,
-        sll_pkttype: 0,
-        sll_halen: 6,
-        sll_addr: [0x02, 0, 0, 0, 0, 0x01, 0, 0],
-    }
-}
-
-fn zl_afxdp_ifindex(ifname: &str) -> io::Result<u32> {
-    let c = std::ffi::CString::new(ifname).map_err(io::Error::other)?;
-    // SAFETY: valid C string.
-    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    if i == 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(i)
-    }
-}
 
 /// Injects `n` frames on zx1 and reads them from the port on zx0; returns the sequence
 /// numbers received in order.
@@ -217,7 +54,7 @@ fn receive_case(test: &str, tag: &str, mode: XdpMode) {
             assert_eq!(got, (0..1000).collect::<Vec<_>>(), "every frame, in order");
             let k = port.kernel_stats().unwrap();
             assert_eq!(k.rx_dropped + k.rx_ring_full, 0, "{k:?}");
-            assert_eq!(port.sockets()[0].counters().rx_packets, 1000);
+            assert_eq!(port.rx_halves()[0].socket_counters().rx_packets, 1000);
             let out = std::process::Command::new("ip")
                 .args(["link", "show", "zx0"])
                 .output()
@@ -288,7 +125,7 @@ fn one_socket_per_queue_on_a_multi_queue_interface() {
             ..raw_cfg()
         };
         let mut port = AfXdpPort::open("p0", 0, &cfg).expect("open 4 queues");
-        assert_eq!(port.sockets().len(), 4);
+        assert_eq!(port.rx_halves().len(), 4);
         // IPv4/UDP frames with 400 different source ports: the peer's flow hash spreads
         // them over its 4 TX queues, which veth maps to zx0's 4 RX queues.
         let peer = RawSocket::open("zx1").unwrap();
@@ -307,9 +144,9 @@ fn one_socket_per_queue_on_a_multi_queue_interface() {
             "every frame, whatever its queue"
         );
         let per_queue: Vec<u64> = port
-            .sockets()
+            .rx_halves()
             .iter()
-            .map(|s| s.counters().rx_packets)
+            .map(|h| h.socket_counters().rx_packets)
             .collect();
         assert_eq!(per_queue.iter().sum::<u64>(), 400, "{per_queue:?}");
         // The peer's queue choice for these flows is the kernel's business (here it leaves
@@ -357,7 +194,7 @@ fn transmits_frames_the_peer_receives() {
             }
         }
         assert_eq!(got, (0..500).collect::<Vec<_>>());
-        let c = port.sockets()[0].counters();
+        let c = port.tx_half().socket_counters();
         assert_eq!((c.tx_packets, c.tx_ring_full), (500, 0), "{c:?}");
     })
     .unwrap();
@@ -628,7 +465,7 @@ fn a_full_tx_ring_is_a_counted_refusal() {
             ..raw_cfg()
         };
         let mut port = AfXdpPort::open("p0", 0, &cfg).unwrap();
-        let s = &mut port.sockets_mut()[0];
+        let s = port.tx_half().socket().unwrap();
         // 100 frames staged before any flush: the 64-entry ring takes 64.
         let accepted = (0..100).filter(|&i| s.stage_tx(&frame(i, 64))).count();
         assert_eq!(accepted, 64);
@@ -646,18 +483,6 @@ fn a_full_tx_ring_is_a_counted_refusal() {
         assert!(s.stage_tx(&frame(100, 64)));
     })
     .unwrap();
-}
-
-/// Drains the peer's raw socket into `got` until `want` frames are there (bounded).
-fn collect_at_peer(peer: &RawSocket, got: &mut Vec<u32>, want: usize, mut kick: impl FnMut()) {
-    let mut buf = [0u8; 2048];
-    let start = Instant::now();
-    while got.len() < want && start.elapsed() < GIVE_UP_AFTER {
-        kick();
-        while let Some(n) = peer.try_recv(&mut buf) {
-            got.extend(seq_of(&buf[..n]));
-        }
-    }
 }
 
 /// Transmit refusals, counted per cause and per frame:
@@ -684,16 +509,16 @@ fn tx_ring_full_kick_retries_and_driver_drops_are_counted_per_frame() {
         };
         let mut port = AfXdpPort::open("p0", 0, &cfg).unwrap();
         let peer = RawSocket::open("zx1").unwrap();
-        let s = &mut port.sockets_mut()[0];
+        let s = port.tx_half().socket().unwrap();
         let accepted = (0..100).filter(|&i| s.stage_tx(&frame(i, 64))).count();
         assert_eq!(accepted, 64);
         s.flush_tx().unwrap();
         let mut got = Vec::new();
         collect_at_peer(&peer, &mut got, 64, || {
-            port.sockets_mut()[0].flush_tx().unwrap()
+            port.tx_half().socket().unwrap().flush_tx().unwrap()
         });
         assert_eq!(got, (0..64).collect::<Vec<_>>());
-        let x = port.sockets()[0].counters();
+        let x = port.tx_half().socket_counters();
         assert_eq!((x.tx_packets, x.tx_ring_full), (64, 36), "{x:?}");
         assert!(x.tx_kick_eagain >= 1, "64 frames need two wakeups: {x:?}");
 

@@ -9,7 +9,7 @@ use std::path::Path;
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use zl_core::Nanos;
-use zl_port::{BufPool, Port, BATCH_CAPACITY, DEFAULT_BUF_SIZE};
+use zl_port::{BufPool, BATCH_CAPACITY, DEFAULT_BUF_SIZE};
 
 use crate::capture::{CaptureTap, CaptureWriter};
 use crate::config::{
@@ -42,8 +42,9 @@ pub(crate) fn stream_seed(seed: u64, stream: u64) -> u64 {
     zl_core::splitmix64(seed, stream)
 }
 
-/// A port owned by the data plane (moved to its forwarding thread).
-pub type BoxedPort = Box<dyn Port + Send>;
+/// A port owned by the data plane (moved to its forwarding thread; split into its halves for a
+/// threaded run).
+pub type BoxedPort = Box<dyn zl_port::SplitPort>;
 
 /// What [`build_with_ports`] asks for each port: `Ok(Some(port))` to supply it, `Ok(None)` to
 /// let the config build it, `Err` to stop.
@@ -226,7 +227,7 @@ fn build_parts(
                 .sum::<u64>();
         }
         let supplied = supply(i, p)?;
-        let port: Box<dyn Port + Send> = match (supplied, p.kind) {
+        let port: BoxedPort = match (supplied, p.kind) {
             (Some(port), _) => port,
             (None, PortKind::AfXdp) => {
                 return Err(invalid(

@@ -52,13 +52,17 @@
 //! a lock around each port's egress would put a lock on the packet path. A worker that ends
 //! (a failed port, a stop) makes the handover fail, and the run ends with it.
 //!
-//! decided: a port's receive and transmit halves are one [`Port`](zl_port::Port) object (an
-//! AF_XDP socket has both rings), so each port sits behind a `Mutex`: a receive worker takes
-//! it with `try_lock` for one receive burst (and skips the port for this round when the
-//! transmit worker holds it or has flagged that it waits for it, so a port polled without
-//! pause cannot starve the sends), a transmit worker with `lock` for one send burst. Nothing
-//! else is locked per packet; the progress counters are copied under a `try_lock` once per
-//! progress period.
+//! decided: each port is split into its halves for the length of a run
+//! ([`SplitPort`](zl_port::SplitPort)): one receive half per receive queue, and one transmit
+//! half. The receive halves of all ports, in port order, are dealt to the receive workers (half
+//! `s` to worker `s mod N`), so `rx_workers` may exceed the ports when ports have several
+//! queues; a port's transmit half travels with its egress stage in its transmit worker's shard.
+//! No port is locked: each half has one owner. At the end of the run the halves are joined
+//! back into the port ([`Joined`]), which splits into the same halves for the next run. A port
+//! type without halves of its own would share itself behind a lock taken per burst
+//! ([`zl_port::split_locked`]); `tests/packet_path_locks.rs` fails if one of ours does.
+//! Nothing else is locked per packet; the workers' counters and their receive halves'
+//! counters are copied under a `try_lock` once per progress period.
 //!
 //! Conservation, exact when the run has stopped (the same identity as the single-thread loop):
 //! `received = forwarded + Σ drops[cause] + queued`, with `ring_full` one of the causes. At the
@@ -77,8 +81,9 @@
 //! class queues alone (issue 13, defect 5: the receive counts were read as last published, so
 //! the transmit side had counted packets they had not, and `in_flight` went negative).
 
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex, PoisonError, TryLockError};
+use std::sync::{mpsc, Arc, Mutex, PoisonError};
 
 use crossbeam_queue::ArrayQueue;
 use rand::SeedableRng;
@@ -86,7 +91,8 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use zl_aqm::PacketMeta;
 use zl_core::Nanos;
 use zl_port::{
-    Batch, BufPool, PacketBuf, PortCounters, PortError, Readiness, BATCH_CAPACITY, DEFAULT_BUF_SIZE,
+    Batch, BufPool, Halves, Joined, PacketBuf, PortCounters, PortError, Readiness, RxHalf, TxHalf,
+    BATCH_CAPACITY, DEFAULT_BUF_SIZE,
 };
 use zl_qos::{QosConfigError, QosEngine, QosParams};
 use zl_wire::QosHeaders;
@@ -167,7 +173,8 @@ pub struct MtRouter {
     egress: Vec<Egress>,
     forwarder: Forwarder,
     params: MtParams,
-    /// Port counters as of the last progress report (ports are locked to read them).
+    /// Port counters as of the last progress report (each half's, as its owner last
+    /// published it).
     counters: Vec<PortCounters>,
     /// The whole run's counters: the receive workers' plus the transmit workers'.
     fates: Fates,
@@ -199,10 +206,6 @@ struct RxState {
 
 /// The receive side's shared state, borrowed by every worker for the length of a run.
 struct Shared<'a> {
-    ports: &'a [Mutex<BoxedPort>],
-    /// Set while a transmit worker waits for (or holds) a port's lock: receive workers then
-    /// leave that port alone, so a port polled without pause cannot starve the sends.
-    tx_waiting: &'a [AtomicBool],
     rings: &'a [ArrayQueue<Item>],
     returns: &'a ReturnRing,
     /// The receive workers' forwarding state as of the last reload, and its generation (a
@@ -221,7 +224,7 @@ struct Shared<'a> {
     /// Transmit worker `k` has seen the receive workers done and then its rings and class
     /// queues empty: it has nothing left to send, ever (index 0, the coordinator, unused).
     drained: &'a [AtomicBool],
-    progress: &'a [Mutex<Fates>],
+    progress: &'a [Mutex<Published>],
     /// Each receive worker's received count, published before the burst is forwarded.
     leads: &'a [Lead],
 }
@@ -260,10 +263,16 @@ impl Lead {
     }
 }
 
-fn lock_port(m: &Mutex<BoxedPort>) -> std::sync::MutexGuard<'_, BoxedPort> {
-    // A worker that panicked while holding a port leaves it usable: its state is the port's.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
+/// What a receive worker publishes once per half progress period for the coordinator's
+/// reports: its counters, and its receive halves' counters by port.
+struct Published {
+    fates: Fates,
+    ports: Vec<(usize, PortCounters)>,
 }
+
+/// A receive half in a worker's hands: (its place among every port's receive halves, its
+/// port, the half).
+type Source = (usize, usize, Box<dyn RxHalf>);
 
 /// The way sent and dropped buffers go back from the transmit workers to the receive
 /// workers' pools: one multi-producer, multi-consumer ring holding as many buffers as every
@@ -289,11 +298,10 @@ impl ReturnRing {
     }
 }
 
-/// A transmit worker's link to port `p`: the port's lock for one send burst, and the return
-/// ring to the receive workers' pools.
+/// A transmit worker's link to a port: the port's transmit half, and the return ring to the
+/// receive workers' pools.
 struct RingLink<'a> {
-    port: &'a Mutex<BoxedPort>,
-    tx_waiting: &'a AtomicBool,
+    port: &'a mut dyn TxHalf,
     /// Takes the sent buffers back (up to all the workers' buffers) for the return ring.
     sent: &'a mut BufPool,
     returns: &'a ReturnRing,
@@ -301,13 +309,7 @@ struct RingLink<'a> {
 
 impl Link for RingLink<'_> {
     fn send(&mut self, now: Nanos, batch: &mut Batch) -> Result<(), PortError> {
-        // Relaxed: a hint only; the lock orders the port's state.
-        self.tx_waiting.store(true, Ordering::Relaxed);
-        // lock-ok: the port (one object, both rings) until it splits in halves
-        let mut port = lock_port(self.port);
-        self.tx_waiting.store(false, Ordering::Relaxed);
-        let result = port.send(now, batch, self.sent);
-        drop(port);
+        let result = self.port.send(now, batch, self.sent);
         while let Some(b) = self.sent.alloc() {
             self.returns.give(b);
         }
@@ -327,6 +329,8 @@ struct TxShard {
     ports: Vec<usize>,
     /// Their egress stages, in the order of `ports` (empty while handed over).
     egress: Vec<Egress>,
+    /// Their transmit halves, in the order of `ports`.
+    tx: Vec<Box<dyn TxHalf>>,
     /// The worker's counters.
     fates: Fates,
 }
@@ -376,13 +380,13 @@ impl TxWorker {
         let TxShard {
             ports,
             egress,
+            tx,
             fates,
         } = shard;
         let mut moved = 0usize;
-        for (&p, egress) in ports.iter().zip(egress.iter_mut()) {
+        for ((&p, egress), port) in ports.iter().zip(egress.iter_mut()).zip(tx.iter_mut()) {
             let mut link = RingLink {
-                port: &sh.ports[p],
-                tx_waiting: &sh.tx_waiting[p],
+                port: port.as_mut(),
                 sent: &mut self.sent,
                 returns: sh.returns,
             };
@@ -398,6 +402,7 @@ impl TxWorker {
                     break;
                 }
             }
+            port.tick(now)?;
             egress.tick(now, self.rounds);
         }
         Ok(moved)
@@ -520,12 +525,26 @@ impl MtRouter {
         C: Fn() -> Nanos + Sync,
     {
         let n_ports = self.ports.len();
-        let workers = self.params.rx_workers.clamp(1, n_ports.max(1));
+        // Every port in halves: its receive halves dealt to the receive workers (half `s` of
+        // all of them to worker `s mod N`), its transmit half to its transmit worker.
+        let mut sources: Vec<Source> = Vec::new();
+        let mut txs: Vec<Option<Box<dyn TxHalf>>> = Vec::with_capacity(n_ports);
+        for (p, port) in std::mem::take(&mut self.ports).into_iter().enumerate() {
+            let Halves { rx, tx } = port.split();
+            let first = sources.len();
+            sources.extend((rx.into_iter().enumerate()).map(|(i, h)| (first + i, p, h)));
+            txs.push(Some(tx));
+        }
+        let workers = self.params.rx_workers.clamp(1, sources.len().max(1));
         let tx_workers = self.params.tx_workers.clamp(1, n_ports.max(1));
-        let ports: Vec<Mutex<BoxedPort>> = std::mem::take(&mut self.ports)
-            .into_iter()
-            .map(Mutex::new)
-            .collect();
+        let mut dealt: Vec<Vec<Source>> = (0..workers).map(|_| Vec::new()).collect();
+        for source in sources {
+            dealt[source.0 % workers].push(source);
+        }
+        // Each worker's halves: taken by its thread when it starts and put back when it ends
+        // (also from a panic), so they are here to join again after the run, started or not.
+        let slots: Vec<Mutex<Option<Vec<Source>>>> =
+            dealt.into_iter().map(|d| Mutex::new(Some(d))).collect();
         let rings: Vec<ArrayQueue<Item>> = (0..n_ports)
             .map(|_| ArrayQueue::new(self.params.ring_capacity.max(1)))
             .collect();
@@ -549,7 +568,14 @@ impl MtRouter {
                     .unwrap_or_else(|| self.fates.zeroed())
             })
             .collect();
-        let progress: Vec<Mutex<Fates>> = starts.iter().cloned().map(Mutex::new).collect();
+        let progress: Vec<Mutex<Published>> = (starts.iter().cloned())
+            .map(|fates| {
+                Mutex::new(Published {
+                    fates,
+                    ports: Vec::new(),
+                })
+            })
+            .collect();
         let leads: Vec<Lead> = starts.iter().map(|f| Lead::new(&f.totals)).collect();
         // The workers' own handles (Arc clones; the forwarding tables are small), so the
         // transmit worker keeps `&mut self`.
@@ -558,14 +584,20 @@ impl MtRouter {
             zombies: self.zombie_lists(),
         });
         let rx_generation = AtomicU64::new(0);
-        let tx_waiting: Vec<AtomicBool> = (0..n_ports).map(|_| AtomicBool::new(false)).collect();
         // The egress side dealt to the transmit workers: port j to worker j mod M. Worker 0
         // goes on from the transmit counters of a previous run, the others from zero.
         let mut shards: Vec<TxShard> = (0..tx_workers)
-            .map(|k| TxShard {
-                ports: (k..n_ports).step_by(tx_workers).collect(),
-                egress: Vec::new(),
-                fates: self.tx_fates.zeroed(),
+            .map(|k| {
+                let ports: Vec<usize> = (k..n_ports).step_by(tx_workers).collect();
+                let tx = (ports.iter())
+                    .map(|&p| txs[p].take().expect("each port is in one shard"))
+                    .collect();
+                TxShard {
+                    ports,
+                    egress: Vec::new(),
+                    tx,
+                    fates: self.tx_fates.zeroed(),
+                }
             })
             .collect();
         shards[0].fates = self.tx_fates.clone();
@@ -575,8 +607,6 @@ impl MtRouter {
         let mut own = shards.remove(0);
         let mut coordinator = TxWorker::new(0, &self.params, total_bufs);
         let shared = Shared {
-            ports: &ports,
-            tx_waiting: &tx_waiting,
             rings: &rings,
             returns: &returns,
             rx_state: &rx_state,
@@ -593,19 +623,29 @@ impl MtRouter {
         let params = self.params.clone();
         let (results, helper_shards, tx_outcome) = std::thread::scope(|s| {
             let mut handles = Vec::with_capacity(workers);
-            for (w, start) in starts.into_iter().enumerate() {
-                let mine: Vec<usize> = (w..n_ports).step_by(workers).collect();
+            for ((w, start), slot) in starts.into_iter().enumerate().zip(&slots) {
                 let (shared, params) = (&shared, &params);
                 let kept = start.clone();
                 let spawned = std::thread::Builder::new()
                     .name(format!("zlrouter-rx{w}"))
                     .spawn_scoped(s, move || {
-                        rx_worker(w, &mine, shared, params, start, clock, stop, period)
+                        let mut mine = take_slot(slot);
+                        let run = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                            rx_worker(w, &mut mine, shared, params, start, clock, stop, period)
+                        }));
+                        if run.is_err() {
+                            tracing::error!("zlrouter: receive worker {w} panicked");
+                            shared.failed.store(true, Ordering::Relaxed);
+                            // Release: as the worker's own end (`rx_worker`).
+                            shared.running.fetch_sub(1, Ordering::Release);
+                        }
+                        *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(mine);
+                        run.ok()
                     });
                 match spawned {
                     Ok(h) => handles.push((h, kept)),
                     Err(e) => {
-                        // A worker that cannot start counts as a failed run; the ports it
+                        // A worker that cannot start counts as a failed run; the halves it
                         // would have served received nothing.
                         running.fetch_sub(1, Ordering::AcqRel);
                         failed.store(true, Ordering::Relaxed);
@@ -663,7 +703,7 @@ impl MtRouter {
             // A receive worker that panicked keeps the counts it started with.
             let results: Vec<(Fates, Option<PortError>)> = handles
                 .into_iter()
-                .map(|(h, kept)| h.join().unwrap_or((kept, None)))
+                .map(|(h, kept)| h.join().ok().flatten().unwrap_or((kept, None)))
                 .collect();
             // A transmit helper holds egress state nobody else has: its panic is the run's.
             let helper_shards: Vec<(Option<TxShard>, Option<PortError>)> = helpers
@@ -683,6 +723,7 @@ impl MtRouter {
             }
         }
         self.collect_egress(n_ports, &mut own, &mut others);
+        let mut txs = collect_tx(n_ports, &mut own, &mut others);
         // Everything left is counted `shutdown`: the rings, then the egress stages.
         for ring in &rings {
             while let Some(item) = ring.pop() {
@@ -693,10 +734,9 @@ impl MtRouter {
                 }
             }
         }
-        for (p, egress) in self.egress.iter_mut().enumerate() {
+        for (egress, tx) in self.egress.iter_mut().zip(&mut txs) {
             let mut link = RingLink {
-                port: &ports[p],
-                tx_waiting: &tx_waiting[p],
+                port: tx.as_mut(),
                 sent: &mut coordinator.sent,
                 returns: &returns,
             };
@@ -705,9 +745,15 @@ impl MtRouter {
             }
         }
         self.returns_lost += returns.lost.load(Ordering::Relaxed);
-        self.ports = ports
-            .into_iter()
-            .map(|m| m.into_inner().unwrap_or_else(PoisonError::into_inner))
+        // Every port joined again from its halves, its receive halves in their first order.
+        let mut halves: Vec<Source> = slots.into_iter().flat_map(take_owned_slot).collect();
+        halves.sort_unstable_by_key(|h| h.0);
+        let mut rx_of: Vec<Vec<Box<dyn RxHalf>>> = (0..n_ports).map(|_| Vec::new()).collect();
+        for (_, p, h) in halves {
+            rx_of[p].push(h);
+        }
+        self.ports = (rx_of.into_iter().zip(txs))
+            .map(|(rx, tx)| Box::new(Joined::new(Halves { rx, tx })) as BoxedPort)
             .collect();
         for port in &mut self.ports {
             if let Err(e) = port.flush() {
@@ -832,7 +878,7 @@ impl MtRouter {
                     let _ = answer.send(applied);
                 }
                 if now >= next_report {
-                    self.report_progress(sh, now, observer);
+                    self.report_progress(sh, now, observer, own, &others);
                     next_report = now + period;
                 }
                 self.deal_egress(own, &mut others);
@@ -899,16 +945,22 @@ impl MtRouter {
         sh: &Shared<'_>,
         now: Nanos,
         observer: &mut dyn Observer<MtRouter>,
+        own: &TxShard,
+        others: &[TxShard],
     ) {
         // Order matters (the module doc): the transmit workers' counters and queues (as they
         // stand: every shard is in hand), then each receive worker's published counters, then
         // its lead, so `received` covers every fate counted before it.
         let mut fates = self.tx_fates.clone();
         let mut workers = Vec::with_capacity(sh.progress.len());
+        let mut rx = vec![PortCounters::default(); self.counters.len()];
         for m in sh.progress {
             let c = m.lock().unwrap_or_else(PoisonError::into_inner);
-            fates.add(&c);
-            workers.push(c.totals);
+            fates.add(&c.fates);
+            workers.push(c.fates.totals);
+            for (p, counters) in &c.ports {
+                rx[*p].add_rx(counters);
+            }
         }
         for (c, lead) in workers.iter_mut().zip(sh.leads) {
             lead.read_into(c);
@@ -919,8 +971,10 @@ impl MtRouter {
             + workers.iter().map(|c| c.received_bytes).sum::<u64>();
         self.fates = fates;
         self.worker_totals = workers;
-        for (p, m) in sh.ports.iter().enumerate() {
-            self.counters[p] = lock_port(m).counters();
+        for shard in std::iter::once(own).chain(others) {
+            for (&p, tx) in shard.ports.iter().zip(&shard.tx) {
+                self.counters[p] = PortCounters::joined(&rx[p], &tx.counters());
+            }
         }
         observer.progress(now, self);
     }
@@ -974,6 +1028,39 @@ fn pause(idle: u32) {
         n if n < IDLE_ROUNDS_BEFORE_YIELD => std::hint::spin_loop(),
         _ => std::thread::yield_now(),
     }
+}
+
+/// Copies a receive worker's counters and its receive halves' into its published report.
+fn publish(to: &mut Published, counts: &Fates, mine: &[Source]) {
+    to.fates.clone_from(counts);
+    to.ports.clear();
+    (to.ports).extend(mine.iter().map(|(_, p, h)| (*p, h.counters())));
+}
+
+/// A receive worker's halves, taken from its slot when its thread starts.
+fn take_slot(slot: &Mutex<Option<Vec<Source>>>) -> Vec<Source> {
+    let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+    slot.take().unwrap_or_default()
+}
+
+/// The halves left in a slot after the run (its worker's, put back, or never taken).
+fn take_owned_slot(slot: Mutex<Option<Vec<Source>>>) -> Vec<Source> {
+    let slot = slot.into_inner().unwrap_or_else(PoisonError::into_inner);
+    slot.unwrap_or_default()
+}
+
+/// Every shard's transmit halves, by port (the shards keep their ports).
+fn collect_tx(n_ports: usize, own: &mut TxShard, others: &mut [TxShard]) -> Vec<Box<dyn TxHalf>> {
+    let mut slots: Vec<Option<Box<dyn TxHalf>>> = (0..n_ports).map(|_| None).collect();
+    for shard in std::iter::once(own).chain(others.iter_mut()) {
+        for (&p, tx) in shard.ports.iter().zip(shard.tx.drain(..)) {
+            slots[p] = Some(tx);
+        }
+    }
+    slots
+        .into_iter()
+        .map(|t| t.expect("the shards' ports are every port, each once"))
+        .collect()
 }
 
 /// Transmit worker `k >= 1`: its shard's rings -> egress stages -> ports, until the
@@ -1047,7 +1134,7 @@ where
 #[allow(clippy::too_many_arguments)]
 fn rx_worker<C>(
     w: usize,
-    mine: &[usize],
+    mine: &mut [Source],
     sh: &Shared<'_>,
     params: &MtParams,
     mut counts: Fates,
@@ -1096,27 +1183,15 @@ where
         counts.set_clock(now);
         let mut got = 0;
         let ring_full_before = counts.totals.drops_of(DropCause::RingFull);
-        for (k, &p) in mine.iter().enumerate() {
+        for (k, (_, _, half)) in mine.iter_mut().enumerate() {
             if exhausted[k] {
                 continue;
             }
             let mut left = params.work_budget;
             while left > 0 {
-                // Relaxed: a hint only; the lock orders the port's state.
-                if sh.tx_waiting[p].load(Ordering::Relaxed) {
-                    break;
-                }
-                // lock-ok: the port (one object, both rings) until it splits in halves
-                let mut port = match sh.ports[p].try_lock() {
-                    Ok(g) => g,
-                    Err(TryLockError::Poisoned(g)) => g.into_inner(),
-                    // The transmit worker is sending on it: next round.
-                    Err(TryLockError::WouldBlock) => break,
-                };
-                let result = port.recv(now, &mut pool, &mut batch);
+                let result = half.recv(now, &mut pool, &mut batch);
                 let n = batch.len();
-                let readiness = if n == 0 { Some(port.readiness()) } else { None };
-                drop(port);
+                let readiness = if n == 0 { Some(half.readiness()) } else { None };
                 got += n;
                 left = left.saturating_sub(n);
                 // What the port delivered before an error is forwarded like any burst. The
@@ -1144,7 +1219,7 @@ where
         if now >= next_report {
             // lock-ok: once per half progress period, never waits
             if let Ok(mut c) = sh.progress[w].try_lock() {
-                c.clone_from(&counts);
+                publish(&mut c, &counts, mine);
             }
             next_report = now + Nanos(period.0 / 2);
         }
@@ -1161,7 +1236,7 @@ where
     }
     // lock-ok: once, after the loop
     if let Ok(mut c) = sh.progress[w].lock() {
-        c.clone_from(&counts);
+        publish(&mut c, &counts, mine);
     }
     // Release: the ring pushes above happen before the transmit workers see this worker done.
     sh.running.fetch_sub(1, Ordering::Release);

@@ -169,6 +169,13 @@ impl zl_port::Port for Vanishing {
     }
 }
 
+/// Run by the single-thread loop only: its halves may share it.
+impl zl_port::SplitPort for Vanishing {
+    fn split(self: Box<Self>) -> zl_port::Halves {
+        zl_port::split_locked(*self)
+    }
+}
+
 #[test]
 fn an_interface_that_goes_away_ends_the_run_with_an_error_and_balanced_counters() {
     let cfg = RouterConfig::from_toml(CONFIG).unwrap();

@@ -17,7 +17,10 @@ use zl_dataplane::priority::PriorityMap;
 use zl_dataplane::route::{NextHop, RouteTable};
 use zl_dataplane::view::{NoObserver, Observer, RouterView};
 use zl_dataplane::{DropCause, RouterConfig, Snapshot, StopReason};
-use zl_port::{Batch, BufPool, MemoryPort, Port, PortCounters, PortError, Readiness};
+use zl_port::{
+    Batch, BufPool, Halves, Joined, MemoryPort, Port, PortCounters, PortError, Readiness, RxHalf,
+    SplitPort,
+};
 use zl_qos::{QosEngine, QosParams};
 use zl_wire::{MacAddr, ParseConfig};
 use zl_zombie::{ZombieConfig, ZombieParams};
@@ -70,7 +73,7 @@ fn zombie_config(m: usize) -> ZombieConfig {
 /// Ports 0 and 1 receive; routes send 192.0.2.0/24 out of port 2 and 198.51.100.0/24 out of
 /// port 3, each egress port with its own Zombie List and an engine on it; one transmit worker.
 fn router(
-    rx: Vec<Box<dyn Port + Send>>,
+    rx: Vec<Box<dyn SplitPort>>,
     qos_params: &QosParams,
     m: usize,
     workers: usize,
@@ -83,7 +86,7 @@ fn router(
 /// 198.51.100.0/24 out of port k + 1, each egress port with its own Zombie List and an engine
 /// on it; `(rx_workers, tx_workers)` workers.
 fn router_nm(
-    rx: Vec<Box<dyn Port + Send>>,
+    rx: Vec<Box<dyn SplitPort>>,
     qos_params: &QosParams,
     m: usize,
     (workers, tx_workers): (usize, usize),
@@ -100,7 +103,7 @@ fn router_nm(
             NextHop::new(k + 1, NEXT_HOP_2),
         )
         .unwrap();
-    let mut ports: Vec<Box<dyn Port + Send>> = rx;
+    let mut ports: Vec<Box<dyn SplitPort>> = rx;
     ports.push(Box::new(
         MemoryPort::cycling("out1", k, Vec::new(), 0).with_capture(),
     ));
@@ -168,7 +171,7 @@ fn assert_balanced(r: &dyn RouterView) {
 
 /// Per port: 9 frames per cycle = 4 to each egress network, 1 malformed; port 0 also sends
 /// one frame with TTL 1 and one to an unrouted address per cycle.
-fn sources(cycles: u64) -> Vec<Box<dyn Port + Send>> {
+fn sources(cycles: u64) -> Vec<Box<dyn SplitPort>> {
     let mut t0: Vec<Vec<u8>> = (1..=4)
         .flat_map(|h| {
             [
@@ -241,6 +244,47 @@ fn one_rx_worker_conserves_every_packet() {
 #[test]
 fn two_rx_workers_conserve_every_packet() {
     conserve_with(2);
+}
+
+/// Each receive port with two receive queues (two halves), so four receive workers serve two
+/// ports: every worker receives, the identity is exact, and a port's counters sum its queues.
+#[test]
+fn more_receive_workers_than_ports_serve_every_queue() {
+    const CYCLES: u64 = 5_000;
+    let two_queue_ports: Vec<Box<dyn SplitPort>> = (sources(CYCLES).into_iter())
+        .zip(sources(CYCLES))
+        .map(|(q0, q1)| {
+            let (q0, q1) = (q0.split(), q1.split());
+            let rx = q0.rx.into_iter().chain(q1.rx).collect();
+            Box::new(Joined::new(Halves { rx, tx: q0.tx })) as Box<dyn SplitPort>
+        })
+        .collect();
+    let mut r = router_nm(
+        two_queue_ports,
+        &qos(RED, 64, 200_000_000),
+        1000,
+        (4, 2),
+        256,
+    );
+    let stop = AtomicBool::new(false);
+    assert_eq!(run_virtual(&mut r, &stop, 1000), StopReason::Finished);
+    let t = r.totals();
+    assert_eq!(t.received, 2 * 20 * CYCLES, "{t:?}");
+    assert_eq!(t.drops_of(DropCause::ParseError), 2 * 2 * CYCLES, "{t:?}");
+    assert_eq!(r.queued(), 0);
+    assert_balanced(&r);
+    let workers = r.worker_totals();
+    assert_eq!(workers.len(), 4);
+    // Halves 0 and 1 are port a's queues, 2 and 3 port b's: one each per worker.
+    let per_worker: Vec<u64> = workers.iter().map(|w| w.received).collect();
+    assert_eq!(
+        per_worker,
+        [11 * CYCLES, 11 * CYCLES, 9 * CYCLES, 9 * CYCLES]
+    );
+    assert_eq!(r.port_counters(0).rx_packets, 2 * 11 * CYCLES);
+    assert_eq!(r.port_counters(1).rx_packets, 2 * 9 * CYCLES);
+    let sent: u64 = (2..4).map(|p| r.port_counters(p).tx_packets).sum();
+    assert_eq!(sent, t.forwarded, "{t:?}");
 }
 
 #[test]
@@ -327,6 +371,53 @@ impl Port for Tapped {
     }
 }
 
+/// The tapped source's halves: its receive half reports each burst, its transmit half is the
+/// memory port's.
+impl SplitPort for Tapped {
+    fn split(self: Box<Self>) -> Halves {
+        let Tapped { inner, on_recv } = *self;
+        let Halves { rx, tx } = Box::new(inner).split();
+        let mut on_recv = Some(on_recv);
+        let rx = (rx.into_iter())
+            .map(|inner| {
+                Box::new(TappedRx {
+                    inner,
+                    // A memory port has one receive half.
+                    on_recv: on_recv.take().unwrap_or_else(|| Box::new(|_| {})),
+                }) as Box<dyn RxHalf>
+            })
+            .collect();
+        Halves { rx, tx }
+    }
+}
+
+struct TappedRx {
+    inner: Box<dyn RxHalf>,
+    on_recv: Box<dyn FnMut(u64) + Send>,
+}
+
+impl RxHalf for TappedRx {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn recv(
+        &mut self,
+        now: Nanos,
+        pool: &mut BufPool,
+        batch: &mut Batch,
+    ) -> Result<usize, PortError> {
+        let n = self.inner.recv(now, pool, batch)?;
+        (self.on_recv)(n as u64);
+        Ok(n)
+    }
+    fn readiness(&self) -> Readiness {
+        self.inner.readiness()
+    }
+    fn counters(&self) -> PortCounters {
+        self.inner.counters()
+    }
+}
+
 /// Source `src`'s frames: 4 flows to 192.0.2.1 and 4 to 198.51.100.1, so both egress ports
 /// are loaded.
 fn two_destination_frames(src: u8) -> Vec<Vec<u8>> {
@@ -346,7 +437,7 @@ fn stopping_sources(
     stop: &Arc<AtomicBool>,
     frames: u64,
     stop_after: u64,
-) -> Vec<Box<dyn Port + Send>> {
+) -> Vec<Box<dyn SplitPort>> {
     (0..2u8)
         .map(|w| {
             // The first source raises `stop` once, when it has handed over `stop_after`
@@ -363,7 +454,7 @@ fn stopping_sources(
                         }
                     }
                 }),
-            }) as Box<dyn Port + Send>
+            }) as Box<dyn SplitPort>
         })
         .collect()
 }
@@ -739,7 +830,7 @@ fn conserve_under_overload(rx_workers: usize, tx_workers: usize) {
     const RING: usize = 256;
     const QUEUE: u32 = 64;
     let emitted = Arc::new(AtomicU64::new(0));
-    let sources: Vec<Box<dyn Port + Send>> = (0..SOURCES as u8)
+    let sources: Vec<Box<dyn SplitPort>> = (0..SOURCES as u8)
         .map(|s| {
             // Counts what every source hands over, for the load-driven clock.
             let emitted = emitted.clone();
@@ -749,7 +840,7 @@ fn conserve_under_overload(rx_workers: usize, tx_workers: usize) {
                 on_recv: Box::new(move |n| {
                     emitted.fetch_add(n, Ordering::Relaxed);
                 }),
-            }) as Box<dyn Port + Send>
+            }) as Box<dyn SplitPort>
         })
         .collect();
     let mut r = router_nm(

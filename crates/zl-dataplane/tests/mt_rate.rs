@@ -24,7 +24,7 @@ use zl_dataplane::mt::{MtParams, MtRouter};
 use zl_dataplane::priority::PriorityMap;
 use zl_dataplane::route::{NextHop, RouteTable};
 use zl_dataplane::view::{NoObserver, RouterView};
-use zl_port::{MemoryPort, Port};
+use zl_port::{MemoryPort, SplitPort};
 use zl_qos::QosParams;
 use zl_wire::{MacAddr, ParseConfig};
 use zl_zombie::ZombieParams;
@@ -59,14 +59,14 @@ fn router((workers, tx_workers): (usize, usize), per_port: u64) -> MtRouter {
             )
             .unwrap();
     }
-    let mut ports: Vec<Box<dyn Port + Send>> = (0..2u8)
+    let mut ports: Vec<Box<dyn SplitPort>> = (0..2u8)
         .map(|w| {
             Box::new(MemoryPort::cycling(
                 "src",
                 w as u16,
                 (1..=8).map(|h| frame(w, h)).collect(),
                 per_port,
-            )) as Box<dyn Port + Send>
+            )) as Box<dyn SplitPort>
         })
         .collect();
     for i in 2..4u16 {

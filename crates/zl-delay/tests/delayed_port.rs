@@ -111,3 +111,43 @@ fn an_endless_inner_source_does_not_trap_recv() {
     assert_eq!(n, 32);
     assert!(batch.iter().all(|b| b.rx_time == Nanos::from_micros(100)));
 }
+
+/// Split into halves (and joined again, as the threaded router does between runs), the port
+/// delays exactly as it does whole, keeps what was on its line, and counts its overflow.
+#[test]
+fn split_halves_delay_as_the_whole_port() {
+    use zl_port::{Joined, SplitPort};
+    let times = [0, 5, 100, 100, 2_000, 2_001, 2_002];
+    let inner = MemoryPort::timed("in", 0, frames(&times));
+    let mut whole = DelayedPort::new(inner, config(1_000, 16)).unwrap();
+    let mut pool = BufPool::new(16, 2048);
+    let expected = run(&mut whole, &mut pool);
+
+    let inner = MemoryPort::timed("in", 0, frames(&times));
+    let mut port = DelayedPort::new(inner, config(1_000, 16)).unwrap();
+    // Two frames on the line before the split.
+    let mut batch = Batch::new();
+    assert_eq!(
+        port.recv(Nanos::from_micros(5), &mut pool, &mut batch)
+            .unwrap(),
+        0
+    );
+    assert_eq!(port.in_flight(), 2);
+    let mut joined = Joined::new(Box::new(port).split());
+    let mut out = Vec::new();
+    for _ in 0..1000 {
+        let now = match joined.readiness() {
+            Readiness::NextPacketAt(t) => t,
+            Readiness::Exhausted => break,
+            Readiness::Live => unreachable!("virtual time"),
+        };
+        joined.recv(now, &mut pool, &mut batch).unwrap();
+        for b in batch.drain() {
+            out.push((b.rx_time, b.as_slice()[0]));
+            pool.free(b);
+        }
+    }
+    assert_eq!(out, expected);
+    assert_eq!(joined.counters().rx_packets, times.len() as u64);
+    assert_eq!(pool.available(), 16);
+}

@@ -207,6 +207,23 @@ uint64_t zl_lpm6_lookup_sum(const struct rte_lpm6 *lpm, const uint8_t *ips, uint
     return sum;
 }
 
+uint64_t zl_lpm6_lookup_bulk_sum(const struct rte_lpm6 *lpm, const uint8_t *ips, uint32_t n,
+                                 uint32_t batch) {
+    uint64_t sum = 0;
+    int32_t nh[64];
+    if (batch > 64)
+        batch = 64;
+    for (uint32_t i = 0; i < n; i += batch) {
+        uint32_t k = n - i < batch ? n - i : batch;
+        rte_lpm6_lookup_bulk_func(lpm, (uint8_t(*)[RTE_LPM6_IPV6_ADDR_SIZE])(ips + 16 * (size_t)i),
+                                  nh, k);
+        for (uint32_t j = 0; j < k; j++)
+            if (nh[j] >= 0)
+                sum += (uint32_t)nh[j];
+    }
+    return sum;
+}
+
 int zl_rte_red_enqueue(const struct rte_red_config *cfg, struct rte_red *red, unsigned q,
                        uint64_t time) {
     return rte_red_enqueue(cfg, red, q, time);

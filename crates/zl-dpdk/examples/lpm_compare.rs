@@ -5,7 +5,10 @@
 //!
 //! Tables: `zl_lpm::synth` (the prefix-length distribution of the public BGP tables; its doc
 //! says which). Addresses: 2^20, each inside a random table prefix, one in 8 random (mostly
-//! misses for IPv6, and any route for IPv4).
+//! misses for IPv6, and any route for IPv4). IPv6 is timed both one address at a time
+//! (`Lpm6::lookup` against `rte_lpm6_lookup`, and zl-lpm's plain reference walk) and in bulks
+//! of `Lpm6::BULK` (`Lpm6::lookup_bulk` against `rte_lpm6_lookup_bulk_func`), all in the same
+//! rounds.
 //!
 //! Run: `cargo run --release -p zl-dpdk --features dpdk --example lpm_compare`. Results:
 //! docs/performance/lpm.md.
@@ -149,24 +152,61 @@ fn v6(n: usize, seed: u64) -> Result<(), Box<dyn Error>> {
         })
         .collect();
     let bytes: Vec<u8> = addrs.iter().flat_map(|a| a.to_be_bytes()).collect();
-    let (mut best_zl, mut best_rte) = (f64::MAX, f64::MAX);
+    let ips: Vec<Ipv6Addr> = addrs.iter().map(|&a| Ipv6Addr::from(a)).collect();
+    let mut found = vec![None; Lpm6::BULK];
+    // Scalar: one address at a time, both sides (zl-lpm's tuned walk, and its plain reference
+    // walk); bulk: `Lpm6::BULK` addresses per call, zl-lpm's `lookup_bulk` against
+    // `rte_lpm6_lookup_bulk_func`.
+    let mut best = [f64::MAX; 5];
     for _ in 0..ROUNDS {
+        let (plain, psum) = ns_per(ADDRS, || {
+            (ips.iter())
+                .map(|&a| u64::from(zl.lookup_plain(a).unwrap_or(0)))
+                .sum()
+        });
         let (z, zsum) = ns_per(ADDRS, || {
-            (addrs.iter())
-                .map(|&a| u64::from(zl.lookup(Ipv6Addr::from(a)).unwrap_or(0)))
+            (ips.iter())
+                .map(|&a| u64::from(zl.lookup(a).unwrap_or(0)))
                 .sum()
         });
         // SAFETY: `rte` is live; `bytes` holds ADDRS 16-byte addresses.
         let (r, rsum) = ns_per(ADDRS, || unsafe {
             sys::zl_lpm6_lookup_sum(rte, bytes.as_ptr(), ADDRS as u32)
         });
+        let (zb, zbsum) = ns_per(ADDRS, || {
+            let mut sum = 0;
+            for chunk in ips.chunks(Lpm6::BULK) {
+                zl.lookup_bulk(chunk, &mut found);
+                sum += found[..chunk.len()]
+                    .iter()
+                    .map(|v| u64::from(v.unwrap_or(0)))
+                    .sum::<u64>();
+            }
+            sum
+        });
+        // SAFETY: as above.
+        let (rb, rbsum) = ns_per(ADDRS, || unsafe {
+            sys::zl_lpm6_lookup_bulk_sum(rte, bytes.as_ptr(), ADDRS as u32, Lpm6::BULK as u32)
+        });
         assert_eq!(zsum, rsum, "zl-lpm and rte_lpm6 disagree");
-        best_zl = best_zl.min(z);
-        best_rte = best_rte.min(r);
+        assert_eq!(
+            (psum, zbsum, rbsum),
+            (zsum, zsum, zsum),
+            "the walks disagree"
+        );
+        for (b, t) in best.iter_mut().zip([plain, z, r, zb, rb]) {
+            *b = b.min(t);
+        }
     }
+    let [best_plain, best_zl, best_rte, best_zl_bulk, best_rte_bulk] = best;
+    println!(
+        "IPv6 {n:>9} routes | bulk of {} ns: zl-lpm {best_zl_bulk:6.2}  rte_lpm6 {best_rte_bulk:6.2}  ratio {:.2} | zl-lpm plain walk {best_plain:6.2} ns",
+        Lpm6::BULK,
+        best_zl_bulk / best_rte_bulk
+    );
     let s = zl.stats();
     println!(
-        "IPv6 {n:>9} routes | lookup ns: zl-lpm {best_zl:6.2}  rte_lpm6 {best_rte:6.2}  ratio {:.2} | build ms: zl-lpm {:7.1}  rte_lpm6 {:7.1} | zl-lpm memory {:.1} MiB root + {:.1} MiB groups ({} in use); rte_lpm6 as configured {} MiB",
+        "IPv6 {n:>9} routes | scalar ns: zl-lpm {best_zl:6.2}  rte_lpm6 {best_rte:6.2}  ratio {:.2} | build ms: zl-lpm {:7.1}  rte_lpm6 {:7.1} | zl-lpm memory {:.1} MiB root + {:.1} MiB groups ({} in use); rte_lpm6 as configured {} MiB",
         best_zl / best_rte,
         zl_build.as_secs_f64() * 1e3,
         rte_build.as_secs_f64() * 1e3,

@@ -69,7 +69,7 @@ pub use port::{DpdkPort, EthStats};
 #[cfg(dpdk_available)]
 pub use queue::{DpdkRxQueue, DpdkTxQueue};
 
-/// Opens `cfg` as a [`zl_port::Port`] for a data plane, after initialising the EAL with `eal`
+/// Opens `cfg` as a [`zl_port::SplitPort`] for a data plane, after initialising the EAL with `eal`
 /// (once per process: every port must pass the same `eal`). Both configs are validated first,
 /// so a build without DPDK still reports a bad value before [`DpdkError::NotBuilt`].
 pub fn open_boxed(
@@ -77,7 +77,7 @@ pub fn open_boxed(
     name: &str,
     index: u16,
     cfg: &DpdkPortConfig,
-) -> Result<Box<dyn zl_port::Port + Send>, DpdkError> {
+) -> Result<Box<dyn zl_port::SplitPort>, DpdkError> {
     eal.validate()?;
     cfg.validate()?;
     #[cfg(dpdk_available)]

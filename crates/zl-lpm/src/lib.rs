@@ -7,6 +7,9 @@
 //! same multibit trie with a 2^16-entry root and one 256-entry group per further byte (up to 14
 //! levels; a /48 takes 5 loads). Each entry is 32 bits: the value (a next-hop id up to
 //! [`MAX_VALUE`]) and depth of the longest rule covering it, or a pointer to a group.
+//! [`Lpm6::lookup`] walks the address octet by octet and [`Lpm6::lookup_bulk`] walks a burst
+//! of addresses level by level so that their cache misses overlap (`walk6.rs`); the plain walk
+//! they are tested against stays as [`Lpm6::lookup_plain`].
 //!
 //! # Contract
 //! - `lookup(addr)` returns the value of the longest rule (prefix) containing `addr`, or `None`.
@@ -46,7 +49,8 @@
 //! allocating the zeroed table and asking Linux for huge pages under it (see `trie.rs`).
 //!
 //! `tests/concurrent.rs` checks the contract with readers racing a writer that splits, fills
-//! and frees groups; `tests/oracle.rs` checks lookups against a naive longest-match scan.
+//! and frees groups; `tests/oracle.rs` checks lookups against a naive longest-match scan;
+//! `tests/walks.rs` checks the tuned IPv6 walks against the plain one through route changes.
 //!
 //! # Example
 //!
@@ -68,6 +72,7 @@
 mod entry;
 pub mod synth;
 mod trie;
+mod walk6;
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -250,9 +255,33 @@ impl Lpm4 {
 }
 
 impl Lpm6 {
+    /// The most addresses [`Lpm6::lookup_bulk`] walks together.
+    pub const BULK: usize = walk6::BULK;
+
     /// The value of the longest rule containing `addr`.
     #[inline]
     pub fn lookup(&self, addr: Ipv6Addr) -> Option<u32> {
+        self.trie.t.lookup6(&addr.octets())
+    }
+
+    /// [`Lpm6::lookup`] of each of `addrs` into the same place of `out`, walking
+    /// [`Lpm6::BULK`] addresses at a time level by level, so that their cache misses overlap:
+    /// for a poll loop's burst. Panics if `out` is shorter than `addrs`.
+    pub fn lookup_bulk(&self, addrs: &[Ipv6Addr], out: &mut [Option<u32>]) {
+        assert!(out.len() >= addrs.len(), "room for every answer");
+        let mut octets = [[0u8; 16]; walk6::BULK];
+        for (addrs, out) in addrs.chunks(walk6::BULK).zip(out.chunks_mut(walk6::BULK)) {
+            for (o, a) in octets.iter_mut().zip(addrs) {
+                *o = a.octets();
+            }
+            self.trie.t.lookup6_bulk(&octets[..addrs.len()], out);
+        }
+    }
+
+    /// The plain walk of any width (`u128` key, one shift per stride): the reference that
+    /// [`Lpm6::lookup`] and [`Lpm6::lookup_bulk`] are tested against, as DPDK keeps its
+    /// scalar lookups beside the vector ones.
+    pub fn lookup_plain(&self, addr: Ipv6Addr) -> Option<u32> {
         self.trie.lookup(u128::from(addr))
     }
 }

@@ -12,7 +12,7 @@ use std::sync::Mutex;
 use crate::entry::{self, MAX_GROUPS, MAX_VALUE};
 use crate::{LpmError, LpmStats};
 
-const GROUP: usize = 256;
+pub(crate) const GROUP: usize = 256;
 
 // `zeroed_atomics` reinterprets a zeroed `[u32]` allocation as `[AtomicU32]`.
 const _: () = assert!(std::mem::align_of::<u32>() == std::mem::align_of::<AtomicU32>());
@@ -72,7 +72,7 @@ enum Arr {
 pub(crate) struct Tables {
     pub(crate) root: Box<[AtomicU32]>,
     pub(crate) groups: Box<[AtomicU32]>,
-    root_bits: u32,
+    pub(crate) root_bits: u32,
     width: u32,
 }
 

@@ -91,16 +91,30 @@ fn v6_readers_see_only_before_or_after_values_while_groups_recycle() {
             let (t, done) = (t.clone(), done.clone());
             thread::spawn(move || {
                 let mut s = 0x2545_f491_4f6c_dd1d ^ r as u64;
+                let mut addrs = [Ipv6Addr::UNSPECIFIED; 5];
+                let mut found = [None; 5];
+                let mut bulk = false;
                 while !done.load(Ordering::Relaxed) {
-                    let x = next(&mut s);
-                    let i = (x % u64::from(PREFIXES)) as u32;
-                    let sub = (x >> 8) as u16 & 1;
-                    let a = Ipv6Addr::new(0x2001, 0x0db8, i as u16, sub, 0, 0, 0, 9);
-                    let v = t.lookup(a);
-                    assert!(
-                        v == Some(i) || (sub == 1 && v == Some(100 + i)),
-                        "{a} -> {v:?}"
-                    );
+                    // One address through `lookup`, then five through `lookup_bulk`.
+                    let n = if bulk { addrs.len() } else { 1 };
+                    for a in &mut addrs[..n] {
+                        let x = next(&mut s);
+                        let (i, sub) = ((x % u64::from(PREFIXES)) as u16, (x >> 8) as u16 & 1);
+                        *a = Ipv6Addr::new(0x2001, 0x0db8, i, sub, 0, 0, 0, 9);
+                    }
+                    if bulk {
+                        t.lookup_bulk(&addrs, &mut found);
+                    } else {
+                        found[0] = t.lookup(addrs[0]);
+                    }
+                    for (a, &v) in addrs[..n].iter().zip(&found) {
+                        let (i, sub) = (u32::from(a.segments()[2]), a.segments()[3]);
+                        assert!(
+                            v == Some(i) || (sub == 1 && v == Some(100 + i)),
+                            "{a} -> {v:?} (bulk: {bulk})"
+                        );
+                    }
+                    bulk = !bulk;
                 }
             })
         })

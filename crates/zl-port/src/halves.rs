@@ -55,6 +55,12 @@ pub trait TxHalf: Send {
     fn flush(&mut self) -> Result<(), PortError> {
         Ok(())
     }
+    /// Called by the half's owner once per round, also when nothing is sent: the half's
+    /// timers (a capture's write-out, a ring's completions). [`Joined`] calls it on every
+    /// `recv`, as the single-thread loop calls `recv` on every poll.
+    fn tick(&mut self, _now: Nanos) -> Result<(), PortError> {
+        Ok(())
+    }
     /// The transmit side's counters (`tx_*` and the link events; the rest 0).
     fn counters(&self) -> PortCounters;
     /// As [`Port::mtu`].
@@ -139,14 +145,15 @@ impl Port for Joined {
     fn name(&self) -> &str {
         self.tx.name()
     }
-    /// Every receive half in turn, from the one after last call's first, while the batch
-    /// has room.
+    /// The transmit half's tick, then every receive half in turn, from the one after last
+    /// call's first, while the batch has room.
     fn recv(
         &mut self,
         now: Nanos,
         pool: &mut BufPool,
         batch: &mut Batch,
     ) -> Result<usize, PortError> {
+        self.tx.tick(now)?;
         let n = self.rx.len();
         let first = self.next;
         self.next = if first + 1 >= n { 0 } else { first + 1 };
@@ -326,9 +333,9 @@ impl RxHalf for NoRx {
 /// half holds it or waits for it, so a port polled without pause cannot starve the sends),
 /// the transmit half waits for it.
 ///
-/// decided: this is the one lock left on the threaded packet path, and only for a port type
-/// that has no halves of its own; every port type in this workspace that the threaded router
-/// runs has its own halves except those that say in their docs that they use this.
+/// decided: kept for a port type that has no halves of its own (an embedder's, a test's): it
+/// puts a lock on the threaded packet path, so every port type of this workspace that the
+/// threaded router runs has its own halves instead (the router's tests check it).
 struct Locked<P> {
     port: Mutex<P>,
     /// Set while the transmit half waits for (or holds) the lock.

@@ -31,7 +31,10 @@ use pcap_file::pcap::{PcapHeader, PcapReader};
 use pcap_file::{DataLink, TsResolution};
 use serde::{Deserialize, Serialize};
 use zl_core::Nanos;
-use zl_port::{Batch, BufPool, Port, PortCounters, PortError, Readiness};
+use zl_port::{
+    Batch, BufPool, Halves, NoRx, Port, PortCounters, PortError, Readiness, RxHalf, SplitPort,
+    TxHalf,
+};
 
 use super::acks::AckChannel;
 
@@ -63,8 +66,15 @@ pub struct PcapParams {
     pub write: Option<PathBuf>,
 }
 
-/// A port reading and/or writing pcap files.
+/// A port reading and/or writing pcap files: its receive half replays, its transmit half
+/// writes ([`SplitPort`]).
 pub struct PcapPort {
+    rx: PcapRx,
+    tx: PcapTx,
+}
+
+/// A pcap port's receive half: the capture it replays.
+pub struct PcapRx {
     name: String,
     index: u16,
     reader: Option<PcapReader<BufReader<File>>>,
@@ -74,6 +84,12 @@ pub struct PcapPort {
     pending: Option<Nanos>,
     pending_frame: Vec<u8>,
     first_ts: Option<Duration>,
+    counters: PortCounters,
+}
+
+/// A pcap port's transmit half: the capture it writes (or a count, without one).
+pub struct PcapTx {
+    name: String,
     writer: Option<CaptureWriter>,
     counters: PortCounters,
 }
@@ -81,8 +97,8 @@ pub struct PcapPort {
 impl std::fmt::Debug for PcapPort {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PcapPort")
-            .field("name", &self.name)
-            .field("pending", &self.pending)
+            .field("name", &self.rx.name)
+            .field("pending", &self.rx.pending)
             .finish_non_exhaustive()
     }
 }
@@ -187,7 +203,7 @@ impl PcapPort {
             }
             (None, _) => None,
         };
-        let mut port = PcapPort {
+        let mut rx = PcapRx {
             name: name.to_owned(),
             index,
             reader,
@@ -195,13 +211,19 @@ impl PcapPort {
             pending: None,
             pending_frame: Vec::with_capacity(2048),
             first_ts: None,
+            counters: PortCounters::default(),
+        };
+        rx.read_ahead()?;
+        let tx = PcapTx {
+            name: name.to_owned(),
             writer,
             counters: PortCounters::default(),
         };
-        port.read_ahead()?;
-        Ok(port)
+        Ok(PcapPort { rx, tx })
     }
+}
 
+impl PcapRx {
     fn read_ahead(&mut self) -> Result<(), PortError> {
         self.pending = None;
         let Some(reader) = &mut self.reader else {
@@ -235,7 +257,9 @@ impl PcapPort {
         }
         n
     }
+}
 
+impl PcapTx {
     /// Writes the buffered records to the file; on failure moves them to `tx_errors`.
     fn write_out(&mut self) -> Result<(), PortError> {
         let Some(w) = &mut self.writer else {
@@ -399,7 +423,7 @@ impl Drop for CaptureWriter {
     }
 }
 
-impl Port for PcapPort {
+impl RxHalf for PcapRx {
     fn name(&self) -> &str {
         &self.name
     }
@@ -410,10 +434,6 @@ impl Port for PcapPort {
         pool: &mut BufPool,
         batch: &mut Batch,
     ) -> Result<usize, PortError> {
-        // The flush timer: recv is called on every poll, also when nothing is sent.
-        if self.writer.as_ref().is_some_and(CaptureWriter::due) {
-            self.write_out()?;
-        }
         let mut added = 0;
         while !batch.is_full() {
             let Some(t) = self.pending.filter(|t| *t <= now) else {
@@ -442,6 +462,38 @@ impl Port for PcapPort {
         Ok(added)
     }
 
+    fn readiness(&self) -> Readiness {
+        match self.pending {
+            Some(t) => Readiness::NextPacketAt(t),
+            None => Readiness::Exhausted,
+        }
+    }
+
+    /// Warns about the frames never replayed.
+    fn flush(&mut self) -> Result<(), PortError> {
+        let unread = self.count_unread();
+        if unread > 0 {
+            tracing::warn!(
+                port = %self.name,
+                "{unread} frame(s) of {} were not replayed: timestamped after the run's end \
+                 (run.duration_s + run.drain_s after the first frame), or the run stopped \
+                 early",
+                self.read_path.display()
+            );
+        }
+        Ok(())
+    }
+
+    fn counters(&self) -> PortCounters {
+        self.counters
+    }
+}
+
+impl TxHalf for PcapTx {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
     fn send(
         &mut self,
         now: Nanos,
@@ -463,30 +515,19 @@ impl Port for PcapPort {
             }
             pool.free(buf);
         }
-        if self.writer.as_ref().is_some_and(CaptureWriter::due) {
-            self.write_out()?;
-        }
+        self.tick(now)?;
         Ok(sent)
     }
 
-    fn readiness(&self) -> Readiness {
-        match self.pending {
-            Some(t) => Readiness::NextPacketAt(t),
-            None => Readiness::Exhausted,
+    /// The write-out timer: records wait at most [`FLUSH_PERIOD`] in the buffer.
+    fn tick(&mut self, _now: Nanos) -> Result<(), PortError> {
+        if self.writer.as_ref().is_some_and(CaptureWriter::due) {
+            self.write_out()?;
         }
+        Ok(())
     }
 
     fn flush(&mut self) -> Result<(), PortError> {
-        let unread = self.count_unread();
-        if unread > 0 {
-            tracing::warn!(
-                port = %self.name,
-                "{unread} frame(s) of {} were not replayed: timestamped after the run's end \
-                 (run.duration_s + run.drain_s after the first frame), or the run stopped \
-                 early",
-                self.read_path.display()
-            );
-        }
         self.write_out()?;
         self.writer = None;
         Ok(())
@@ -494,6 +535,52 @@ impl Port for PcapPort {
 
     fn counters(&self) -> PortCounters {
         self.counters
+    }
+}
+
+/// The receive half replays, the transmit half writes; as one port, the write-out timer runs
+/// on every `recv` (called on every poll, also when nothing is sent).
+impl Port for PcapPort {
+    fn name(&self) -> &str {
+        &self.rx.name
+    }
+
+    fn recv(
+        &mut self,
+        now: Nanos,
+        pool: &mut BufPool,
+        batch: &mut Batch,
+    ) -> Result<usize, PortError> {
+        self.tx.tick(now)?;
+        self.rx.recv(now, pool, batch)
+    }
+
+    fn send(
+        &mut self,
+        now: Nanos,
+        batch: &mut Batch,
+        pool: &mut BufPool,
+    ) -> Result<usize, PortError> {
+        self.tx.send(now, batch, pool)
+    }
+
+    fn readiness(&self) -> Readiness {
+        self.rx.readiness()
+    }
+
+    fn flush(&mut self) -> Result<(), PortError> {
+        self.rx.flush()?;
+        self.tx.flush()
+    }
+
+    fn counters(&self) -> PortCounters {
+        PortCounters::joined(&self.rx.counters, &self.tx.counters)
+    }
+}
+
+impl SplitPort for PcapPort {
+    fn split(self: Box<Self>) -> Halves {
+        Halves::one(Box::new(self.rx), Box::new(self.tx))
     }
 }
 
@@ -547,6 +634,30 @@ impl Port for SinkPort {
     }
     fn readiness(&self) -> Readiness {
         Readiness::Exhausted
+    }
+    fn counters(&self) -> PortCounters {
+        self.counters
+    }
+}
+
+/// A sink splits into an empty receive side and itself.
+impl SplitPort for SinkPort {
+    fn split(self: Box<Self>) -> Halves {
+        Halves::one(Box::new(NoRx::new(&self.name)), self)
+    }
+}
+
+impl TxHalf for SinkPort {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn send(
+        &mut self,
+        now: Nanos,
+        batch: &mut Batch,
+        pool: &mut BufPool,
+    ) -> Result<usize, PortError> {
+        Port::send(self, now, batch, pool)
     }
     fn counters(&self) -> PortCounters {
         self.counters
