@@ -27,9 +27,8 @@
 //!
 //! Usage: `cargo run --release --features dpdk-bench --example dpdk_null_forward --
 //! [seconds per measurement, default 2] [rounds, default 2] [core, default 1]
-//! [pipeline|bridge-zc|port]` (no root needed; no hugepages). Prints each round and the
-//! median ratios; with `pipeline`, `bridge-zc` or `port`, only that path's rate (for a
-//! profiler).
+//! [pipeline|bridge-zc|port|port-zc]` (no root needed; no hugepages). Prints each round and
+//! the median ratios; with one of those, only that path's rate (for a profiler).
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -341,6 +340,9 @@ fn main() -> Res<()> {
         }
         Some("port") => port_paths(eal, secs, false, false).map(|(_, copy)| {
             println!("Port trait {:.2} Mpps", copy / 1e6);
+        }),
+        Some("port-zc") => port_paths(eal, secs, false, true).map(|(_, zc)| {
+            println!("Port trait zero-copy {:.2} Mpps", zc / 1e6);
         }),
         Some(other) => Err(format!("unknown mode {other:?} (pipeline, bridge-zc, port)").into()),
     };

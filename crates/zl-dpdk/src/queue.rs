@@ -141,20 +141,27 @@ impl DpdkRxQueue {
         let (mut added, mut bytes) = (0, 0u64);
         for i in 0..n {
             let (m, len) = (mbufs[i], lens[i]);
-            let buf = if data[i].is_null() {
-                self.rx_multi_seg += 1;
-                None
-            } else if usize::from(len) > pool.buf_size() {
-                self.counters.rx_too_long += 1;
-                None
-            } else {
-                let b = pool.alloc();
-                if b.is_none() {
-                    self.counters.rx_no_buffer += 1;
+            // A received mbuf is never null; the check gives the handle its type.
+            let handle = NonZeroUsize::new(m as usize);
+            let lendable = match handle {
+                _ if data[i].is_null() => {
+                    self.rx_multi_seg += 1;
+                    None
                 }
-                b
+                _ if usize::from(len) > pool.buf_size() => {
+                    self.counters.rx_too_long += 1;
+                    None
+                }
+                h => h,
             };
-            let (Some(mut b), Some(handle)) = (buf, NonZeroUsize::new(m as usize)) else {
+            let Some(handle) = lendable else {
+                unused[n_unused] = m;
+                n_unused += 1;
+                continue;
+            };
+            // The buffer is filled where it is taken and moved once, into the batch.
+            let Some(mut b) = pool.alloc() else {
+                self.counters.rx_no_buffer += 1;
                 unused[n_unused] = m;
                 n_unused += 1;
                 continue;
