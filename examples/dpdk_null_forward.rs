@@ -12,16 +12,23 @@
 //!   fresh mbuf on send, nothing else (the port's own cost);
 //! - the data plane (`zl_dataplane::Dataplane::run_live`, what `zlrouter run` drives): router
 //!   mode (parse, longest-prefix match, TTL decrement, MAC rewrite), the classifier, ZL-RED
-//!   with ECN on a 1024-packet class, the scheduler, both directions.
+//!   with ECN on a 1024-packet class, the scheduler, both directions;
+//! - zero-copy (`zero_copy = true`: received mbufs lent to the data plane's buffers and
+//!   transmitted as they are): the `Port` trait path, and the data plane in bridge mode, with
+//!   the same copying data plane in bridge mode beside it. decided: not in router mode, because
+//!   net_null hands out its mbufs again without writing them, so a frame rewritten in place
+//!   (TTL decremented) comes back rewritten, and after 63 rounds the TTL runs out; bridge mode
+//!   leaves frames as they are (but for ECN marks), so copying and zero-copy see the same
+//!   frames.
 //!
 //! net_null hands out pool mbufs without writing them, so the ports' RX pools are prefilled
 //! (`DpdkPort::prefill_rx_pool`) with 64-byte IPv4/UDP frames of 64 flows, routed to the other
 //! port (testpmd does not look at the content, so its zeros cost it nothing).
 //!
-//! Usage: `cargo run --release -p zl-dpdk --features dpdk --example dpdk_null_forward --
-//! [seconds per measurement, default 2] [rounds, default 2] [core, default 1] [pipeline|port]`
-//! (no root needed; no hugepages). Prints each round and the median ratios; with `pipeline`
-//! or `port`, only that path's rate (for a profiler).
+//! Usage: `cargo run --release --features dpdk-bench --example dpdk_null_forward --
+//! [seconds per measurement, default 2] [rounds, default 2] [core, default 1]
+//! [pipeline|bridge-zc|port|port-zc]` (no root needed; no hugepages). Prints each round and
+//! the median ratios; with one of those, only that path's rate (for a profiler).
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -197,14 +204,29 @@ max_packets = 1024
 aqm = { kind = "zl-red", ecn = true, th_min = 64, p_max = 0.02, a = 10, zombie = { m = 1000, p_swap = 0.25 } }
 "#;
 
+/// The data plane in `pipeline`: router mode (copying) or bridge mode, copying or zero-copy.
+#[derive(Clone, Copy, Debug)]
+enum Variant {
+    Router,
+    Bridge { zero_copy: bool },
+}
+
+/// `PIPELINE` in bridge mode: the routes replaced by one bridge pair.
+fn bridge_config() -> String {
+    let start = PIPELINE.find("[[routes]]").expect("routes in PIPELINE");
+    let end = PIPELINE.find("[qos]").expect("qos in PIPELINE");
+    format!(
+        "{}[forwarding]\nmode = \"bridge\"\nbridge = [[\"p0\", \"p1\"]]\n\n{}",
+        &PIPELINE[..start],
+        &PIPELINE[end..]
+    )
+}
+
 /// Opens net_null `n` with its RX pool holding frames of 64 flows to `dst`.
-fn null_port(eal: &Eal, n: u16, dst: [u8; 3]) -> Res<DpdkPort> {
-    let mut port = DpdkPort::open(
-        eal,
-        &format!("p{n}"),
-        n,
-        &DpdkPortConfig::new(&format!("net_null{n}")),
-    )?;
+fn null_port(eal: &Eal, n: u16, dst: [u8; 3], zero_copy: bool) -> Res<DpdkPort> {
+    let mut cfg = DpdkPortConfig::new(&format!("net_null{n}"));
+    cfg.zero_copy = zero_copy;
+    let mut port = DpdkPort::open(eal, &format!("p{n}"), n, &cfg)?;
     let frames: Vec<Vec<u8>> = (0..64).map(|f| frame(f, dst)).collect();
     let refs: Vec<&[u8]> = frames.iter().map(|f| f.as_slice()).collect();
     port.prefill_rx_pool(&refs);
@@ -213,17 +235,21 @@ fn null_port(eal: &Eal, n: u16, dst: [u8; 3]) -> Res<DpdkPort> {
 
 /// The data plane on two prefilled net_null ports for `secs`: forwarded packets per second,
 /// and the fate line's drops (none expected: the ports keep up with each other).
-fn pipeline(eal: &'static Eal, secs: f64) -> Res<(f64, u64)> {
-    let cfg = RouterConfig::from_toml(PIPELINE)?;
-    let mut supply =
-        |i: usize, _: &zl_dataplane::config::PortParams| -> Result<Option<BoxedPort>, BuildError> {
-            let dst = if i == 0 { TO_P1 } else { TO_P0 };
-            let port = null_port(eal, i as u16, dst).map_err(|e| BuildError::External {
-                port: format!("p{i}"),
-                detail: e.to_string(),
-            })?;
-            Ok(Some(Box::new(port)))
-        };
+fn pipeline(eal: &'static Eal, secs: f64, variant: Variant) -> Res<(f64, u64)> {
+    let (cfg, zero_copy) = match variant {
+        Variant::Router => (RouterConfig::from_toml(PIPELINE)?, false),
+        Variant::Bridge { zero_copy } => (RouterConfig::from_toml(&bridge_config())?, zero_copy),
+    };
+    let mut supply = |i: usize,
+                      _: &zl_dataplane::config::PortParams|
+     -> Result<Option<BoxedPort>, BuildError> {
+        let dst = if i == 0 { TO_P1 } else { TO_P0 };
+        let port = null_port(eal, i as u16, dst, zero_copy).map_err(|e| BuildError::External {
+            port: format!("p{i}"),
+            detail: e.to_string(),
+        })?;
+        Ok(Some(Box::new(port)))
+    };
     let mut dp = build_with_ports(&cfg, Path::new("."), &mut supply)?;
     let stop = std::sync::Arc::new(AtomicBool::new(false));
     let timer = {
@@ -246,11 +272,12 @@ fn pipeline(eal: &'static Eal, secs: f64) -> Res<(f64, u64)> {
 }
 
 /// The port's own paths on two prefilled net_null ports: (`forward_to`, `Port` trait) packets
-/// per second (`forward_to` measured only when `zero_copy`).
-fn port_paths(eal: &Eal, secs: f64, zero_copy: bool) -> Res<(f64, f64)> {
-    let mut p0 = null_port(eal, 0, TO_P1)?;
-    let mut p1 = null_port(eal, 1, TO_P0)?;
-    let raw = if zero_copy {
+/// per second (`forward_to` measured only when `raw`; the `Port` trait with the ports'
+/// `zero_copy`).
+fn port_paths(eal: &Eal, secs: f64, raw: bool, zero_copy: bool) -> Res<(f64, f64)> {
+    let mut p0 = null_port(eal, 0, TO_P1, zero_copy)?;
+    let mut p1 = null_port(eal, 1, TO_P0, zero_copy)?;
+    let raw = if raw {
         measure(secs, || {
             (p0.forward_to(&mut p1) + p1.forward_to(&mut p0)) as u64
         })
@@ -303,13 +330,21 @@ fn main() -> Res<()> {
     let result = match only.as_deref() {
         None => compare(eal, secs, rounds, core),
         // Only the data plane / the Port trait path, for a profiler.
-        Some("pipeline") => pipeline(eal, secs).map(|(pipe, dropped)| {
+        Some("pipeline") => pipeline(eal, secs, Variant::Router).map(|(pipe, dropped)| {
             println!("pipeline {:.2} Mpps, drops {dropped}", pipe / 1e6);
         }),
-        Some("port") => port_paths(eal, secs, false).map(|(_, copy)| {
+        Some("bridge-zc") => {
+            pipeline(eal, secs, Variant::Bridge { zero_copy: true }).map(|(pipe, dropped)| {
+                println!("bridge zero-copy {:.2} Mpps, drops {dropped}", pipe / 1e6);
+            })
+        }
+        Some("port") => port_paths(eal, secs, false, false).map(|(_, copy)| {
             println!("Port trait {:.2} Mpps", copy / 1e6);
         }),
-        Some(other) => Err(format!("unknown mode {other:?} (pipeline, port)").into()),
+        Some("port-zc") => port_paths(eal, secs, false, true).map(|(_, zc)| {
+            println!("Port trait zero-copy {:.2} Mpps", zc / 1e6);
+        }),
+        Some(other) => Err(format!("unknown mode {other:?} (pipeline, bridge-zc, port)").into()),
     };
     let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/{prefix}"));
     result
@@ -320,44 +355,51 @@ fn compare(eal: &'static Eal, secs: f64, rounds: usize, core: u32) -> Res<()> {
         "net_null, 64-byte frames, 2 ports both ways, 1 forwarding core (cpu {core}), bursts of 32"
     );
     println!(
-        "{:<6} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10} {:>10}",
-        "round",
-        "testpmd",
+        "{:<6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "round", "testpmd", "forward_to", "Port", "Port zc", "pipeline", "bridge", "bridge zc"
+    );
+    let names = [
         "forward_to",
         "Port trait",
-        "pipeline",
-        "fwd/tpmd",
-        "port/tpmd",
-        "pipe/tpmd"
-    );
-    let (mut r_fwd, mut r_port, mut r_pipe) = (Vec::new(), Vec::new(), Vec::new());
+        "Port trait zero-copy",
+        "pipeline (router)",
+        "bridge (copying)",
+        "bridge zero-copy",
+    ];
+    let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
     let mut drops = 0;
     for round in 0..rounds {
         let reference = testpmd(secs, core)?;
-        let (zero_copy, copy) = port_paths(eal, secs, true)?;
-        let (pipe, dropped) = pipeline(eal, secs)?;
-        drops += dropped;
-        println!(
-            "{:<6} {:>10.2} M {:>10.2} M {:>10.2} M {:>10.2} M {:>10.2} {:>10.2} {:>10.2}",
-            round,
-            reference / 1e6,
-            zero_copy / 1e6,
-            copy / 1e6,
-            pipe / 1e6,
-            zero_copy / reference,
-            copy / reference,
-            pipe / reference
-        );
-        r_fwd.push(zero_copy / reference);
-        r_port.push(copy / reference);
-        r_pipe.push(pipe / reference);
+        let (raw, copy) = port_paths(eal, secs, true, false)?;
+        let (_, port_zc) = port_paths(eal, secs, false, true)?;
+        let mut rates = vec![raw, copy, port_zc];
+        for variant in [
+            Variant::Router,
+            Variant::Bridge { zero_copy: false },
+            Variant::Bridge { zero_copy: true },
+        ] {
+            let (pipe, dropped) = pipeline(eal, secs, variant)?;
+            drops += dropped;
+            rates.push(pipe);
+        }
+        print!("{:<6} {:>8.2} M", round, reference / 1e6);
+        for r in &rates {
+            print!(" {:>8.2} M", r / 1e6);
+        }
+        println!();
+        for (v, r) in ratios.iter_mut().zip(&rates) {
+            v.push(r / reference);
+        }
     }
-    println!("median ratio forward_to / testpmd: {:.2}", median(r_fwd));
-    println!("median ratio Port trait / testpmd: {:.2}", median(r_port));
-    println!(
-        "median ratio pipeline   / testpmd: {:.2}  (target >= 0.5)",
-        median(r_pipe)
-    );
-    println!("pipeline drops other than shutdown, all rounds: {drops}");
+    for (name, v) in names.iter().zip(ratios) {
+        let all: Vec<String> = v.iter().map(|r| format!("{r:.2}")).collect();
+        println!(
+            "median ratio {name:<22} / testpmd: {:.2}  (rounds: {})",
+            median(v),
+            all.join(", ")
+        );
+    }
+    println!("target: pipeline / testpmd >= 0.5");
+    println!("data plane drops other than shutdown, all rounds: {drops}");
     Ok(())
 }

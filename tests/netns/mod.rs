@@ -266,6 +266,12 @@ impl Lab {
 
     /// Builds the namespaces and links; `Err` means the machine cannot (the caller skips).
     pub fn new(tag: &str, specs: &[SenderSpec]) -> io::Result<Lab> {
+        Lab::with_queues(tag, specs, 1)
+    }
+
+    /// As [`Lab::new`], with `queues` RX and TX queues on both ends of every sender's veth
+    /// (`r<i>` <-> `g0`; created so and set with `ethtool -L`), for multi-queue AF_XDP ports.
+    pub fn with_queues(tag: &str, specs: &[SenderSpec], queues: u32) -> io::Result<Lab> {
         let guard = ONE_LAB
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -280,18 +286,31 @@ impl Lab {
                 &format!("net.ipv4.tcp_ecn={}", u8::from(spec.ecn)),
             ])?;
             let r = format!("r{i}");
+            let q = queues.to_string();
             rtr.ip(&[
                 "link",
                 "add",
                 &r,
+                "numrxqueues",
+                &q,
+                "numtxqueues",
+                &q,
                 "type",
                 "veth",
                 "peer",
                 "name",
                 "g0",
+                "numrxqueues",
+                &q,
+                "numtxqueues",
+                &q,
                 "netns",
                 ns.name(),
             ])?;
+            if queues > 1 {
+                rtr.exec(&["ethtool", "-L", &r, "rx", &q, "tx", &q])?;
+                ns.exec(&["ethtool", "-L", "g0", "rx", &q, "tx", &q])?;
+            }
             rtr.exec(&[
                 "sysctl",
                 "-qw",

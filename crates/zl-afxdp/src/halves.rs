@@ -578,6 +578,23 @@ impl TxHalf for AfXdpTx {
         Ok(sent)
     }
 
+    /// Also when nothing is sent (the threaded router's transmit worker calls it every
+    /// round, `Joined` on every poll): wakes the kernel for what is still on the TX ring,
+    /// reclaims completions, and picks up a re-attached socket. No system call unless frames
+    /// wait and the kernel asks for a wakeup.
+    fn tick(&mut self, now: Nanos) -> Result<(), PortError> {
+        if !self.side.ready(now) {
+            return Ok(());
+        }
+        let Some(socket) = self.side.live.as_mut() else {
+            return Ok(());
+        };
+        if let Err(e) = socket.flush_tx() {
+            self.side.on_error(now, e)?;
+        }
+        Ok(())
+    }
+
     /// Hands the kernel what is still on the TX ring (bounded); what it will not take is
     /// counted as abandoned.
     fn flush(&mut self) -> Result<(), PortError> {

@@ -98,9 +98,9 @@ pub struct RunParams {
     #[serde(default)]
     pub pool_buffers: Option<u32>,
     /// Receive workers of the threaded router (`crate::mt`): 0 (the default) runs the
-    /// single-thread loop; N >= 1 deals the ports' receive sides to N threads (port i to
-    /// worker i mod N) feeding the transmit threads (`tx_workers`), at most one worker per
-    /// port. The run is then driven by the monotonic clock, generator and pcap ports included.
+    /// single-thread loop; N >= 1 deals the ports' receive halves (one per receive queue:
+    /// [`PortParams::receive_queues`]) to N threads (half s to worker s mod N) feeding the
+    /// transmit threads (`tx_workers`), at most one worker per receive queue. The run is then driven by the monotonic clock, generator and pcap ports included.
     #[serde(default)]
     pub rx_workers: u32,
     /// Transmit workers of the threaded router (1 ..= the number of ports; default 1): egress
@@ -210,6 +210,27 @@ pub struct PortParams {
     /// one (AF_XDP, read at start), else no check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mtu: Option<u32>,
+}
+
+impl PortParams {
+    /// The receive queues the port has, each a receive half a receive worker can serve: an
+    /// AF_XDP port's `queues` list, a DPDK port's `queues` count, 1 for the others (the
+    /// backends check their own tables; an entry they would refuse counts 1 here).
+    pub fn receive_queues(&self) -> usize {
+        let queues = |t: &Option<toml::Table>| t.as_ref().and_then(|t| t.get("queues")).cloned();
+        let n = match self.kind {
+            PortKind::AfXdp => match queues(&self.af_xdp) {
+                Some(toml::Value::Array(a)) => a.len(),
+                _ => 1,
+            },
+            PortKind::Dpdk => match queues(&self.dpdk) {
+                Some(toml::Value::Integer(n)) => usize::try_from(n).unwrap_or(1),
+                _ => 1,
+            },
+            _ => 1,
+        };
+        n.max(1)
+    }
 }
 
 /// A string or a list of strings.
@@ -505,13 +526,15 @@ impl RouterConfig {
         if self.ports.len() > u16::MAX as usize {
             return Err(invalid("ports", self.ports.len(), "at most 65535 ports"));
         }
-        if r.rx_workers as usize > self.ports.len() || r.rx_workers > MAX_RX_WORKERS {
+        let queues: usize = self.ports.iter().map(PortParams::receive_queues).sum();
+        if r.rx_workers as usize > queues || r.rx_workers > MAX_RX_WORKERS {
             return Err(invalid(
                 "run.rx_workers",
                 r.rx_workers,
                 format!(
-                    "0 (single thread) or 1..={} receive workers (at most one per port: {} ports, and at most {MAX_RX_WORKERS})",
-                    self.ports.len().min(MAX_RX_WORKERS as usize),
+                    "0 (single thread) or 1..={} receive workers (at most one per receive \
+                     queue: {queues} queues on {} ports, and at most {MAX_RX_WORKERS})",
+                    queues.min(MAX_RX_WORKERS as usize),
                     self.ports.len()
                 ),
             ));
@@ -831,6 +854,30 @@ mod tests {
         );
         let e = with_workers("-1").unwrap_err().to_string();
         assert!(e.contains("rx_workers"), "{e}");
+    }
+
+    /// A port with several receive queues takes a receive worker per queue.
+    #[test]
+    fn rx_workers_may_exceed_the_ports_by_their_receive_queues() {
+        let text = |workers: u32| {
+            format!(
+                "[run]\nrx_workers = {workers}\n\
+                 [[ports]]\nname = \"a\"\nkind = \"af-xdp\"\nmac = \"02:00:00:00:00:01\"\n\
+                 af_xdp = {{ ifname = \"zl0\", queues = [0, 1, 2] }}\n\
+                 [[ports]]\nname = \"b\"\nkind = \"dpdk\"\nmac = \"02:00:00:00:00:02\"\n\
+                 dpdk = {{ device = \"net_null0\", queues = 2 }}\n\
+                 [[ports]]\nname = \"c\"\nkind = \"sink\"\nmac = \"02:00:00:00:00:03\"\n"
+            )
+        };
+        let check = |w| RouterConfig::from_toml(&text(w)).and_then(|c| c.validate());
+        if let Err(e) = check(6) {
+            panic!("{e}");
+        }
+        let e = check(7).unwrap_err().to_string();
+        assert!(
+            e.contains("1..=6") && e.contains("6 queues on 3 ports"),
+            "{e}"
+        );
     }
 
     #[test]

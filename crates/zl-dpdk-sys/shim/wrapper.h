@@ -22,6 +22,12 @@ char *zl_rte_pktmbuf_append(struct rte_mbuf *m, uint16_t len);
 uint16_t zl_rte_pktmbuf_nb_segs(const struct rte_mbuf *m);
 int zl_rte_errno(void);
 uint64_t zl_rss_hf_ip_tcp_udp(void);
+size_t zl_mbuf_buf_addr_offset(void);
+size_t zl_mbuf_data_off_offset(void);
+uint16_t zl_tx_burst_mixed(uint16_t port_id, uint16_t queue_id, struct rte_mempool *mp,
+                           struct rte_mbuf *const *lent, const uint8_t *const *frames,
+                           const uint16_t *lens, uint16_t nb_pkts, uint64_t *bytes,
+                           uint16_t *no_mbuf, uint16_t *ring_full);
 uint16_t zl_rx_burst_frames(uint16_t port_id, uint16_t queue_id, struct rte_mbuf **mbufs,
                             const uint8_t **data, uint16_t *lens, uint16_t nb_pkts);
 uint16_t zl_tx_burst_copy(uint16_t port_id, uint16_t queue_id, struct rte_mempool *mp,

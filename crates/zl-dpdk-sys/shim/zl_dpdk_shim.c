@@ -9,6 +9,7 @@
 #include <rte_lpm6.h>
 #include <rte_mbuf.h>
 #include <rte_red.h>
+#include <stddef.h>
 #include <string.h>
 
 uint16_t zl_rte_eth_rx_burst(uint16_t port_id, uint16_t queue_id, struct rte_mbuf **rx_pkts,
@@ -128,6 +129,60 @@ uint16_t zl_tx_burst_copy(uint16_t port_id, uint16_t queue_id, struct rte_mempoo
     if (sent < have)
         rte_pktmbuf_free_bulk(&mbufs[sent], have - sent);
     *no_mbuf = (uint16_t)(nb_pkts - have);
+    *ring_full = (uint16_t)(have - sent);
+    return sent;
+}
+
+/* Where an mbuf keeps its buffer address and its data offset, so a received frame's bytes
+ * (buf_addr + data_off) can be read without a call per access. */
+size_t zl_mbuf_buf_addr_offset(void)
+{
+    return offsetof(struct rte_mbuf, buf_addr);
+}
+
+size_t zl_mbuf_data_off_offset(void)
+{
+    return offsetof(struct rte_mbuf, data_off);
+}
+
+/* One call per transmit burst that may hold received mbufs (zero-copy forwarding): lent[i],
+ * when not NULL, is a single-segment mbuf sent as it is with its length set to lens[i];
+ * otherwise frames[i] (lens[i] bytes, at most the pool's data room) is copied into a fresh
+ * mbuf of mp. Order is kept; what the driver does not take is freed. Returns the frames sent;
+ * *bytes = their bytes, *no_mbuf = frames left without an mbuf, *ring_full = frames the
+ * driver refused. */
+uint16_t zl_tx_burst_mixed(uint16_t port_id, uint16_t queue_id, struct rte_mempool *mp,
+                           struct rte_mbuf *const *lent, const uint8_t *const *frames,
+                           const uint16_t *lens, uint16_t nb_pkts, uint64_t *bytes,
+                           uint16_t *no_mbuf, uint16_t *ring_full)
+{
+    struct rte_mbuf *mbufs[64];
+    uint16_t out_lens[64];
+    uint16_t n = nb_pkts > 64 ? 64 : nb_pkts;
+    uint16_t have = 0, missing = 0;
+    for (uint16_t i = 0; i < n; i++) {
+        struct rte_mbuf *m = lent[i];
+        if (m == NULL) {
+            m = rte_pktmbuf_alloc(mp);
+            if (m == NULL) {
+                missing++;
+                continue;
+            }
+            memcpy(rte_pktmbuf_mtod(m, void *), frames[i], lens[i]);
+        }
+        m->data_len = lens[i];
+        m->pkt_len = lens[i];
+        out_lens[have] = lens[i];
+        mbufs[have++] = m;
+    }
+    uint16_t sent = have ? rte_eth_tx_burst(port_id, queue_id, mbufs, have) : 0;
+    uint64_t b = 0;
+    for (uint16_t i = 0; i < sent; i++)
+        b += out_lens[i];
+    if (sent < have)
+        rte_pktmbuf_free_bulk(&mbufs[sent], have - sent);
+    *bytes = b;
+    *no_mbuf = (uint16_t)(missing + (nb_pkts - n));
     *ring_full = (uint16_t)(have - sent);
     return sent;
 }

@@ -70,6 +70,11 @@ pub struct DpdkPortConfig {
     /// own pool of `mbufs` mbufs and becomes its own receive half (`zl_port::SplitPort`).
     #[serde(default = "defaults::queues")]
     pub queues: u16,
+    /// Received frames stay in their mbufs, lent to the data plane's buffers, and a DPDK
+    /// port transmits such a frame as it is (no copy either way). The RX pools then also hold
+    /// the frames the data plane queues: size `mbufs` for them.
+    #[serde(default)]
+    pub zero_copy: bool,
 }
 
 /// The most queues of each kind a port may have (DPDK's `RTE_MAX_QUEUES_PER_PORT`).
@@ -100,6 +105,7 @@ impl DpdkPortConfig {
             mbufs: defaults::mbufs(),
             mbuf_cache: defaults::mbuf_cache(),
             queues: defaults::queues(),
+            zero_copy: false,
         }
     }
 
@@ -208,7 +214,9 @@ mod tests {
         let e: EalConfig = toml::from_str(r#"args = ["--no-huge", "-l", "0"]"#).unwrap();
         assert_eq!(e.args, ["--no-huge", "-l", "0"]);
         let p: DpdkPortConfig = toml::from_str("device = \"net_null0\"\nqueues = 4").unwrap();
-        assert_eq!(p.queues, 4);
+        assert_eq!((p.queues, p.zero_copy), (4, false));
+        let p: DpdkPortConfig = toml::from_str("device = \"n\"\nzero_copy = true").unwrap();
+        assert!(p.zero_copy);
         assert!(toml::from_str::<DpdkPortConfig>("device = \"x\"\nqueue = 2").is_err());
     }
 

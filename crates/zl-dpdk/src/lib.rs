@@ -21,6 +21,8 @@
 //!   does not take is freed and counted as `tx_ring_full`. Each burst costs one FFI call each
 //!   way (plus the bulk free on receive): the C shim does the per-mbuf work. Multi-segment
 //!   frames are dropped and counted (`rx_too_long`).
+//! - With `zero_copy`, `recv` lends each received mbuf to its pool buffer instead of copying,
+//!   and any DPDK port's `send` transmits a lent mbuf as it is (`src/lend.rs`).
 //! - Split, each RX queue ([`DpdkRxQueue`]) and the TX side ([`DpdkTxQueue`], TX queue 0) may
 //!   run on its own thread without a lock; they share the device, which is stopped and closed
 //!   when the last of them is dropped.
@@ -52,6 +54,8 @@ mod bench;
 mod config;
 #[cfg(dpdk_available)]
 mod eal;
+#[cfg(dpdk_available)]
+mod lend;
 #[cfg(dpdk_available)]
 mod port;
 #[cfg(dpdk_available)]

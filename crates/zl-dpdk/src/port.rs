@@ -57,6 +57,8 @@ pub(crate) struct Device {
     pub(crate) name: String,
     pub(crate) device: String,
     pub(crate) index: u16,
+    /// RX mbufs are lent to the data plane (`zero_copy`).
+    pub(crate) zero_copy: bool,
 }
 
 // SAFETY: nothing in a `Device` is written after `DpdkPort::open` returns. Its queues use the
@@ -133,7 +135,10 @@ impl Drop for Device {
         // is left to use it (the last `Arc` is going). Removing the bus device afterwards is
         // DPDK's hot-unplug sequence; the handle came from rte_eth_dev_info_get on this port
         // and nothing else uses it. rte_mempool_free of NULL (a TX pool not yet created) does
-        // nothing.
+        // nothing. With zero-copy, mbufs of the RX pools may still be lent to buffers (or sit
+        // in another port's TX ring): a pool with mbufs out is left allocated, so they stay
+        // valid (decided: a leak at close, not a use after free; mbufs in the main lcore's
+        // mempool cache count as out too).
         unsafe {
             sys::rte_eth_dev_stop(self.port_id);
             sys::rte_eth_dev_close(self.port_id);
@@ -141,9 +146,13 @@ impl Drop for Device {
                 sys::rte_dev_remove(self.device_handle);
             }
             for &pool in &self.rx_pools {
-                sys::rte_mempool_free(pool);
+                if !self.zero_copy || sys::rte_mempool_in_use_count(pool) == 0 {
+                    sys::rte_mempool_free(pool);
+                }
             }
-            sys::rte_mempool_free(self.tx_pool);
+            if !self.zero_copy || sys::rte_mempool_in_use_count(self.tx_pool) == 0 {
+                sys::rte_mempool_free(self.tx_pool);
+            }
         }
     }
 }
@@ -238,6 +247,7 @@ impl DpdkPort {
             name: name.to_owned(),
             device: device.clone(),
             index,
+            zero_copy: cfg.zero_copy,
         };
         if cfg.queues > info.max_rx_queues || cfg.queues > info.max_tx_queues {
             return Err(DpdkError::Config {
@@ -315,7 +325,7 @@ impl DpdkPort {
         let _ = unsafe { sys::rte_eth_promiscuous_enable(port_id) };
         let dev = Arc::new(dev);
         let rx = (0..cfg.queues)
-            .map(|q| DpdkRxQueue::new(dev.clone(), q))
+            .map(|q| DpdkRxQueue::new(dev.clone(), q, cfg.zero_copy))
             .collect();
         Ok(DpdkPort {
             rx,

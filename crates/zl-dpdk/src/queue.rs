@@ -8,13 +8,17 @@
 //! port, not per queue, are counted by queue 0 alone, so the halves' counters sum to the
 //! port's. The transmit queue counts `tx_*`.
 
+use std::num::NonZeroUsize;
 use std::ptr;
 use std::sync::Arc;
 
 use zl_core::Nanos;
 use zl_dpdk_sys as sys;
-use zl_port::{Batch, BufPool, PortCounters, PortError, Readiness, RxHalf, RxTally, TxHalf};
+use zl_port::{
+    Batch, BufPool, LenderKey, PortCounters, PortError, Readiness, RxHalf, RxTally, TxHalf,
+};
 
+use crate::lend::MbufLender;
 use crate::port::{Device, BURST};
 
 /// One receive queue of a DPDK port, with its own mbuf pool.
@@ -22,10 +26,13 @@ use crate::port::{Device, BURST};
 pub struct DpdkRxQueue {
     pub(crate) dev: Arc<Device>,
     pub(crate) queue: u16,
-    /// The queue's pool (one of `dev.rx_pools`).
+    /// The queue's pool (one of `dev.rx_pools`), for the benchmark helpers.
+    #[cfg(feature = "bench")]
     pub(crate) pool: *mut sys::rte_mempool,
     pub(crate) counters: PortCounters,
     rx_multi_seg: u64,
+    /// With zero-copy: the key frames are lent with.
+    lend: Option<&'static LenderKey>,
 }
 
 // SAFETY: the queue is used only through `&mut self`, i.e. by one thread at a time; DPDK allows
@@ -35,14 +42,15 @@ pub struct DpdkRxQueue {
 unsafe impl Send for DpdkRxQueue {}
 
 impl DpdkRxQueue {
-    pub(crate) fn new(dev: Arc<Device>, queue: u16) -> Self {
-        let pool = dev.rx_pools[usize::from(queue)];
+    pub(crate) fn new(dev: Arc<Device>, queue: u16, zero_copy: bool) -> Self {
         DpdkRxQueue {
+            #[cfg(feature = "bench")]
+            pool: dev.rx_pools[usize::from(queue)],
             dev,
             queue,
-            pool,
             counters: PortCounters::default(),
             rx_multi_seg: 0,
+            lend: if zero_copy { MbufLender::key() } else { None },
         }
     }
 
@@ -85,8 +93,12 @@ impl DpdkRxQueue {
         n
     }
 
-    /// [`zl_port::Port::recv`] on this queue: each frame copied into a buffer of `pool`.
+    /// [`zl_port::Port::recv`] on this queue: each frame copied into a buffer of `pool`, or
+    /// with zero-copy lent to it.
     pub(crate) fn recv_into(&mut self, now: Nanos, pool: &mut BufPool, batch: &mut Batch) -> usize {
+        if let Some(key) = self.lend {
+            return self.recv_lent(key, now, pool, batch);
+        }
         let index = self.dev.index;
         let mut tally = RxTally::default();
         self.recv_frames(batch.room(), |frame| {
@@ -96,6 +108,80 @@ impl DpdkRxQueue {
         self.counters.rx_no_buffer += tally.no_buffer;
         self.counters.rx_too_long += tally.too_long;
         tally.added
+    }
+
+    /// Zero-copy receive: each single-segment frame that fits a buffer of `pool` is lent to
+    /// one (the pool's accounting as for a copy); the rest are freed and counted as
+    /// `recv_into` counts them.
+    fn recv_lent(
+        &mut self,
+        key: &'static LenderKey,
+        now: Nanos,
+        pool: &mut BufPool,
+        batch: &mut Batch,
+    ) -> usize {
+        let mut mbufs = [ptr::null_mut::<sys::rte_mbuf>(); BURST];
+        let mut data = [ptr::null::<u8>(); BURST];
+        let mut lens = [0u16; BURST];
+        let mut unused = [ptr::null_mut::<sys::rte_mbuf>(); BURST];
+        let mut n_unused = 0;
+        let want = batch.room().min(BURST) as u16;
+        // SAFETY: as in `recv_frames`.
+        let n = unsafe {
+            sys::zl_rx_burst_frames(
+                self.dev.port_id,
+                self.queue,
+                mbufs.as_mut_ptr(),
+                data.as_mut_ptr(),
+                lens.as_mut_ptr(),
+                want,
+            )
+        };
+        let n = usize::from(n);
+        let (mut added, mut bytes) = (0, 0u64);
+        for i in 0..n {
+            let (m, len) = (mbufs[i], lens[i]);
+            // A received mbuf is never null; the check gives the handle its type.
+            let handle = NonZeroUsize::new(m as usize);
+            let lendable = match handle {
+                _ if data[i].is_null() => {
+                    self.rx_multi_seg += 1;
+                    None
+                }
+                _ if usize::from(len) > pool.buf_size() => {
+                    self.counters.rx_too_long += 1;
+                    None
+                }
+                h => h,
+            };
+            let Some(handle) = lendable else {
+                unused[n_unused] = m;
+                n_unused += 1;
+                continue;
+            };
+            // The buffer is filled where it is taken and moved once, into the batch.
+            let Some(mut b) = pool.alloc() else {
+                self.counters.rx_no_buffer += 1;
+                unused[n_unused] = m;
+                n_unused += 1;
+                continue;
+            };
+            b.lend(key, handle, u32::from(len));
+            b.rx_time = now;
+            b.in_port = self.dev.index;
+            // The burst asked for no more than the batch's room.
+            if batch.push(b).is_ok() {
+                added += 1;
+                bytes += u64::from(len);
+            }
+        }
+        if n_unused > 0 {
+            // SAFETY: these mbufs are ours and were not lent.
+            unsafe { sys::zl_rte_pktmbuf_free_bulk(unused.as_mut_ptr(), n_unused as u32) };
+        }
+        self.counters.rx_packets += added as u64;
+        self.counters.rx_bytes += bytes;
+        added
     }
 }
 
@@ -154,6 +240,7 @@ impl DpdkTxQueue {
         }
     }
 
+    #[cfg(feature = "bench")]
     /// Copies frames into fresh mbufs of the TX pool and transmits them, one FFI call per
     /// burst of 32; returns how many the driver took. The rest are counted: `tx_ring_full`
     /// (refused by the driver), `tx_no_buffer` (the pool ran dry) or `tx_errors` (longer than
@@ -179,6 +266,7 @@ impl DpdkTxQueue {
         sent + self.transmit_copies(&data, &lens, staged)
     }
 
+    #[cfg(feature = "bench")]
     /// Transmits copies of the first `n` staged frames (each at most `data_room` bytes).
     fn transmit_copies(
         &mut self,
@@ -213,13 +301,77 @@ impl DpdkTxQueue {
         sent
     }
 
-    /// [`zl_port::Port::send`]: every buffer copied out (or counted as dropped) and given
-    /// back to `pool`.
+    /// [`zl_port::Port::send`]: a frame lent by a DPDK RX queue (zero-copy) is sent as it
+    /// is, every other one copied out (or counted as dropped); every buffer goes back to
+    /// `pool`. One FFI call per burst of 32.
     pub(crate) fn send_batch(&mut self, batch: &mut Batch, pool: &mut BufPool) -> usize {
-        let sent = self.send_copies(batch.iter().map(|b| b.as_slice()));
+        let key = MbufLender::key_if_lending();
+        let mut lent = [ptr::null_mut::<sys::rte_mbuf>(); BURST];
+        let mut data = [ptr::null::<u8>(); BURST];
+        let mut lens = [0u16; BURST];
+        let mut staged = 0usize;
+        let mut sent = 0;
+        for b in batch.iter_mut() {
+            if let Some((handle, len)) = key.and_then(|k| b.take_lent(k)) {
+                lent[staged] = handle.get() as *mut sys::rte_mbuf;
+                lens[staged] = len as u16;
+            } else if b.len() > usize::from(self.dev.data_room) {
+                self.counters.tx_errors += 1;
+                continue;
+            } else {
+                lent[staged] = ptr::null_mut();
+                data[staged] = b.as_slice().as_ptr();
+                lens[staged] = b.len() as u16;
+            }
+            staged += 1;
+            if staged == BURST {
+                sent += self.transmit_mixed(&lent, &data, &lens, staged);
+                staged = 0;
+            }
+        }
+        sent += self.transmit_mixed(&lent, &data, &lens, staged);
         for b in batch.drain() {
             pool.free(b);
         }
+        sent
+    }
+
+    /// Transmits the first `n` staged frames: `lent[i]` as it is where set, else a copy of
+    /// `data[i]`.
+    fn transmit_mixed(
+        &mut self,
+        lent: &[*mut sys::rte_mbuf; BURST],
+        data: &[*const u8; BURST],
+        lens: &[u16; BURST],
+        n: usize,
+    ) -> usize {
+        if n == 0 {
+            return 0;
+        }
+        let (mut bytes, mut no_mbuf, mut ring_full) = (0u64, 0u16, 0u16);
+        // SAFETY: started port, this queue (owned by `self` alone), a valid pool. Each
+        // non-null `lent[i]` is a single-segment received mbuf taken back from its buffer
+        // (ours now; the driver or the shim frees it), of at least `lens[i]` bytes; each other
+        // `data[i]` points to `lens[i]` readable bytes of a buffer still in the caller's batch,
+        // at most the mbuf data room (checked by `send_batch`).
+        let sent = usize::from(unsafe {
+            sys::zl_tx_burst_mixed(
+                self.dev.port_id,
+                self.queue,
+                self.dev.tx_pool,
+                lent.as_ptr(),
+                data.as_ptr(),
+                lens.as_ptr(),
+                n as u16,
+                &mut bytes,
+                &mut no_mbuf,
+                &mut ring_full,
+            )
+        });
+        self.counters.tx_packets += sent as u64;
+        self.counters.tx_bytes += bytes;
+        self.counters.tx_no_buffer += u64::from(no_mbuf);
+        self.counters.tx_ring_full += u64::from(ring_full);
         sent
     }
 }

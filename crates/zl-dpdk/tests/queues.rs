@@ -53,6 +53,7 @@ mod with_dpdk {
         every_receive_queue_receives_on_its_own_thread(eal);
         joined_halves_behave_as_the_port(eal);
         queues_beyond_the_device_are_refused(eal);
+        zero_copy_forwarding_writes_what_copying_writes(eal);
     }
 
     /// The EAL's runtime directory, removed when the test ends (also on failure).
@@ -301,5 +302,123 @@ mod with_dpdk {
         cfg.queues = 2;
         let port = DpdkPort::open(eal, "big", 6, &cfg).unwrap();
         assert_eq!(port.queues(), 2);
+    }
+
+    /// A classic little-endian pcap file with microsecond timestamps, Ethernet link type.
+    fn write_pcap(path: &std::path::Path, frames: &[Vec<u8>]) {
+        let mut out = Vec::new();
+        out.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
+        out.extend_from_slice(&2u16.to_le_bytes());
+        out.extend_from_slice(&4u16.to_le_bytes());
+        for v in [0u32, 0, 65535, 1] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        for (i, f) in frames.iter().enumerate() {
+            for v in [1u32, i as u32, f.len() as u32, f.len() as u32] {
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+            out.extend_from_slice(f);
+        }
+        std::fs::write(path, out).unwrap();
+    }
+
+    /// The frames of a pcap file written by `write_pcap` or net_pcap (timestamps ignored).
+    fn read_pcap(path: &std::path::Path) -> Vec<Vec<u8>> {
+        let data = std::fs::read(path).unwrap();
+        assert!(data.len() >= 24, "pcap {} too short", path.display());
+        let mut frames = Vec::new();
+        let mut at = 24;
+        while at + 16 <= data.len() {
+            let incl = u32::from_le_bytes(data[at + 8..at + 12].try_into().unwrap()) as usize;
+            frames.push(data[at + 16..at + 16 + incl].to_vec());
+            at += 16 + incl;
+        }
+        frames
+    }
+
+    /// The same pcap through a forwarding loop twice, net_pcap to net_pcap: copying, then with
+    /// `zero_copy` on the receiving port. The loop rewrites a byte of every frame in place (as
+    /// the router rewrites headers) and lengthens every seventh frame by a byte (which moves a
+    /// lent frame into the buffer's own room, so bursts mix lent and copied frames). Both
+    /// output files hold the same bytes; with zero-copy every other frame was lent, and every
+    /// mbuf and buffer is back at the end.
+    fn zero_copy_forwarding_writes_what_copying_writes(eal: &'static Eal) {
+        let dir = std::env::temp_dir().join(format!("zlr-dpdk-zc-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let input = dir.join("in.pcap");
+        let empty = dir.join("empty.pcap");
+        let frames: Vec<Vec<u8>> = (0..300)
+            .map(|s| frame(s, 60 + (s as usize * 37) % 1400))
+            .collect();
+        write_pcap(&input, &frames);
+        write_pcap(&empty, &[]);
+        let mut outputs = Vec::new();
+        for (run, zero_copy) in [false, true].into_iter().enumerate() {
+            let out = dir.join(format!("out{run}.pcap"));
+            let mut src_cfg = DpdkPortConfig::new(&format!(
+                "net_pcap{},rx_pcap={},tx_pcap={}",
+                30 + 2 * run,
+                input.display(),
+                dir.join(format!("unused{run}.pcap")).display()
+            ));
+            src_cfg.zero_copy = zero_copy;
+            let dst_cfg = DpdkPortConfig::new(&format!(
+                "net_pcap{},rx_pcap={},tx_pcap={}",
+                31 + 2 * run,
+                empty.display(),
+                out.display()
+            ));
+            let mut src = DpdkPort::open(eal, "src", 0, &src_cfg).unwrap();
+            let mut dst = DpdkPort::open(eal, "dst", 1, &dst_cfg).unwrap();
+            let rx_pool = src.pool_available();
+            let mut pool = BufPool::new(64, 2048);
+            let mut batch = Batch::new();
+            let (mut forwarded, mut lent, mut seen) = (0, 0, 0);
+            while seen < frames.len() {
+                let first = seen;
+                seen += src.recv(Nanos(1), &mut pool, &mut batch).unwrap();
+                for (i, b) in batch.iter_mut().enumerate() {
+                    lent += usize::from(b.is_lent());
+                    b.as_mut_slice()[18] ^= 0xff;
+                    if (first + i) % 7 == 0 {
+                        let n = b.len();
+                        b.set_len(n + 1).unwrap();
+                        b.as_mut_slice()[n] = 0xee;
+                    }
+                }
+                forwarded += dst.send(Nanos(2), &mut batch, &mut pool).unwrap();
+            }
+            assert_eq!(forwarded, frames.len());
+            assert_eq!(lent, if zero_copy { frames.len() } else { 0 });
+            assert_eq!(pool.available(), 64, "every buffer back");
+            assert_eq!(src.pool_available(), rx_pool, "every mbuf back");
+            let (s, d) = (src.counters(), dst.counters());
+            assert_eq!((s.rx_packets, d.tx_packets, d.tx_dropped()), (300, 300, 0));
+            assert_eq!(
+                s.rx_bytes + 300 / 7 + 1,
+                d.tx_bytes,
+                "one byte more every seventh"
+            );
+            drop((src, dst)); // closing the device writes the file
+            outputs.push(read_pcap(&out));
+        }
+        let want: Vec<Vec<u8>> = frames
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let mut f = f.clone();
+                f[18] ^= 0xff;
+                if i % 7 == 0 {
+                    f.push(0xee);
+                }
+                f
+            })
+            .collect();
+        assert_eq!(outputs[0], want, "the copying run");
+        assert_eq!(
+            outputs[0], outputs[1],
+            "zero-copy writes what copying writes"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -1,4 +1,9 @@
-//! Pool-allocated packet buffers.
+//! Pool-allocated packet buffers, and frames lent to them by a port (zero-copy receive).
+
+#[cfg(feature = "lend")]
+use std::num::NonZeroUsize;
+#[cfg(feature = "lend")]
+use std::sync::OnceLock;
 
 use zl_core::Nanos;
 
@@ -11,10 +16,24 @@ pub const DEFAULT_BUF_SIZE: usize = 2048;
 /// Moving a `PacketBuf` moves a pointer and a few integers, never the bytes. Buffers are only
 /// created by [`BufPool::new`]; a buffer that is dropped instead of being given back shrinks
 /// the pool (memory is freed, never leaked, but the pool's count goes down).
+///
+/// With the feature `lend` (turned on by `zl-dpdk`'s `dpdk`), a buffer may instead carry a
+/// frame lent by a port ([`FrameLender`], [`PacketBuf::lend`]):
+/// its bytes are then the lender's (a DPDK mbuf), no copy is made, and the buffer's own data
+/// room waits unused until the frame goes back to its lender, when the buffer is freed to a
+/// pool, dropped, or its frame replaced ([`PacketBuf::copy_from`]) or taken back
+/// ([`PacketBuf::take_lent`], a transmitting port sending the lender's frame as it is). The
+/// pool's accounting is the same either way: a lent frame still holds one pool buffer.
 #[derive(Debug)]
 pub struct PacketBuf {
     data: Box<[u8]>,
     len: u32,
+    /// The handle of the lent frame this buffer carries instead of its own bytes, if any.
+    #[cfg(feature = "lend")]
+    lent: Option<NonZeroUsize>,
+    /// Its lender's slot (with `lent`; apart from it so the buffer stays 48 bytes).
+    #[cfg(feature = "lend")]
+    lender: u8,
     /// When the packet was received (virtual or monotonic time, as the port's clock).
     pub rx_time: Nanos,
     /// Index of the receiving port in the data plane's port table.
@@ -34,16 +53,180 @@ pub struct FrameTooLong {
     pub capacity: usize,
 }
 
+#[cfg(feature = "lend")]
+/// Where a port lends frames from (DPDK's receive mbufs): registered once
+/// ([`register_lender`]), then named by the [`LenderKey`] its registration returned.
+///
+/// Contract for implementors: zl-port calls these only with a handle given to
+/// [`PacketBuf::lend`] with this lender's key and not yet released or taken back, and the
+/// `len` lent with it (never more); `bytes_mut` only while it holds the buffer exclusively
+/// (`&mut PacketBuf`), so the slices it returns never overlap a live mutable one. An
+/// implementation may rely on this only if no other code can name its handles: keep the
+/// key private (it is the only way to lend).
+pub trait FrameLender: Sync {
+    /// The `len` bytes of frame `handle`.
+    fn bytes(&self, handle: NonZeroUsize, len: usize) -> &[u8];
+    /// The `len` bytes of frame `handle`, writable.
+    #[allow(clippy::mut_from_ref)]
+    fn bytes_mut(&self, handle: NonZeroUsize, len: usize) -> &mut [u8];
+    /// Frame `handle` goes back to the lender; its bytes are not read again.
+    fn release(&self, handle: NonZeroUsize);
+}
+
+/// The registered lenders; a lent buffer names one by its index.
+#[cfg(feature = "lend")]
+const MAX_LENDERS: usize = 4;
+#[cfg(feature = "lend")]
+static LENDERS: [OnceLock<&'static dyn FrameLender>; MAX_LENDERS] =
+    [const { OnceLock::new() }; MAX_LENDERS];
+
+#[cfg(feature = "lend")]
+/// The proof of a registration: lends frames ([`PacketBuf::lend`]) and takes them back
+/// ([`PacketBuf::take_lent`]). Only [`register_lender`] makes one.
+#[derive(Debug)]
+pub struct LenderKey {
+    index: u8,
+}
+
+#[cfg(feature = "lend")]
+/// Every lender slot is taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("all {MAX_LENDERS} frame-lender slots are registered")]
+pub struct LendersFull;
+
+#[cfg(feature = "lend")]
+/// Registers `lender` (once per lender and process; the slots are never freed).
+pub fn register_lender(lender: &'static dyn FrameLender) -> Result<LenderKey, LendersFull> {
+    for (i, slot) in LENDERS.iter().enumerate() {
+        let mut won = false;
+        slot.get_or_init(|| {
+            won = true;
+            lender
+        });
+        if won {
+            return Ok(LenderKey { index: i as u8 });
+        }
+    }
+    Err(LendersFull)
+}
+
+#[cfg(feature = "lend")]
+/// The lender in `slot`.
+#[inline]
+fn lender(slot: u8) -> &'static dyn FrameLender {
+    // Only `lend` sets a slot, with a key whose registration filled it.
+    *LENDERS[usize::from(slot)]
+        .get()
+        .expect("a lent frame's lender is registered")
+}
+
+#[cfg(feature = "lend")]
+impl Drop for PacketBuf {
+    fn drop(&mut self) {
+        self.release_lent();
+    }
+}
+
 impl PacketBuf {
     /// The frame's bytes.
     #[inline]
     pub fn as_slice(&self) -> &[u8] {
+        #[cfg(feature = "lend")]
+        if let Some(h) = self.lent {
+            return self.lent_bytes(h);
+        }
         &self.data[..self.len as usize]
+    }
+    // The lent paths out of line and cold, so the buffer's own bytes stay the inlined,
+    // straight path (callgrind, benches/pipeline, which lends nothing: +115 instructions per
+    // packet over the build without `lend` with them inlined, +92 out of line).
+    #[cfg(feature = "lend")]
+    #[cold]
+    #[inline(never)]
+    fn lent_bytes(&self, h: NonZeroUsize) -> &[u8] {
+        lender(self.lender).bytes(h, self.len as usize)
+    }
+    #[cfg(feature = "lend")]
+    #[cold]
+    #[inline(never)]
+    fn lent_bytes_mut(&mut self, h: NonZeroUsize) -> &mut [u8] {
+        lender(self.lender).bytes_mut(h, self.len as usize)
     }
     /// The frame's bytes, writable (for in-place header rewrites).
     #[inline]
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        #[cfg(feature = "lend")]
+        if let Some(h) = self.lent {
+            return self.lent_bytes_mut(h);
+        }
         &mut self.data[..self.len as usize]
+    }
+    #[cfg(feature = "lend")]
+    /// Carries the lender's frame `handle` of `len` bytes instead of a copy (what this buffer
+    /// held before is gone; a frame lent before goes back to its lender).
+    #[inline]
+    pub fn lend(&mut self, key: &LenderKey, handle: NonZeroUsize, len: u32) {
+        self.release_lent();
+        self.lent = Some(handle);
+        self.lender = key.index;
+        self.len = len;
+    }
+    #[cfg(feature = "lend")]
+    /// Whether the buffer carries a lent frame.
+    #[inline]
+    pub fn is_lent(&self) -> bool {
+        self.lent.is_some()
+    }
+    #[cfg(feature = "lend")]
+    /// Takes back the frame lent by `key`'s lender, if this buffer carries one: its handle and
+    /// length, the lender's to send as it is. The buffer is then empty.
+    #[inline]
+    pub fn take_lent(&mut self, key: &LenderKey) -> Option<(NonZeroUsize, u32)> {
+        match self.lent {
+            Some(h) if self.lender == key.index => {
+                self.lent = None;
+                let len = self.len;
+                self.len = 0;
+                Some((h, len))
+            }
+            _ => None,
+        }
+    }
+    /// Gives a lent frame back to its lender, without its bytes.
+    #[inline(always)]
+    fn release_lent(&mut self) {
+        #[cfg(feature = "lend")]
+        if self.lent.is_some() {
+            self.release_lent_now();
+        }
+    }
+    #[cfg(feature = "lend")]
+    #[cold]
+    #[inline(never)]
+    fn release_lent_now(&mut self) {
+        if let Some(h) = self.lent.take() {
+            lender(self.lender).release(h);
+        }
+    }
+    /// Copies a lent frame into the buffer's own data room (up to its capacity) and gives the
+    /// frame back, for the calls that write past the frame.
+    #[inline(always)]
+    fn own(&mut self) {
+        #[cfg(feature = "lend")]
+        if self.lent.is_some() {
+            self.own_now();
+        }
+    }
+    #[cfg(feature = "lend")]
+    #[cold]
+    #[inline(never)]
+    fn own_now(&mut self) {
+        if let Some(h) = self.lent {
+            let n = (self.len as usize).min(self.data.len());
+            self.data[..n].copy_from_slice(&lender(self.lender).bytes(h, n)[..n]);
+            self.release_lent();
+            self.len = n as u32;
+        }
     }
     /// The frame length in bytes.
     #[inline]
@@ -63,6 +246,7 @@ impl PacketBuf {
     /// Replaces the frame with a copy of `frame`.
     #[inline]
     pub fn copy_from(&mut self, frame: &[u8]) -> Result<(), FrameTooLong> {
+        self.release_lent();
         if frame.len() > self.data.len() {
             return Err(FrameTooLong {
                 len: frame.len(),
@@ -73,14 +257,18 @@ impl PacketBuf {
         self.len = frame.len() as u32;
         Ok(())
     }
-    /// The whole data room, for ports that write a frame in place before [`Self::set_len`].
+    /// The whole data room, for ports that write a frame in place before [`Self::set_len`]
+    /// (a lent frame is copied into it first).
     #[inline]
     pub fn data_room_mut(&mut self) -> &mut [u8] {
+        self.own();
         &mut self.data
     }
-    /// Sets the frame length after writing into [`Self::data_room_mut`].
+    /// Sets the frame length after writing into [`Self::data_room_mut`] (a lent frame is copied
+    /// into the data room first).
     #[inline]
     pub fn set_len(&mut self, len: usize) -> Result<(), FrameTooLong> {
+        self.own();
         if len > self.data.len() {
             return Err(FrameTooLong {
                 len,
@@ -110,6 +298,10 @@ impl BufPool {
             free.push(PacketBuf {
                 data: vec![0u8; buf_size].into_boxed_slice(),
                 len: 0,
+                #[cfg(feature = "lend")]
+                lent: None,
+                #[cfg(feature = "lend")]
+                lender: 0,
                 rx_time: Nanos::ZERO,
                 in_port: 0,
                 out_port: 0,
@@ -152,10 +344,12 @@ impl BufPool {
         }
     }
 
-    /// Gives a buffer back. A buffer of another size, or one beyond the pool's count, is
-    /// dropped (freed) rather than pooled, so the pool never grows past what it allocated.
-    #[inline]
-    pub fn free(&mut self, buf: PacketBuf) {
+    /// Gives a buffer back (a lent frame in it goes back to its lender). A buffer of another
+    /// size, or one beyond the pool's count, is dropped (freed) rather than pooled, so the
+    /// pool never grows past what it allocated.
+    #[inline(always)]
+    pub fn free(&mut self, mut buf: PacketBuf) {
+        buf.release_lent();
         if buf.data.len() == self.buf_size && self.free.len() < self.total {
             self.free.push(buf);
         }
@@ -220,6 +414,86 @@ mod tests {
             owner.free(b);
         }
         assert_eq!(owner.available(), 2);
+    }
+
+    #[cfg(feature = "lend")]
+    /// Frames of leaked memory, counting what comes back: what a port's lender does, in safe
+    /// code (it cannot lend writable bytes).
+    struct TestLender {
+        frames: Vec<&'static [u8]>,
+        released: std::sync::atomic::AtomicUsize,
+    }
+
+    #[cfg(feature = "lend")]
+    impl FrameLender for TestLender {
+        fn bytes(&self, handle: NonZeroUsize, len: usize) -> &[u8] {
+            &self.frames[handle.get() - 1][..len]
+        }
+        fn bytes_mut(&self, _: NonZeroUsize, _: usize) -> &mut [u8] {
+            unimplemented!("the test lender lends read-only frames")
+        }
+        fn release(&self, _: NonZeroUsize) {
+            self.released
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn a_buffer_is_40_bytes_or_48_with_lending() {
+        // What a batch or a queue moves per packet; the lent handle fits in 8 more.
+        let want = if cfg!(feature = "lend") { 48 } else { 40 };
+        assert_eq!(std::mem::size_of::<PacketBuf>(), want);
+    }
+
+    #[cfg(feature = "lend")]
+    #[test]
+    fn a_lent_frame_is_read_in_place_and_goes_back_once() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let lender: &'static TestLender = Box::leak(Box::new(TestLender {
+            frames: vec![Box::leak(vec![1u8; 100].into_boxed_slice()), &[2u8; 60]],
+            released: Default::default(),
+        }));
+        let key = register_lender(lender).unwrap();
+        let h = |i| NonZeroUsize::new(i).unwrap();
+        let mut pool = BufPool::new(4, 64);
+        let mut b = pool.alloc().unwrap();
+        b.lend(&key, h(1), 100);
+        assert!(b.is_lent());
+        assert_eq!(
+            (b.len(), b.as_slice()),
+            (100, &[1u8; 100][..]),
+            "longer than the room"
+        );
+        assert_eq!(pool.in_use(), 1, "a lent frame holds a pool buffer");
+        pool.free(b);
+        assert_eq!((lender.released.load(Relaxed), pool.available()), (1, 4));
+        // Replaced by a copy: back to the lender, the copy in the buffer's own room.
+        let mut b = pool.alloc().unwrap();
+        b.lend(&key, h(2), 60);
+        b.copy_from(&[9u8; 10]).unwrap();
+        assert_eq!(
+            (lender.released.load(Relaxed), b.as_slice()),
+            (2, &[9u8; 10][..])
+        );
+        assert!(!b.is_lent());
+        // Written past its end: copied into the buffer first, then back to the lender.
+        b.lend(&key, h(2), 60);
+        b.set_len(62).unwrap();
+        assert_eq!(lender.released.load(Relaxed), 3);
+        assert_eq!(&b.as_slice()[..60], &[2u8; 60][..]);
+        // Taken back by the lender's port: not released, the buffer empty.
+        b.lend(&key, h(1), 30);
+        let other = register_lender(lender).unwrap();
+        assert_eq!(b.take_lent(&other), None, "another lender's key");
+        assert_eq!(b.take_lent(&key), Some((h(1), 30)));
+        assert!(b.is_empty() && !b.is_lent());
+        pool.free(b);
+        assert_eq!(lender.released.load(Relaxed), 3);
+        // Dropped instead of freed: still back to the lender.
+        let mut b = pool.alloc().unwrap();
+        b.lend(&key, h(2), 60);
+        drop(b);
+        assert_eq!(lender.released.load(Relaxed), 4);
     }
 
     #[test]

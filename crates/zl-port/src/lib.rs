@@ -55,6 +55,8 @@ mod halves;
 mod memory;
 
 pub use batch::{Batch, RxTally, BATCH_CAPACITY};
+#[cfg(feature = "lend")]
+pub use buf::{register_lender, FrameLender, LenderKey, LendersFull};
 pub use buf::{BufPool, PacketBuf, DEFAULT_BUF_SIZE};
 pub use halves::{
     split_locked, split_sink_port, Halves, Joined, NoRx, RecvOnly, RxHalf, SinkTx, SplitPort,
