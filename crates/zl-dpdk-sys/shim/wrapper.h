@@ -42,6 +42,11 @@ uint16_t zl_tx_burst_copy(uint16_t port_id, uint16_t queue_id, struct rte_mempoo
  * Each returns the sum of the next hops found (0 for a miss) so the work cannot be elided. */
 uint64_t zl_lpm_lookup_sum(const struct rte_lpm *lpm, const uint32_t *ips, uint32_t n);
 uint64_t zl_lpm6_lookup_sum(const struct rte_lpm6 *lpm, const uint8_t *ips, uint32_t n);
+/* IPv4 through `rte_lpm_lookup_bulk` (`batch`, at most 64, addresses per call) and through
+ * `rte_lpm_lookupx4` (four at a time, SSE; a miss adds 0), DPDK's two burst lookups. */
+uint64_t zl_lpm_lookup_bulk_sum(const struct rte_lpm *lpm, const uint32_t *ips, uint32_t n,
+                                uint32_t batch);
+uint64_t zl_lpm_lookupx4_sum(const struct rte_lpm *lpm, const uint32_t *ips, uint32_t n);
 /* The same through `rte_lpm6_lookup_bulk_func`, `batch` (at most 64) addresses per call, as a
  * poll loop looks up a burst; a miss (-1) adds 0. */
 uint64_t zl_lpm6_lookup_bulk_sum(const struct rte_lpm6 *lpm, const uint8_t *ips, uint32_t n,

@@ -197,6 +197,33 @@ uint64_t zl_lpm_lookup_sum(const struct rte_lpm *lpm, const uint32_t *ips, uint3
     return sum;
 }
 
+uint64_t zl_lpm_lookup_bulk_sum(const struct rte_lpm *lpm, const uint32_t *ips, uint32_t n,
+                                uint32_t batch) {
+    uint64_t sum = 0;
+    uint32_t nh[64];
+    if (batch > 64)
+        batch = 64;
+    for (uint32_t i = 0; i < n; i += batch) {
+        uint32_t k = n - i < batch ? n - i : batch;
+        rte_lpm_lookup_bulk(lpm, ips + i, nh, k);
+        for (uint32_t j = 0; j < k; j++)
+            if (nh[j] & RTE_LPM_LOOKUP_SUCCESS)
+                sum += nh[j] & 0x00ffffff;
+    }
+    return sum;
+}
+
+uint64_t zl_lpm_lookupx4_sum(const struct rte_lpm *lpm, const uint32_t *ips, uint32_t n) {
+    uint64_t sum = 0;
+    uint32_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        uint32_t hop[4];
+        rte_lpm_lookupx4(lpm, _mm_loadu_si128((const __m128i *)(ips + i)), hop, 0);
+        sum += (uint64_t)hop[0] + hop[1] + hop[2] + hop[3];
+    }
+    return sum + zl_lpm_lookup_sum(lpm, ips + i, n - i);
+}
+
 uint64_t zl_lpm6_lookup_sum(const struct rte_lpm6 *lpm, const uint8_t *ips, uint32_t n) {
     uint64_t sum = 0;
     for (uint32_t i = 0; i < n; i++) {

@@ -8,8 +8,9 @@
 //! zero-copy forwarding `zl_tx_burst_mixed` (received mbufs sent as they are, other frames
 //! copied, one burst) and `zl_mbuf_buf_addr_offset` / `zl_mbuf_data_off_offset` (where an
 //! mbuf's data address lies); for the comparison benchmarks, `zl_lpm_lookup_sum` /
-//! `zl_lpm6_lookup_sum` / `zl_lpm6_lookup_bulk_sum` (`rte_lpm`, `rte_lpm6`,
-//! `rte_lpm6_lookup_bulk_func`) and
+//! `zl_lpm_lookup_bulk_sum` / `zl_lpm_lookupx4_sum` / `zl_lpm6_lookup_sum` /
+//! `zl_lpm6_lookup_bulk_sum` (`rte_lpm_lookup`, `rte_lpm_lookup_bulk`, `rte_lpm_lookupx4`,
+//! `rte_lpm6`, `rte_lpm6_lookup_bulk_func`) and
 //! `zl_rte_red_enqueue` (one `rte_red` decision, with `rte_red_config_init`).
 //!
 //! Only built for real with the `dpdk` feature on a machine where `pkg-config` finds

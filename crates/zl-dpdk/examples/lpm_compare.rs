@@ -5,7 +5,10 @@
 //!
 //! Tables: `zl_lpm::synth` (the prefix-length distribution of the public BGP tables; its doc
 //! says which). Addresses: 2^20, each inside a random table prefix, one in 8 random (mostly
-//! misses for IPv6, and any route for IPv4). IPv6 is timed both one address at a time
+//! misses for IPv6, and any route for IPv4). IPv4 is timed one address at a time
+//! (`Lpm4::lookup_u32` against `rte_lpm_lookup`) and in bulks of `Lpm4::BULK`
+//! (`Lpm4::lookup_bulk_u32` against `rte_lpm_lookup_bulk`, and `rte_lpm_lookupx4`), all in the
+//! same rounds. IPv6 is timed both one address at a time
 //! (`Lpm6::lookup` against `rte_lpm6_lookup`, and zl-lpm's plain reference walk) and in bulks
 //! of `Lpm6::BULK` (`Lpm6::lookup_bulk` against `rte_lpm6_lookup_bulk_func`), all in the same
 //! rounds.
@@ -78,7 +81,11 @@ fn v4(n: usize, seed: u64) -> Result<(), Box<dyn Error>> {
             }
         })
         .collect();
-    let (mut best_zl, mut best_rte) = (f64::MAX, f64::MAX);
+    // Scalar: one address at a time, both sides; bulk: `Lpm4::BULK` addresses per call,
+    // zl-lpm's `lookup_bulk_u32` against `rte_lpm_lookup_bulk`, and DPDK's `rte_lpm_lookupx4`
+    // (four at a time, SSE), all in the same rounds.
+    let mut found = vec![None; Lpm4::BULK];
+    let mut best = [f64::MAX; 5];
     for _ in 0..ROUNDS {
         let (z, zsum) = ns_per(ADDRS, || {
             (addrs.iter())
@@ -89,13 +96,45 @@ fn v4(n: usize, seed: u64) -> Result<(), Box<dyn Error>> {
         let (r, rsum) = ns_per(ADDRS, || unsafe {
             sys::zl_lpm_lookup_sum(rte, addrs.as_ptr(), ADDRS as u32)
         });
+        let (zb, zbsum) = ns_per(ADDRS, || {
+            let mut sum = 0;
+            for chunk in addrs.chunks(Lpm4::BULK) {
+                zl.lookup_bulk_u32(chunk, &mut found);
+                sum += found[..chunk.len()]
+                    .iter()
+                    .map(|v| u64::from(v.unwrap_or(0)))
+                    .sum::<u64>();
+            }
+            sum
+        });
+        // SAFETY: as above.
+        let (rb, rbsum) = ns_per(ADDRS, || unsafe {
+            sys::zl_lpm_lookup_bulk_sum(rte, addrs.as_ptr(), ADDRS as u32, Lpm4::BULK as u32)
+        });
+        // SAFETY: as above.
+        let (rx, rxsum) = ns_per(ADDRS, || unsafe {
+            sys::zl_lpm_lookupx4_sum(rte, addrs.as_ptr(), ADDRS as u32)
+        });
         assert_eq!(zsum, rsum, "zl-lpm and rte_lpm disagree");
-        best_zl = best_zl.min(z);
-        best_rte = best_rte.min(r);
+        assert_eq!(
+            (zbsum, rbsum, rxsum),
+            (zsum, zsum, zsum),
+            "the walks disagree"
+        );
+        for (b, t) in best.iter_mut().zip([z, r, zb, rb, rx]) {
+            *b = b.min(t);
+        }
     }
+    let [best_zl, best_rte, best_zl_bulk, best_rte_bulk, best_rte_x4] = best;
+    println!(
+        "IPv4 {n:>9} routes | bulk of {} ns: zl-lpm {best_zl_bulk:6.2}  rte_lpm {best_rte_bulk:6.2}  ratio {:.2} | rte_lpm_lookupx4 {best_rte_x4:6.2} ns, zl-lpm bulk / x4 {:.2}",
+        Lpm4::BULK,
+        best_zl_bulk / best_rte_bulk,
+        best_zl_bulk / best_rte_x4
+    );
     let s = zl.stats();
     println!(
-        "IPv4 {n:>9} routes | lookup ns: zl-lpm {best_zl:6.2}  rte_lpm {best_rte:6.2}  ratio {:.2} | build ms: zl-lpm {:7.1}  rte_lpm {:7.1} | zl-lpm memory {} MiB root + {} MiB groups ({} in use); rte_lpm as configured {} MiB",
+        "IPv4 {n:>9} routes | scalar ns: zl-lpm {best_zl:6.2}  rte_lpm {best_rte:6.2}  ratio {:.2} | build ms: zl-lpm {:7.1}  rte_lpm {:7.1} | zl-lpm memory {} MiB root + {} MiB groups ({} in use); rte_lpm as configured {} MiB",
         best_zl / best_rte,
         zl_build.as_secs_f64() * 1e3,
         rte_build.as_secs_f64() * 1e3,

@@ -44,6 +44,12 @@ pub(crate) fn child(e: u32) -> usize {
 pub(crate) fn child_gen(e: u32) -> u32 {
     (e >> CHILD_GEN_SHIFT) & ((1 << GEN_BITS) - 1)
 }
+/// True when `c`, read from the group that pointer `e` leads to, carries the generation the
+/// pointer promised: `e`'s child generation (bits 21..26) moved up to `c`'s own (26..31).
+#[inline(always)]
+pub(crate) fn same_gen(c: u32, e: u32) -> bool {
+    (c ^ (e << 5)) & GEN_MASK == 0
+}
 /// A leaf's value, `None` for "no route".
 #[inline(always)]
 pub(crate) fn value(e: u32) -> Option<u32> {

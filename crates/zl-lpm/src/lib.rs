@@ -9,7 +9,9 @@
 //! [`MAX_VALUE`]) and depth of the longest rule covering it, or a pointer to a group.
 //! [`Lpm6::lookup`] walks the address octet by octet and [`Lpm6::lookup_bulk`] walks a burst
 //! of addresses level by level so that their cache misses overlap (`walk6.rs`); the plain walk
-//! they are tested against stays as [`Lpm6::lookup_plain`].
+//! they are tested against stays as [`Lpm6::lookup_plain`]. [`Lpm4::lookup_bulk`] loads the
+//! root entries of a burst before it follows any pointer (`walk4.rs`); [`Lpm4::lookup_plain`]
+//! is its reference.
 //!
 //! # Contract
 //! - `lookup(addr)` returns the value of the longest rule (prefix) containing `addr`, or `None`.
@@ -26,7 +28,9 @@
 //!   (DPDK sizes its tables the same way, by `number_tbl8s`). On Linux the group array is
 //!   asked for as transparent huge pages (`madvise`), so a walk through groups does not miss the
 //!   TLB at every step; groups are handed out in order, so the 2 MiB stretches backed whole are
-//!   the ones in use. A table out of groups refuses the insert with [`LpmError::TableFull`] and
+//!   the ones in use. The IPv4 root follows once the table holds 16 k rules (a lookup in a large
+//!   table is a random load in its 64 MiB; a small table keeps 4 KiB pages and the shared zero
+//!   page under its unused entries: `trie::HUGE_ROOT_RULES`). A table out of groups refuses the insert with [`LpmError::TableFull`] and
 //!   is left unchanged for lookups.
 //!
 //! # Concurrency: decided
@@ -34,7 +38,9 @@
 //! than an immutable table swapped whole (arc-swap): a swapped DIR-24-8 copies 64 MiB per
 //! change, and a BGP feed changes thousands of routes a second; in place, adding a /24 is one
 //! store. Entries are whole 32-bit atomics (Release stores, Acquire loads: a group is filled
-//! before the pointer to it is published).
+//! before the pointer to it is published). The IPv4 walks load Relaxed and let the generation
+//! check below stand for the Acquire: a group's content from before its fill carries an older
+//! generation (`walk4.rs` says why that is enough, and why it matters).
 //!
 //! The hard part is freeing a group (after the last longer prefix under it goes): a reader may
 //! have read the pointer to it just before. `rte_lpm` waits for an RCU grace period, which needs
@@ -50,7 +56,8 @@
 //!
 //! `tests/concurrent.rs` checks the contract with readers racing a writer that splits, fills
 //! and frees groups; `tests/oracle.rs` checks lookups against a naive longest-match scan;
-//! `tests/walks.rs` checks the tuned IPv6 walks against the plain one through route changes.
+//! `tests/walks.rs` checks the tuned IPv4 and IPv6 walks against the plain one through route
+//! changes.
 //!
 //! # Example
 //!
@@ -72,6 +79,7 @@
 mod entry;
 pub mod synth;
 mod trie;
+mod walk4;
 mod walk6;
 
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -227,6 +235,9 @@ family!(
 );
 
 impl Lpm4 {
+    /// The most addresses [`Lpm4::lookup_bulk`] walks together.
+    pub const BULK: usize = walk4::BULK;
+
     /// The value of the longest rule containing `addr`.
     #[inline]
     pub fn lookup(&self, addr: Ipv4Addr) -> Option<u32> {
@@ -237,20 +248,36 @@ impl Lpm4 {
     /// at most one group load).
     #[inline]
     pub fn lookup_u32(&self, addr: u32) -> Option<u32> {
-        let t = &self.trie.t;
-        loop {
-            // Acquire: see `trie::Trie::lookup`.
-            let e = t.root[(addr >> 8) as usize].load(std::sync::atomic::Ordering::Acquire);
-            if !entry::is_ext(e) {
-                return entry::value(e);
+        self.trie.t.lookup4(addr)
+    }
+
+    /// [`Lpm4::lookup`] of each of `addrs` into the same place of `out`, [`Lpm4::BULK`] at a
+    /// time: the root entries of a whole batch are loaded before any of them is looked at, so
+    /// that their cache misses overlap (as `rte_lpm_lookup_bulk`, for a poll loop's burst).
+    /// Panics if `out` is shorter than `addrs`.
+    pub fn lookup_bulk(&self, addrs: &[Ipv4Addr], out: &mut [Option<u32>]) {
+        assert!(out.len() >= addrs.len(), "room for every answer");
+        let mut host = [0u32; walk4::BULK];
+        for (addrs, out) in addrs.chunks(walk4::BULK).zip(out.chunks_mut(walk4::BULK)) {
+            for (h, &a) in host.iter_mut().zip(addrs) {
+                *h = u32::from(a);
             }
-            let i = (entry::child(e) << 8) | (addr & 0xff) as usize;
-            let c = t.groups[i].load(std::sync::atomic::Ordering::Acquire);
-            // The group was recycled under us (see the crate doc): read the root again.
-            if entry::own_gen(c) == entry::child_gen(e) {
-                return entry::value(c);
-            }
+            self.trie.t.lookup4_bulk(&host[..addrs.len()], out);
         }
+    }
+
+    /// [`Lpm4::lookup_bulk`] of host-order addresses.
+    pub fn lookup_bulk_u32(&self, addrs: &[u32], out: &mut [Option<u32>]) {
+        assert!(out.len() >= addrs.len(), "room for every answer");
+        for (addrs, out) in addrs.chunks(walk4::BULK).zip(out.chunks_mut(walk4::BULK)) {
+            self.trie.t.lookup4_bulk(addrs, out);
+        }
+    }
+
+    /// The plain walk of any width (`u128` key, one shift per stride): the reference that
+    /// [`Lpm4::lookup`] and [`Lpm4::lookup_bulk`] are tested against.
+    pub fn lookup_plain(&self, addr: Ipv4Addr) -> Option<u32> {
+        self.trie.lookup(u128::from(u32::from(addr)) << 96)
     }
 }
 

@@ -135,7 +135,8 @@ pub fn v6_table(n: usize, seed: u64) -> Vec<(u128, u8)> {
 
 /// An address inside prefix `(a, len)` of a 32-bit table, chosen by `rng`.
 pub fn v4_inside(p: (u32, u8), rng: &mut Rng) -> u32 {
-    let host = if p.1 == 0 { u32::MAX } else { u32::MAX >> p.1 };
+    // A /32 has no host bits (`u32::MAX >> 32` would overflow).
+    let host = u32::MAX.checked_shr(u32::from(p.1)).unwrap_or(0);
     p.0 | ((rng.next_u64() >> 32) as u32 & host)
 }
 

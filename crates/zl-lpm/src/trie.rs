@@ -25,7 +25,11 @@ const _: () = assert!(std::mem::size_of::<u32>() == std::mem::size_of::<AtomicU3
 fn zeroed_atomics(n: usize, huge: bool) -> Box<[AtomicU32]> {
     let raw = Box::into_raw(vec![0u32; n].into_boxed_slice());
     if huge {
-        advise_huge_pages(raw as *mut u32 as usize, n * std::mem::size_of::<u32>());
+        advise_huge_pages(
+            raw as *mut u32 as usize,
+            n * std::mem::size_of::<u32>(),
+            false,
+        );
     }
     // SAFETY: `AtomicU32` has the size, alignment (asserted above) and bit validity of `u32`,
     // so the allocation is a valid `[AtomicU32]` of the same length and is freed with the same
@@ -38,11 +42,12 @@ fn zeroed_atomics(n: usize, huge: bool) -> Box<[AtomicU32]> {
 /// default). Used for the groups: an IPv6 lookup walks up to 14 of them at random places in
 /// a table of hundreds of MiB, so with 4 KiB pages nearly every step also misses the TLB (DPDK
 /// puts its tables on huge pages for the same reason). Groups are handed out in order, so the
-/// 2 MiB stretches backed whole are the ones in use. decided: not the IPv4 root: its lookups
-/// measured the same with and without (docs/performance/lpm.md), and a sparse table would pay
-/// 64 MiB at once instead of a page per written 4 KiB. Only tables of at least 2 MiB; a
-/// refusal (no THP, another kernel) is harmless: the table works the same on small pages.
-fn advise_huge_pages(addr: usize, len: usize) {
+/// 2 MiB stretches backed whole are the ones in use. The IPv4 root too, once the table is
+/// large: see [`HUGE_ROOT_RULES`]; with `collapse`, the pages already mapped are gathered into
+/// huge pages at once (`MADV_COLLAPSE`, Linux 6.1; older kernels leave it to `khugepaged`).
+/// Only tables of at least 2 MiB; a refusal (no THP, another kernel) is harmless: the table
+/// works the same on small pages.
+fn advise_huge_pages(addr: usize, len: usize, collapse: bool) {
     const HUGE: usize = 2 << 20;
     if len < HUGE || cfg!(miri) {
         return;
@@ -58,8 +63,29 @@ fn advise_huge_pages(addr: usize, len: usize) {
         // their contents or the mapping's validity, so no Rust reference is affected.
         let _ =
             unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+        if collapse {
+            // The kernel's value (include/uapi/asm-generic/mman-common.h); the libc crate has
+            // it for glibc targets only.
+            const MADV_COLLAPSE: libc::c_int = 25;
+            // SAFETY: as above; MADV_COLLAPSE copies the mapped small pages of the range into
+            // huge pages and remaps them, contents unchanged (readers racing it see the same
+            // values), and leaves the range as it was where it cannot.
+            let _ =
+                unsafe { libc::madvise(start as *mut libc::c_void, end - start, MADV_COLLAPSE) };
+        }
     }
 }
+
+/// The IPv4 root goes onto transparent huge pages when the table reaches this many rules.
+/// decided, measured in docs/performance/lpm.md: in a table of 250 k routes a lookup is one
+/// random load in the 64 MiB root, and on 4 KiB pages it also misses the TLB (16 384 pages):
+/// 1.33-1.67x of `rte_lpm` on hugetlbfs, against 1.04-1.12x with the root on huge pages, same
+/// minutes. But a small table on 4 KiB pages maps a page per written 4 KiB and every lookup
+/// that misses its routes reads the one shared zero page (cached), which huge pages would
+/// lose: 1 k routes took 3-6 ns per lookup on small pages, 12-18 on huge ones (and its build
+/// zeroed 64 MiB). Between the two, the root's mapped pages outgrow the TLB; 16 k rules map
+/// most of the root's 4 KiB pages.
+pub(crate) const HUGE_ROOT_RULES: usize = 16 * 1024;
 
 /// Where an entry lives: the root table or a group.
 #[derive(Clone, Copy)]
@@ -86,6 +112,8 @@ struct Writer {
     in_use: u32,
     entry_writes: u64,
     len: usize,
+    /// The IPv4 root has been put on huge pages ([`HUGE_ROOT_RULES`]).
+    root_huge: bool,
 }
 
 pub(crate) struct Trie {
@@ -120,6 +148,7 @@ impl Trie {
         let capacity = groups.min(MAX_GROUPS);
         Trie {
             t: Tables {
+                // Small pages at first: see `HUGE_ROOT_RULES`.
                 root: zeroed_atomics(1 << root_bits, false),
                 groups: zeroed_atomics(capacity as usize * GROUP, true),
                 root_bits,
@@ -133,6 +162,7 @@ impl Trie {
                 in_use: 0,
                 entry_writes: 0,
                 len: 0,
+                root_huge: false,
             }),
         }
     }
@@ -190,6 +220,11 @@ impl Trie {
         let old = w.rules[len as usize].insert(key, value);
         if old.is_none() {
             w.len += 1;
+        }
+        if self.t.width == 32 && !w.root_huge && w.len >= HUGE_ROOT_RULES {
+            w.root_huge = true;
+            let root = &self.t.root;
+            advise_huge_pages(root.as_ptr() as usize, std::mem::size_of_val(&**root), true);
         }
         Ok(old)
     }

@@ -15,18 +15,11 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::entry;
+use crate::entry::{self, same_gen};
 use crate::trie::{Tables, GROUP};
 
 /// The most addresses [`Tables::lookup6_bulk`] walks together: a poll loop's burst.
 pub const BULK: usize = 32;
-
-/// True when `c`, read from the group that pointer `e` leads to, carries the generation the
-/// pointer promised: `e`'s child generation (bits 21..26) moved up to `c`'s own (26..31).
-#[inline(always)]
-fn same_gen(c: u32, e: u32) -> bool {
-    (c ^ (e << 5)) & entry::GEN_MASK == 0
-}
 
 /// A lookup's answer as a leaf entry, for a batch slot finished out of band.
 fn as_leaf(v: Option<u32>) -> u32 {

@@ -37,16 +37,34 @@ fn v4_readers_see_only_before_or_after_values_while_groups_recycle() {
             thread::spawn(move || {
                 let mut s = 0x9e37_79b9_7f4a_7c15 ^ r as u64;
                 let mut n = 0u64;
+                let mut addrs = [Ipv4Addr::UNSPECIFIED; 5];
+                let mut found = [None; 5];
+                let mut bulk = false;
                 while !done.load(Ordering::Relaxed) {
-                    let x = next(&mut s);
-                    let i = (x % u64::from(PREFIXES)) as u32;
-                    let host = (x >> 8) as u8;
-                    let v = t.lookup(Ipv4Addr::new(10, 0, i as u8, host));
-                    let ok = v == Some(i)
-                        || (host >= 128 && v == Some(100 + i))
-                        || (host == 7 && v == Some(200 + i));
-                    assert!(ok, "10.0.{i}.{host} -> {v:?}");
-                    n += 1;
+                    // One address through `lookup`, then five through `lookup_bulk`.
+                    let k = if bulk { addrs.len() } else { 1 };
+                    for a in &mut addrs[..k] {
+                        let x = next(&mut s);
+                        let i = (x % u64::from(PREFIXES)) as u8;
+                        // Host 7 (under the /32) often, the others spread over both halves.
+                        let host = if x >> 16 & 3 == 0 { 7 } else { (x >> 8) as u8 };
+                        *a = Ipv4Addr::new(10, 0, i, host);
+                    }
+                    if bulk {
+                        t.lookup_bulk(&addrs, &mut found);
+                    } else {
+                        found[0] = t.lookup(addrs[0]);
+                    }
+                    for (a, &v) in addrs[..k].iter().zip(&found) {
+                        let [_, _, i, host] = a.octets();
+                        let i = u32::from(i);
+                        let ok = v == Some(i)
+                            || (host >= 128 && v == Some(100 + i))
+                            || (host == 7 && v == Some(200 + i));
+                        assert!(ok, "{a} -> {v:?} (bulk: {bulk})");
+                    }
+                    n += k as u64;
+                    bulk = !bulk;
                 }
                 reads.fetch_add(n, Ordering::Relaxed);
             })
