@@ -32,6 +32,13 @@ fn zlrouter(args: &[&str]) -> Output {
 /// `in_extra` into the input port's `dpdk` inline table.
 fn config(dir: &Path, eal: &str, in_extra: &str) -> String {
     let d = dir.display();
+    let device = format!("net_pcap0,rx_pcap={d}/in.pcap,tx_pcap={d}/in-tx.pcap");
+    config_device(dir, eal, &device, in_extra)
+}
+
+/// As [`config`], the input port's device devargs given.
+fn config_device(dir: &Path, eal: &str, in_device: &str, in_extra: &str) -> String {
+    let d = dir.display();
     format!(
         r#"
 {eal}
@@ -43,7 +50,7 @@ flow_key = "src-dst"
 name = "in"
 kind = "dpdk"
 mac = "02:00:00:00:0d:01"
-dpdk = {{ device = "net_pcap0,rx_pcap={d}/in.pcap,tx_pcap={d}/in-tx.pcap"{in_extra} }}
+dpdk = {{ device = "{in_device}"{in_extra} }}
 
 [[ports]]
 name = "out"
@@ -225,37 +232,77 @@ fn fates(stdout: &str) -> [u64; 6] {
 
 #[test]
 fn zlrouter_runs_between_two_net_pcap_ports_through_zl_red() {
+    run_through_zl_red(
+        "zlrouter_runs_between_two_net_pcap_ports_through_zl_red",
+        false,
+    );
+}
+
+/// The same run on the threaded router (issue 14): the input port has two receive queues (two
+/// `rx_pcap` files, half the frames each), split into two receive halves on two receive
+/// workers, and `zero_copy` (its mbufs lent to the data plane, rewritten in place and sent as
+/// they are). Every assertion of the single-thread run holds.
+#[test]
+fn threaded_zero_copy_run_on_two_receive_queues() {
+    run_through_zl_red("threaded_zero_copy_run_on_two_receive_queues", true);
+}
+
+fn run_through_zl_red(test: &str, threaded_zero_copy: bool) {
     // A build without the `dpdk` feature is the build's choice, not the environment's, so it
     // prints SKIPPED whatever ZLR_REQUIRE_ENV says (`cargo test --workspace` builds without
     // it); CI runs this file again with `--features dpdk` and, under ZLR_REQUIRE_ENV, fails
     // when libdpdk is missing (.ci/run). The environment's own skips below obey it.
     if !zl_dpdk::AVAILABLE {
         eprintln!(
-            "SKIPPED zlrouter_runs_between_two_net_pcap_ports_through_zl_red: built without \
-             DPDK (run `cargo test --features dpdk --test dpdk_config` with libdpdk-dev)"
+            "SKIPPED {test}: built without DPDK (run `cargo test --features dpdk --test \
+             dpdk_config` with libdpdk-dev)"
         );
         return;
     }
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        zl_testkit::netns::skip(
-            "zlrouter_runs_between_two_net_pcap_ports_through_zl_red",
-            "not root",
-        );
+        zl_testkit::netns::skip(test, "not root");
         return;
     }
-    let dir = common::scratch("dpdk-config-run");
+    let dir = common::scratch(if threaded_zero_copy {
+        "dpdk-config-mt"
+    } else {
+        "dpdk-config-run"
+    });
     let frames: Vec<Vec<u8>> = (0..FRAMES)
         .map(|i| {
             let flow = (i % 8) as u8;
             frame(flow, i, flow < 4)
         })
         .collect();
-    write_pcap(&dir.join("in.pcap"), &frames);
     write_pcap(&dir.join("empty.pcap"), &[]);
-    let prefix = format!("zlr-dpdkcfg-{}", std::process::id());
+    let prefix = format!(
+        "zlr-dpdkcfg-{}-{}",
+        std::process::id(),
+        u8::from(threaded_zero_copy)
+    );
     let path = dir.join("dpdk.toml");
-    std::fs::write(&path, config(&dir, &eal_table(&prefix), "")).unwrap();
+    let text = if threaded_zero_copy {
+        let (even, odd): (Vec<_>, Vec<_>) = frames
+            .iter()
+            .cloned()
+            .enumerate()
+            .partition(|(i, _)| i % 2 == 0);
+        let strip = |v: Vec<(usize, Vec<u8>)>| v.into_iter().map(|(_, f)| f).collect::<Vec<_>>();
+        write_pcap(&dir.join("in0.pcap"), &strip(even));
+        write_pcap(&dir.join("in1.pcap"), &strip(odd));
+        let d = dir.display();
+        let device = format!(
+            "net_pcap0,rx_pcap={d}/in0.pcap,rx_pcap={d}/in1.pcap,tx_pcap={d}/in-tx0.pcap,\
+             tx_pcap={d}/in-tx1.pcap"
+        );
+        let top = format!("{}\n\n[run]\nrx_workers = 2", eal_table(&prefix));
+        config_device(&dir, &top, &device, ", queues = 2, zero_copy = true")
+    } else {
+        write_pcap(&dir.join("in.pcap"), &frames);
+        config(&dir, &eal_table(&prefix), "")
+    };
+    std::fs::write(&path, text).unwrap();
 
     let mut child = Command::new(env!("CARGO_BIN_EXE_zlrouter"))
         .args(["run", "--json", path.to_str().unwrap()])
