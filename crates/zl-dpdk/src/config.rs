@@ -130,6 +130,13 @@ impl DpdkPortConfig {
         if self.queues == 0 || self.queues > MAX_QUEUES {
             return bad(format!("queues {} must be 1..={MAX_QUEUES}", self.queues));
         }
+        if self.zero_copy && !cfg!(feature = "zero-copy") {
+            return bad(
+                "zero_copy = true needs a build with zero-copy DPDK (zlrouter's cargo \
+                 feature `dpdk-zero-copy`, zl-dpdk's `zero-copy`)"
+                    .into(),
+            );
+        }
         if self.mbufs < u32::from(self.rx_descriptors) + 64 {
             return bad(format!(
                 "mbufs {} must exceed rx_descriptors {} by at least one burst",
@@ -218,6 +225,23 @@ mod tests {
         let p: DpdkPortConfig = toml::from_str("device = \"n\"\nzero_copy = true").unwrap();
         assert!(p.zero_copy);
         assert!(toml::from_str::<DpdkPortConfig>("device = \"x\"\nqueue = 2").is_err());
+    }
+
+    /// `zero_copy = true` needs the build feature; the error names it.
+    #[test]
+    fn zero_copy_needs_its_build_feature() {
+        let mut p = DpdkPortConfig::new("net_null0");
+        p.zero_copy = true;
+        let checked = p.validate();
+        if cfg!(feature = "zero-copy") {
+            assert!(checked.is_ok(), "{checked:?}");
+        } else {
+            let e = checked.unwrap_err().to_string();
+            assert!(
+                e.contains("zero_copy") && e.contains("dpdk-zero-copy"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

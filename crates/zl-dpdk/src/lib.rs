@@ -54,7 +54,7 @@ mod bench;
 mod config;
 #[cfg(dpdk_available)]
 mod eal;
-#[cfg(dpdk_available)]
+#[cfg(all(dpdk_available, feature = "zero-copy"))]
 mod lend;
 #[cfg(dpdk_available)]
 mod port;

@@ -8,16 +8,18 @@
 //! port, not per queue, are counted by queue 0 alone, so the halves' counters sum to the
 //! port's. The transmit queue counts `tx_*`.
 
+#[cfg(feature = "zero-copy")]
 use std::num::NonZeroUsize;
 use std::ptr;
 use std::sync::Arc;
 
 use zl_core::Nanos;
 use zl_dpdk_sys as sys;
-use zl_port::{
-    Batch, BufPool, LenderKey, PortCounters, PortError, Readiness, RxHalf, RxTally, TxHalf,
-};
+#[cfg(feature = "zero-copy")]
+use zl_port::LenderKey;
+use zl_port::{Batch, BufPool, PortCounters, PortError, Readiness, RxHalf, RxTally, TxHalf};
 
+#[cfg(feature = "zero-copy")]
 use crate::lend::MbufLender;
 use crate::port::{Device, BURST};
 
@@ -32,6 +34,7 @@ pub struct DpdkRxQueue {
     pub(crate) counters: PortCounters,
     rx_multi_seg: u64,
     /// With zero-copy: the key frames are lent with.
+    #[cfg(feature = "zero-copy")]
     lend: Option<&'static LenderKey>,
 }
 
@@ -43,6 +46,9 @@ unsafe impl Send for DpdkRxQueue {}
 
 impl DpdkRxQueue {
     pub(crate) fn new(dev: Arc<Device>, queue: u16, zero_copy: bool) -> Self {
+        // Refused by `DpdkPortConfig::validate` in a build without the feature.
+        #[cfg(not(feature = "zero-copy"))]
+        let _ = zero_copy;
         DpdkRxQueue {
             #[cfg(feature = "bench")]
             pool: dev.rx_pools[usize::from(queue)],
@@ -50,6 +56,7 @@ impl DpdkRxQueue {
             queue,
             counters: PortCounters::default(),
             rx_multi_seg: 0,
+            #[cfg(feature = "zero-copy")]
             lend: if zero_copy { MbufLender::key() } else { None },
         }
     }
@@ -96,6 +103,7 @@ impl DpdkRxQueue {
     /// [`zl_port::Port::recv`] on this queue: each frame copied into a buffer of `pool`, or
     /// with zero-copy lent to it.
     pub(crate) fn recv_into(&mut self, now: Nanos, pool: &mut BufPool, batch: &mut Batch) -> usize {
+        #[cfg(feature = "zero-copy")]
         if let Some(key) = self.lend {
             return self.recv_lent(key, now, pool, batch);
         }
@@ -113,6 +121,7 @@ impl DpdkRxQueue {
     /// Zero-copy receive: each single-segment frame that fits a buffer of `pool` is lent to
     /// one (the pool's accounting as for a copy); the rest are freed and counted as
     /// `recv_into` counts them.
+    #[cfg(feature = "zero-copy")]
     fn recv_lent(
         &mut self,
         key: &'static LenderKey,
@@ -305,15 +314,15 @@ impl DpdkTxQueue {
     /// is, every other one copied out (or counted as dropped); every buffer goes back to
     /// `pool`. One FFI call per burst of 32.
     pub(crate) fn send_batch(&mut self, batch: &mut Batch, pool: &mut BufPool) -> usize {
-        let key = MbufLender::key_if_lending();
+        let key = lending();
         let mut lent = [ptr::null_mut::<sys::rte_mbuf>(); BURST];
         let mut data = [ptr::null::<u8>(); BURST];
         let mut lens = [0u16; BURST];
         let mut staged = 0usize;
         let mut sent = 0;
         for b in batch.iter_mut() {
-            if let Some((handle, len)) = key.and_then(|k| b.take_lent(k)) {
-                lent[staged] = handle.get() as *mut sys::rte_mbuf;
+            if let Some((handle, len)) = take_lent(key, b) {
+                lent[staged] = handle as *mut sys::rte_mbuf;
                 lens[staged] = len as u16;
             } else if b.len() > usize::from(self.dev.data_room) {
                 self.counters.tx_errors += 1;
@@ -393,4 +402,33 @@ impl TxHalf for DpdkTxQueue {
     fn counters(&self) -> PortCounters {
         PortCounters::joined(&PortCounters::default(), &self.counters)
     }
+}
+
+/// The key to take lent frames back with, when this process lends (`zero_copy`).
+#[cfg(feature = "zero-copy")]
+#[inline]
+fn lending() -> Option<&'static LenderKey> {
+    MbufLender::key_if_lending()
+}
+
+/// The mbuf (as an address) and length of a frame lent to `b`, taken back from it.
+#[cfg(feature = "zero-copy")]
+#[inline]
+fn take_lent(key: Option<&'static LenderKey>, b: &mut zl_port::PacketBuf) -> Option<(usize, u32)> {
+    let (handle, len) = key.and_then(|k| b.take_lent(k))?;
+    Some((handle.get(), len))
+}
+
+/// Without the feature `zero-copy` nothing is lent.
+#[cfg(not(feature = "zero-copy"))]
+#[inline]
+fn lending() -> Option<()> {
+    None
+}
+
+/// Without the feature `zero-copy` no frame is lent.
+#[cfg(not(feature = "zero-copy"))]
+#[inline]
+fn take_lent(_: Option<()>, _: &mut zl_port::PacketBuf) -> Option<(usize, u32)> {
+    None
 }
