@@ -24,58 +24,123 @@ enum Source {
 
 /// A port backed by memory. Receiving copies a stored frame into a pool buffer (the same work
 /// a copy-mode NIC port does); sending counts the frame and, when capture is on, keeps a copy.
+/// Its halves ([`SplitPort`]) are its source ([`MemoryRx`]) and its sink ([`MemoryTx`]).
 #[derive(Debug)]
 pub struct MemoryPort {
+    rx: MemoryRx,
+    tx: MemoryTx,
+}
+
+/// A memory port's receive half: its source.
+#[derive(Debug)]
+pub struct MemoryRx {
     name: String,
     index: u16,
     source: Source,
+    counters: PortCounters,
+}
+
+/// A memory port's transmit half: its sink (and capture).
+#[derive(Debug)]
+pub struct MemoryTx {
+    name: String,
     capture: Option<Vec<(Nanos, Vec<u8>)>>,
     counters: PortCounters,
 }
 
 impl MemoryPort {
+    fn with_source(name: &str, index: u16, source: Source) -> Self {
+        MemoryPort {
+            rx: MemoryRx {
+                name: name.to_owned(),
+                index,
+                source,
+                counters: PortCounters::default(),
+            },
+            tx: MemoryTx {
+                name: name.to_owned(),
+                capture: None,
+                counters: PortCounters::default(),
+            },
+        }
+    }
+
     /// A live-like port that yields `count` frames cycling through `templates`
     /// (`u64::MAX` for an endless source). An empty template list yields nothing.
     pub fn cycling(name: &str, index: u16, templates: Vec<Vec<u8>>, count: u64) -> Self {
-        MemoryPort {
-            name: name.to_owned(),
-            index,
-            source: Source::Cycle {
-                remaining: if templates.is_empty() { 0 } else { count },
-                templates,
-                next: 0,
-            },
-            capture: None,
-            counters: PortCounters::default(),
-        }
+        let source = Source::Cycle {
+            remaining: if templates.is_empty() { 0 } else { count },
+            templates,
+            next: 0,
+        };
+        MemoryPort::with_source(name, index, source)
     }
 
     /// A virtual-time port yielding `frames` at their timestamps (sorted here if needed).
     pub fn timed(name: &str, index: u16, mut frames: Vec<(Nanos, Vec<u8>)>) -> Self {
         frames.sort_by_key(|(t, _)| *t);
-        MemoryPort {
-            name: name.to_owned(),
-            index,
-            source: Source::Timed(frames.into()),
-            capture: None,
-            counters: PortCounters::default(),
-        }
+        MemoryPort::with_source(name, index, Source::Timed(frames.into()))
     }
 
     /// Keeps a copy of every transmitted frame with its send time (allocates per frame: for
     /// tests, not benchmarks).
     pub fn with_capture(mut self) -> Self {
-        self.capture = Some(Vec::new());
+        self.tx.capture = Some(Vec::new());
         self
     }
 
     /// The frames transmitted so far, when capture is on.
     pub fn captured(&self) -> &[(Nanos, Vec<u8>)] {
-        self.capture.as_deref().unwrap_or(&[])
+        self.tx.captured()
     }
 }
 
 impl Port for MemoryPort {
+    fn name(&self) -> &str {
+        &self.rx.name
+    }
+
+    fn recv(
+        &mut self,
+        now: Nanos,
+        pool: &mut BufPool,
+        batch: &mut Batch,
+    ) -> Result<usize, PortError> {
+        self.rx.recv(now, pool, batch)
+    }
+
+    fn send(
+        &mut self,
+        now: Nanos,
+        batch: &mut Batch,
+        pool: &mut BufPool,
+    ) -> Result<usize, PortError> {
+        self.tx.send(now, batch, pool)
+    }
+
+    fn readiness(&self) -> Readiness {
+        self.rx.readiness()
+    }
+
+    fn counters(&self) -> PortCounters {
+        PortCounters::joined(&self.rx.counters, &self.tx.counters)
+    }
+}
+
+impl SplitPort for MemoryPort {
+    fn split(self: Box<Self>) -> Halves {
+        Halves::one(Box::new(self.rx), Box::new(self.tx))
+    }
+}
+
+impl MemoryTx {
+    /// The frames sent (with their send times), when the port captures.
+    pub fn captured(&self) -> &[(Nanos, Vec<u8>)] {
+        self.capture.as_deref().unwrap_or(&[])
+    }
+}
+
+impl RxHalf for MemoryRx {
     fn name(&self) -> &str {
         &self.name
     }
@@ -86,8 +151,80 @@ impl Port for MemoryPort {
         pool: &mut BufPool,
         batch: &mut Batch,
     ) -> Result<usize, PortError> {
-        let (source, counters) = (&mut self.source, &mut self.counters);
-        Ok(recv_from(source, self.index, counters, now, pool, batch))
+        let mut added = 0;
+        // At most one burst of frames leaves the source per call, as a NIC ring hands over at
+        // most its free descriptors: a frame that finds no buffer is a counted drop, and an
+        // endless source with an empty pool cannot keep the call looping.
+        for _ in 0..batch.room() {
+            let popped;
+            let (ts, frame): (Nanos, &[u8]) = match &mut self.source {
+                Source::Cycle {
+                    templates,
+                    next,
+                    remaining,
+                } => {
+                    if *remaining == 0 {
+                        break;
+                    }
+                    if *remaining != u64::MAX {
+                        *remaining -= 1;
+                    }
+                    let i = *next;
+                    *next = if i + 1 == templates.len() { 0 } else { i + 1 };
+                    (now, &templates[i])
+                }
+                Source::Timed(q) => match q.front() {
+                    Some((t, _)) if *t <= now => {
+                        popped = q.pop_front();
+                        match &popped {
+                            Some((t, f)) => (*t, f.as_slice()),
+                            None => break,
+                        }
+                    }
+                    _ => break,
+                },
+            };
+            let Some(mut buf) = pool.alloc() else {
+                self.counters.rx_no_buffer += 1;
+                continue;
+            };
+            if buf.copy_from(frame).is_err() {
+                pool.free(buf);
+                self.counters.rx_too_long += 1;
+                continue;
+            }
+            buf.rx_time = ts;
+            buf.in_port = self.index;
+            self.counters.rx_packets += 1;
+            self.counters.rx_bytes += frame.len() as u64;
+            // Cannot fail: the loop takes at most `room` frames.
+            if let Err(b) = batch.push(buf) {
+                pool.free(b);
+            }
+            added += 1;
+        }
+        Ok(added)
+    }
+
+    fn readiness(&self) -> Readiness {
+        match &self.source {
+            Source::Cycle { remaining: 0, .. } => Readiness::Exhausted,
+            Source::Cycle { .. } => Readiness::Live,
+            Source::Timed(q) => match q.front() {
+                Some((t, _)) => Readiness::NextPacketAt(*t),
+                None => Readiness::Exhausted,
+            },
+        }
+    }
+
+    fn counters(&self) -> PortCounters {
+        self.counters
+    }
+}
+
+impl TxHalf for MemoryTx {
+    fn name(&self) -> &str {
+        &self.name
     }
 
     fn send(
@@ -100,10 +237,6 @@ impl Port for MemoryPort {
             cap.extend(batch.iter().map(|buf| (now, buf.as_slice().to_vec())));
         }
         Ok(self.counters.sink(batch, pool))
-    }
-
-    fn readiness(&self) -> Readiness {
-        readiness_of(&self.source)
     }
 
     fn counters(&self) -> PortCounters {
@@ -160,162 +293,5 @@ mod tests {
         port.send(Nanos(30), &mut batch, &mut pool).unwrap();
         assert_eq!(port.captured().len(), 1);
         assert_eq!(pool.available(), 1);
-    }
-}
-
-fn recv_from(
-    source: &mut Source,
-    index: u16,
-    counters: &mut PortCounters,
-    now: Nanos,
-    pool: &mut BufPool,
-    batch: &mut Batch,
-) -> usize {
-    let mut added = 0;
-    // At most one burst of frames leaves the source per call, as a NIC ring hands over at
-    // most its free descriptors: a frame that finds no buffer is a counted drop, and an
-    // endless source with an empty pool cannot keep the call looping.
-    for _ in 0..batch.room() {
-        let popped;
-        let (ts, frame): (Nanos, &[u8]) = match source {
-            Source::Cycle {
-                templates,
-                next,
-                remaining,
-            } => {
-                if *remaining == 0 {
-                    break;
-                }
-                if *remaining != u64::MAX {
-                    *remaining -= 1;
-                }
-                let i = *next;
-                *next = if i + 1 == templates.len() { 0 } else { i + 1 };
-                (now, &templates[i])
-            }
-            Source::Timed(q) => match q.front() {
-                Some((t, _)) if *t <= now => {
-                    popped = q.pop_front();
-                    match &popped {
-                        Some((t, f)) => (*t, f.as_slice()),
-                        None => break,
-                    }
-                }
-                _ => break,
-            },
-        };
-        let Some(mut buf) = pool.alloc() else {
-            counters.rx_no_buffer += 1;
-            continue;
-        };
-        if buf.copy_from(frame).is_err() {
-            pool.free(buf);
-            counters.rx_too_long += 1;
-            continue;
-        }
-        buf.rx_time = ts;
-        buf.in_port = index;
-        counters.rx_packets += 1;
-        counters.rx_bytes += frame.len() as u64;
-        // Cannot fail: the loop takes at most `room` frames.
-        if let Err(b) = batch.push(buf) {
-            pool.free(b);
-        }
-        added += 1;
-    }
-    added
-}
-
-fn readiness_of(source: &Source) -> Readiness {
-    match source {
-        Source::Cycle { remaining: 0, .. } => Readiness::Exhausted,
-        Source::Cycle { .. } => Readiness::Live,
-        Source::Timed(q) => match q.front() {
-            Some((t, _)) => Readiness::NextPacketAt(*t),
-            None => Readiness::Exhausted,
-        },
-    }
-}
-
-/// A memory port's receive half: its source.
-#[derive(Debug)]
-pub struct MemoryRx {
-    name: String,
-    index: u16,
-    source: Source,
-    counters: PortCounters,
-}
-
-/// A memory port's transmit half: its sink (and capture).
-#[derive(Debug)]
-pub struct MemoryTx {
-    name: String,
-    capture: Option<Vec<(Nanos, Vec<u8>)>>,
-    counters: PortCounters,
-}
-
-impl MemoryTx {
-    /// The frames sent (with their send times), when the port captures.
-    pub fn captured(&self) -> &[(Nanos, Vec<u8>)] {
-        self.capture.as_deref().unwrap_or(&[])
-    }
-}
-
-impl RxHalf for MemoryRx {
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn recv(
-        &mut self,
-        now: Nanos,
-        pool: &mut BufPool,
-        batch: &mut Batch,
-    ) -> Result<usize, PortError> {
-        let (source, counters) = (&mut self.source, &mut self.counters);
-        Ok(recv_from(source, self.index, counters, now, pool, batch))
-    }
-    fn readiness(&self) -> Readiness {
-        readiness_of(&self.source)
-    }
-    fn counters(&self) -> PortCounters {
-        self.counters
-    }
-}
-
-impl TxHalf for MemoryTx {
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn send(
-        &mut self,
-        now: Nanos,
-        batch: &mut Batch,
-        pool: &mut BufPool,
-    ) -> Result<usize, PortError> {
-        if let Some(cap) = &mut self.capture {
-            cap.extend(batch.iter().map(|buf| (now, buf.as_slice().to_vec())));
-        }
-        Ok(self.counters.sink(batch, pool))
-    }
-    fn counters(&self) -> PortCounters {
-        self.counters
-    }
-}
-
-impl SplitPort for MemoryPort {
-    fn split(self: Box<Self>) -> Halves {
-        let c = self.counters;
-        let rx = MemoryRx {
-            name: self.name.clone(),
-            index: self.index,
-            source: self.source,
-            counters: PortCounters::joined(&c, &PortCounters::default()),
-        };
-        let tx = MemoryTx {
-            name: self.name,
-            capture: self.capture,
-            counters: PortCounters::joined(&PortCounters::default(), &c),
-        };
-        Halves::one(Box::new(rx), Box::new(tx))
     }
 }
