@@ -465,7 +465,7 @@ impl ZombieList {
                     continue;
                 }
             }
-            if !*swap.get_or_insert_with(|| draw::swap(rng, self.cfg.p_swap())) {
+            if !*swap.get_or_insert_with(|| draw::swap(rng, self.cfg.swap_below())) {
                 return false;
             }
             let Some(e_new) = self.table.reserve(flow, h, ops) else {
