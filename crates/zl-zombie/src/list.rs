@@ -327,8 +327,10 @@ impl ZombieList {
         }
     }
 
-    /// SRED steps 1-2 for one arrival; returns Hit. `h` is `mix(flow)`.
-    #[inline]
+    /// SRED steps 1-2 for one arrival; returns Hit. `h` is `mix(flow)`. Always inlined: with
+    /// step 2's rare cases out of line it is short, and its call, prologue and spills cost the
+    /// pipeline's observation more than its code.
+    #[inline(always)]
     fn update_list<R: RngCore + ?Sized, S: OpSink>(
         &self,
         flow: FlowId,
