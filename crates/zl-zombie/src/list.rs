@@ -351,8 +351,8 @@ impl ZombieList {
         }
     }
 
-    /// F(flow) and T after this arrival's update.
-    #[inline]
+    /// F(flow) and T after this arrival's update. Always inlined, as `update_list`.
+    #[inline(always)]
     fn read_occurrence<S: OpSink>(&self, flow: FlowId, h: u64, ops: &mut S) -> (u64, u64) {
         match self.cfg.occurrence() {
             OccurrenceMode::Table => (
