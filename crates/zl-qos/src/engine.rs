@@ -586,22 +586,55 @@ impl<T> QosEngine<T> {
     /// handed to `send`; stops early when every queue is empty or the shaper holds the next
     /// packet. For a transmit burst: one call per burst instead of one per packet, and no
     /// [`Departed`] built for a caller that wants the item only.
+    ///
+    /// The scheduler chooses once per run rather than once per packet: nothing arrives during
+    /// the burst, so after a packet of the class [`Scheduler::peek`] chose leaves, `peek`
+    /// would choose that class again, changing nothing, for as long as
+    /// [`Scheduler::serves_again`] says; only then is it asked again. Each packet is still
+    /// shaped, popped, committed and counted one by one, as [`QosEngine::dequeue`] does
+    /// (`dequeue_burst_matches_repeated_dequeue` and `tests/engine_props.rs` hold the two
+    /// against each other).
     #[inline]
     pub fn dequeue_burst(&mut self, now: Nanos, max: usize, mut send: impl FnMut(T)) -> Burst {
         let mut sent = 0;
         while sent < max {
-            match self.dequeue_one(now) {
-                Dequeue::Packet(d) => {
-                    send(d.item);
-                    sent += 1;
-                }
-                Dequeue::Hold { until } => {
-                    return Burst {
-                        sent,
-                        held_until: Some(until),
+            let classes = &self.classes;
+            let Some(ci) = self.sched.peek(|i| classes[i].queue.head_len()) else {
+                break;
+            };
+            let class = &mut self.classes[ci];
+            let mut head = class.queue.head_len();
+            while let Some(len) = head {
+                if let Some(s) = &mut self.shaper {
+                    if !s.try_send(now, len) {
+                        return Burst {
+                            sent,
+                            held_until: Some(s.next_send_time(now, len)),
+                        };
                     }
                 }
-                Dequeue::Empty => break,
+                let Some(q) = class.queue.pop(now) else {
+                    break;
+                };
+                self.sched.commit(ci, len, class.queue.is_empty());
+                let view = class.queue.view();
+                class
+                    .aqm
+                    .for_color(q.meta.color)
+                    .on_dequeue(now, &view, &q.meta);
+                let s = &mut class.stats.per_color[q.meta.color.index()];
+                s.dequeued += 1;
+                s.dequeued_bytes += len as u64;
+                s.sojourn.record(now - q.enqueued_at);
+                send(q.item);
+                sent += 1;
+                if sent == max {
+                    break;
+                }
+                head = class.queue.head_len();
+                if !self.sched.serves_again(ci, head) {
+                    break;
+                }
             }
         }
         Burst {

@@ -193,6 +193,26 @@ impl Scheduler {
         }
     }
 
+    /// Whether [`Scheduler::peek`], asked now, would return `class` again and change nothing,
+    /// where `class` is what it returned last, each packet it sent since has been committed,
+    /// no queue has grown since, and `head` is that class's head length now (`None`: empty).
+    /// A strict class: every class ranked before it was empty then and still is. A weighted
+    /// one: it is still `weighted[cur]`, so `peek` returns it at once while WRR's credit
+    /// lasts, or DRR's deficit covers the head.
+    #[inline(always)]
+    pub fn serves_again(&self, class: usize, head: Option<u32>) -> bool {
+        let Some(len) = head else {
+            return false;
+        };
+        if self.weighted.get(self.cur) != Some(&class) {
+            return true; // a strict class
+        }
+        match self.mode {
+            SchedMode::Wrr => self.credit > 0,
+            SchedMode::Drr => len as u64 <= self.deficit[self.cur],
+        }
+    }
+
     /// Charges the packet of `len` bytes that class `class` (returned by `peek`) just sent;
     /// `now_empty` says whether its queue is empty after it.
     #[inline]
