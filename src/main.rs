@@ -15,6 +15,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::{Parser, Subcommand};
 use zl_core::Nanos;
 use zl_dataplane::config::{PortKind, PortParams, RouteSource};
+use zl_dataplane::cpus::WorkerCpus;
 use zl_dataplane::egress::Threading;
 use zl_dataplane::metrics::{ControlThread, MetricsHub};
 use zl_dataplane::mt::MtRouter;
@@ -393,6 +394,9 @@ fn run(
     quiet: bool,
     json: bool,
 ) -> Result<()> {
+    // Before a DPDK EAL pins this thread (its main lcore) to one core: the threaded router's
+    // workers get these CPUs back (`run.cpus` absent) or are checked against them.
+    let process_cpus = zl_dataplane::cpus::allowed_cpus();
     let (mut cfg, base) = load(config.as_deref())?;
     // The command line's overrides, applied again to every config a reload reads.
     let overrides = move |cfg: &mut RouterConfig| {
@@ -423,6 +427,12 @@ fn run(
     if cfg.run.rx_workers > 0 {
         let supply: &mut PortSupplier<'_> = &mut ports(&cfg, &mut dpdk);
         let mut mt = build_threaded(&cfg, &base, supply, cfg.run.rx_workers as usize)?;
+        match &process_cpus {
+            Ok(cpus) => mt.place_workers(WorkerCpus::from_config(cfg.run.cpus.as_deref(), cpus)?),
+            Err(e) => {
+                note!("zlrouter: the workers stay on this thread's CPUs: cannot read them: {e}")
+            }
+        }
         let r = reloader(
             Threading::Threaded,
             mt.zombie_lists(),

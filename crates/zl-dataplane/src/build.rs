@@ -158,6 +158,9 @@ pub fn build_threaded(
         pool_per_worker,
         work_budget: cfg.run.work_budget.max(1) as usize,
         seed: cfg.run.seed,
+        // `run.cpus` is checked against the CPUs the process may use by its caller
+        // (`crate::cpus::WorkerCpus::from_config`, then `MtRouter::place_workers`).
+        cpus: Default::default(),
     };
     let mut router = MtRouter::new(parts.slots, parts.forwarder, parts.groups, params);
     if let Some((tap, writer)) = capture {

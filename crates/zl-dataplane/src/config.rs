@@ -108,10 +108,21 @@ pub struct RunParams {
     /// `rx_workers >= 1` when above 1.
     #[serde(default = "default_tx_workers")]
     pub tx_workers: u32,
+    /// CPUs the threaded router's workers are pinned to, one worker per CPU in this order:
+    /// receive workers 0..N, then transmit workers 0..M (transmit worker 0 is the main
+    /// thread), cycling over the list when it is shorter. Absent (the default): every worker
+    /// may run on every CPU the process was allowed when it started (so a DPDK EAL, which pins
+    /// its main thread to the first core of `-l`, does not confine the workers to that core).
+    /// Needs `rx_workers >= 1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<Vec<u32>>,
 }
 
 /// Most receive workers a threaded run may have.
 pub const MAX_RX_WORKERS: u32 = 64;
+
+/// CPU numbers `run.cpus` may name are below this (the kernel's `CPU_SETSIZE`).
+pub const MAX_CPU: u32 = 1024;
 
 fn default_duration() -> f64 {
     10.0
@@ -139,6 +150,7 @@ impl Default for RunParams {
             pool_buffers: None,
             rx_workers: 0,
             tx_workers: default_tx_workers(),
+            cpus: None,
         }
     }
 }
@@ -557,6 +569,23 @@ impl RouterConfig {
                 "1 with rx_workers = 0 (the single-thread loop has no transmit workers); set rx_workers >= 1 for more",
             ));
         }
+        if let Some(cpus) = &r.cpus {
+            if r.rx_workers == 0 {
+                return Err(invalid(
+                    "run.cpus",
+                    format!("{cpus:?}"),
+                    "absent with rx_workers = 0 (it places the threaded router's workers; \
+                     pin the single-thread loop with taskset)",
+                ));
+            }
+            if cpus.is_empty() || cpus.iter().any(|&c| c >= MAX_CPU) {
+                return Err(invalid(
+                    "run.cpus",
+                    format!("{cpus:?}"),
+                    format!("a non-empty list of CPU numbers below {MAX_CPU}"),
+                ));
+            }
+        }
         let mut names = HashSet::new();
         for (i, p) in self.ports.iter().enumerate() {
             let key = |f: &str| format!("ports[{i}].{f}");
@@ -902,5 +931,20 @@ mod tests {
             e.contains("run.tx_workers") && e.contains("rx_workers = 0"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn cpus_needs_workers_and_real_cpu_numbers() {
+        assert_eq!(with_run("").unwrap().run.cpus, None);
+        let c = with_run("rx_workers = 1\ncpus = [3, 1]").unwrap();
+        assert_eq!(c.run.cpus, Some(vec![3, 1]));
+        for (run, says) in [
+            ("cpus = [1]", "rx_workers = 0"),
+            ("rx_workers = 1\ncpus = []", "non-empty"),
+            ("rx_workers = 1\ncpus = [1024]", "below 1024"),
+        ] {
+            let e = with_run(run).unwrap_err().to_string();
+            assert!(e.contains("run.cpus") && e.contains(says), "{run}: {e}");
+        }
     }
 }

@@ -40,6 +40,7 @@ pub mod build;
 pub mod capture;
 pub mod config;
 pub mod control;
+pub mod cpus;
 pub mod dataplane;
 pub mod egress;
 pub mod flows;

@@ -100,6 +100,7 @@ use zl_zombie::{Observation, ZombieConfig, ZombieList};
 
 use crate::build::{stream_seed, BoxedPort};
 use crate::capture::{CaptureStats, CaptureTap, CaptureWriter};
+use crate::cpus::WorkerCpus;
 use crate::dataplane::{apply_egress, PortSlot, StopReason};
 use crate::egress::{Egress, Link, QueueLengthHistogram};
 use crate::forward::Forwarder;
@@ -128,6 +129,9 @@ pub struct MtParams {
     pub work_budget: usize,
     /// Seeds every worker's random generator.
     pub seed: u64,
+    /// The CPUs each worker runs on (`run.cpus`; the router binary gives the workers every CPU
+    /// the process may use when it is absent).
+    pub cpus: WorkerCpus,
 }
 
 impl PortSlot {
@@ -478,6 +482,11 @@ impl MtRouter {
         self.egress.iter().map(|e| e.zombie.clone()).collect()
     }
 
+    /// Where the next [`MtRouter::run`] puts its workers.
+    pub fn place_workers(&mut self, cpus: WorkerCpus) {
+        self.params.cpus = cpus;
+    }
+
     pub fn params(&self) -> &MtParams {
         &self.params
     }
@@ -621,6 +630,12 @@ impl MtRouter {
             leads: &leads,
         };
         let params = self.params.clone();
+        // This thread is transmit worker 0 for the run, then goes back where it was.
+        let caller_cpus = match params.cpus {
+            WorkerCpus::Inherit => None,
+            _ => crate::cpus::allowed_cpus().ok(),
+        };
+        params.cpus.place(workers, "transmit worker 0");
         let (results, helper_shards, tx_outcome) = std::thread::scope(|s| {
             let mut handles = Vec::with_capacity(workers);
             for ((w, start), slot) in starts.into_iter().enumerate().zip(&slots) {
@@ -629,6 +644,7 @@ impl MtRouter {
                 let spawned = std::thread::Builder::new()
                     .name(format!("zlrouter-rx{w}"))
                     .spawn_scoped(s, move || {
+                        params.cpus.place(w, &format!("receive worker {w}"));
                         let mut mine = take_slot(slot);
                         let run = std::panic::catch_unwind(AssertUnwindSafe(|| {
                             rx_worker(w, &mut mine, shared, params, start, clock, stop, period)
@@ -664,10 +680,13 @@ impl MtRouter {
                     back: back_rx,
                 };
                 let worker = TxWorker::new(k, &params, total_bufs);
-                let shared = &shared;
+                let (shared, cpus) = (&shared, &params.cpus);
                 let spawned = std::thread::Builder::new()
                     .name(format!("zlrouter-tx{k}"))
-                    .spawn_scoped(s, move || tx_helper(k, worker, end, shared, clock, stop));
+                    .spawn_scoped(s, move || {
+                        cpus.place(workers + k, &format!("transmit worker {k}"));
+                        tx_helper(k, worker, end, shared, clock, stop)
+                    });
                 match spawned {
                     Ok(h) => {
                         // The helper's first shard: the channel holds one, so this never waits.
@@ -712,6 +731,9 @@ impl MtRouter {
                 .collect();
             (results, helper_shards, tx)
         });
+        if let Some(cpus) = caller_cpus {
+            WorkerCpus::Any(cpus).place(0, "the calling thread");
+        }
         let (reason, mut error) = tx_outcome;
         let mut others = Vec::with_capacity(helper_shards.len());
         for (shard, e) in helper_shards {

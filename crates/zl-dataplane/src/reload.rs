@@ -216,6 +216,7 @@ pub fn plan(old: &RouterConfig, new: &RouterConfig) -> Result<ReloadPlan, Reload
     for (key, changed) in [
         ("run.rx_workers", r.0.rx_workers != r.1.rx_workers),
         ("run.tx_workers", r.0.tx_workers != r.1.tx_workers),
+        ("run.cpus", r.0.cpus != r.1.cpus),
         ("run.pool_buffers", r.0.pool_buffers != r.1.pool_buffers),
         ("run.work_budget", r.0.work_budget != r.1.work_budget),
         ("run.duration_s", r.0.duration_s != r.1.duration_s),

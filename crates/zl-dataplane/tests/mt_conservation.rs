@@ -136,6 +136,7 @@ fn router_nm(
             pool_per_worker: 4096,
             work_budget: 256,
             seed: 7,
+            cpus: Default::default(),
         },
     )
 }
@@ -625,6 +626,7 @@ fn bridged_ports_forward_unchanged_with_two_rx_workers() {
             pool_per_worker: 40_000,
             work_budget: 256,
             seed: 1,
+            cpus: Default::default(),
         },
     );
     let stop = AtomicBool::new(false);
@@ -916,4 +918,104 @@ fn three_rx_and_two_tx_workers_conserve_under_tenfold_overload() {
 #[test]
 fn one_rx_and_one_tx_worker_conserve_under_tenfold_overload() {
     conserve_under_overload(1, 1);
+}
+
+/// Records, at every progress call during a run, the CPUs each worker thread of this process
+/// may run on (`/proc/self/task/*/status`), by thread name, and the observing (calling)
+/// thread's own.
+#[derive(Default)]
+struct CpuWatch {
+    workers: std::collections::BTreeMap<String, String>,
+    caller: Option<Vec<usize>>,
+}
+
+impl Observer<MtRouter> for CpuWatch {
+    fn progress(&mut self, _: Nanos, _: &MtRouter) {
+        let mut running = false;
+        for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+            let name = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+            let name = name.trim();
+            if !name.starts_with("zlrouter-") {
+                continue;
+            }
+            let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+            if let Some(l) = status.lines().find(|l| l.starts_with("Cpus_allowed_list:")) {
+                let list = l.trim_start_matches("Cpus_allowed_list:").trim().to_owned();
+                self.workers.insert(name.to_owned(), list);
+                running = true;
+            }
+        }
+        // The last call comes after the run, its workers gone.
+        if running {
+            self.caller = Some(zl_dataplane::cpus::allowed_cpus().unwrap());
+        }
+    }
+}
+
+/// A DPDK EAL pins the thread that initialises it to one core, and threads inherit their
+/// creator's CPUs: `WorkerCpus::Any` gives every worker back all the process's CPUs,
+/// `Pinned` puts each on its own, and the calling thread returns to its CPUs after the run.
+#[test]
+fn workers_run_on_the_cpus_they_are_given_not_the_callers_pin() {
+    use zl_dataplane::cpus::{allowed_cpus, set_allowed_cpus, WorkerCpus};
+    let all = allowed_cpus().unwrap();
+    if all.len() < 2 {
+        eprintln!("SKIPPED workers_run_on_the_cpus_they_are_given: one CPU ({all:?})");
+        return;
+    }
+    let (first, last) = (all[0], *all.last().unwrap());
+    let list = |cpus: &[usize]| {
+        if cpus.len() == 1 {
+            cpus[0].to_string()
+        } else {
+            format!("{}-{}", cpus[0], cpus[cpus.len() - 1])
+        }
+    };
+    let contiguous = all.windows(2).all(|w| w[1] == w[0] + 1);
+    let qos = qos(ZL_RED, 1000, 1_000_000_000);
+    let cases = [
+        (WorkerCpus::Inherit, list(&[first]), vec![first]),
+        (WorkerCpus::Any(all.clone()), list(&all), all.clone()),
+        (WorkerCpus::Pinned(vec![last]), list(&[last]), vec![last]),
+    ];
+    for (placement, want, caller_during) in cases {
+        if matches!(placement, WorkerCpus::Any(_)) && !contiguous {
+            continue; // the `a-b` form below names contiguous sets only
+        }
+        let (placed, qos) = (placement.clone(), qos.clone());
+        let watch = std::thread::spawn(move || {
+            // As `rte_eal_init` does to its main lcore.
+            set_allowed_cpus(&[first]).unwrap();
+            let mut r = router_nm(sources(20_000), &qos, 1000, (2, 2), 4096);
+            r.place_workers(placed);
+            let mut watch = CpuWatch::default();
+            let stop = AtomicBool::new(false);
+            r.run(
+                &ticking(),
+                &stop,
+                Nanos::from_secs(1),
+                Nanos::from_millis(1),
+                &mut watch,
+            )
+            .unwrap();
+            assert_balanced(&r);
+            (watch, allowed_cpus().unwrap())
+        });
+        let (watch, caller_after) = watch.join().unwrap();
+        let names: Vec<&str> = watch.workers.keys().map(String::as_str).collect();
+        assert_eq!(
+            names,
+            ["zlrouter-rx0", "zlrouter-rx1", "zlrouter-tx1"],
+            "{placement:?}"
+        );
+        for (name, cpus) in &watch.workers {
+            assert_eq!(cpus, &want, "{name} with {placement:?}");
+        }
+        assert_eq!(watch.caller, Some(caller_during), "{placement:?}");
+        assert_eq!(
+            caller_after,
+            [first],
+            "{placement:?}: the caller's CPUs after the run"
+        );
+    }
 }

@@ -96,6 +96,7 @@ fn router((workers, tx_workers): (usize, usize), per_port: u64) -> MtRouter {
             pool_per_worker: 16_384,
             work_budget: 256,
             seed: 1,
+            cpus: Default::default(),
         },
     )
 }

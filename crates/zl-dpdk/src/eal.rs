@@ -34,7 +34,9 @@ static EAL: OnceLock<Result<Eal, String>> = OnceLock::new();
 
 impl Eal {
     /// Initialises the EAL with `config.args` (once per process; see the crate docs). The
-    /// calling thread becomes the EAL main lcore: DPDK pins it to the first core of `-l`.
+    /// calling thread becomes the EAL main lcore: DPDK pins it to the first core of `-l`, and
+    /// threads it starts afterwards inherit that pin (the threaded router places its workers
+    /// itself: `zl_dataplane::cpus`, `run.cpus`).
     pub fn init(config: &EalConfig) -> Result<&'static Eal, DpdkError> {
         config.validate()?;
         let result = EAL.get_or_init(|| Self::init_once(&config.args));

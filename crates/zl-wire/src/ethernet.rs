@@ -189,6 +189,7 @@ pub(crate) fn parse_ethernet(frame: &[u8], vlan: bool) -> Result<LinkLayer, Pars
 /// Rewrites the destination and source MACs (router mode: next hop's MAC, our port's MAC).
 /// No checksum covers them. A [`PacketInfo`](crate::PacketInfo) keeps the MACs as received.
 /// Fails, leaving the frame unchanged, on a buffer shorter than 12 bytes.
+#[inline]
 pub fn set_macs(frame: &mut [u8], dst: MacAddr, src: MacAddr) -> Result<(), MutateError> {
     let len = frame.len();
     let macs = frame.get_mut(..12).ok_or(MutateError::FrameMismatch {
