@@ -588,12 +588,12 @@ impl<T> QosEngine<T> {
     /// [`Departed`] built for a caller that wants the item only.
     ///
     /// The scheduler chooses once per run rather than once per packet: nothing arrives during
-    /// the burst, so after a packet of the class [`Scheduler::peek`] chose leaves, `peek`
-    /// would choose that class again, changing nothing, for as long as
-    /// [`Scheduler::serves_again`] says; only then is it asked again. Each packet is still
-    /// shaped, popped, committed and counted one by one, as [`QosEngine::dequeue`] does
-    /// (`dequeue_burst_matches_repeated_dequeue` and `tests/engine_props.rs` hold the two
-    /// against each other).
+    /// the burst, so once [`Scheduler::peek`] has chosen a class, it would choose it again,
+    /// changing nothing, for the next [`Scheduler::run_quota`] packets the class holds, and
+    /// is asked again only after them. Each packet is still shaped, popped and counted one by
+    /// one, as [`QosEngine::dequeue`] does, and the run is charged at its end
+    /// ([`Scheduler::commit_run`]); `dequeue_burst_matches_repeated_dequeue` and
+    /// `tests/engine_props.rs` hold the two against each other.
     #[inline]
     pub fn dequeue_burst(&mut self, now: Nanos, max: usize, mut send: impl FnMut(T)) -> Burst {
         let mut sent = 0;
@@ -603,20 +603,23 @@ impl<T> QosEngine<T> {
                 break;
             };
             let class = &mut self.classes[ci];
-            let mut head = class.queue.head_len();
-            while let Some(len) = head {
+            let run = (self.sched.run_quota(ci))
+                .min((max - sent) as u64)
+                .min(class.queue.len() as u64);
+            let (mut n, mut last_len, mut held_until) = (0u64, 0, None);
+            while n < run {
+                let Some(len) = class.queue.head_len() else {
+                    break;
+                };
                 if let Some(s) = &mut self.shaper {
                     if !s.try_send(now, len) {
-                        return Burst {
-                            sent,
-                            held_until: Some(s.next_send_time(now, len)),
-                        };
+                        held_until = Some(s.next_send_time(now, len));
+                        break;
                     }
                 }
                 let Some(q) = class.queue.pop(now) else {
                     break;
                 };
-                self.sched.commit(ci, len, class.queue.is_empty());
                 let view = class.queue.view();
                 class
                     .aqm
@@ -627,14 +630,16 @@ impl<T> QosEngine<T> {
                 s.dequeued_bytes += len as u64;
                 s.sojourn.record(now - q.enqueued_at);
                 send(q.item);
-                sent += 1;
-                if sent == max {
-                    break;
-                }
-                head = class.queue.head_len();
-                if !self.sched.serves_again(ci, head) {
-                    break;
-                }
+                n += 1;
+                last_len = len;
+            }
+            if n > 0 {
+                self.sched
+                    .commit_run(ci, n, last_len, class.queue.is_empty());
+            }
+            sent += n as usize;
+            if held_until.is_some() || n == 0 {
+                return Burst { sent, held_until };
             }
         }
         Burst {
