@@ -257,6 +257,20 @@ fn pipeline(eal: &'static Eal, secs: f64, variant: Variant) -> Res<(f64, u64)> {
         Ok(Some(Box::new(port)))
     };
     let mut dp = build_with_ports(&cfg, Path::new("."), &mut supply)?;
+    for_seconds(secs, |stop, start| {
+        let mut clock = || Nanos(start.elapsed().as_nanos() as u64);
+        dp.run_live(stop, &mut clock, Nanos::from_millis(100), &mut NoObserver)?;
+        Ok(*dp.totals())
+    })
+}
+
+/// Runs a router with `run` (given the stop flag, raised after `secs`, and the start of its
+/// monotonic clock), which returns the router's totals: forwarded packets per second, and the
+/// drops other than `shutdown`.
+fn for_seconds(
+    secs: f64,
+    run: impl FnOnce(&AtomicBool, Instant) -> Res<zl_dataplane::FateCounters>,
+) -> Res<(f64, u64)> {
     let stop = std::sync::Arc::new(AtomicBool::new(false));
     let timer = {
         let stop = stop.clone();
@@ -266,11 +280,9 @@ fn pipeline(eal: &'static Eal, secs: f64, variant: Variant) -> Res<(f64, u64)> {
         })
     };
     let start = Instant::now();
-    let mut clock = || Nanos(start.elapsed().as_nanos() as u64);
-    dp.run_live(&stop, &mut clock, Nanos::from_millis(100), &mut NoObserver)?;
+    let t = run(&stop, start)?;
     let elapsed = start.elapsed().as_secs_f64();
     timer.join().map_err(|_| "timer thread")?;
-    let t = dp.totals();
     Ok((
         t.forwarded as f64 / elapsed,
         t.dropped() - t.drops_of(zl_dataplane::DropCause::Shutdown),
@@ -470,30 +482,17 @@ fn threaded(
         };
     let mut mt = zl_dataplane::build_threaded(&cfg, Path::new("."), &mut supply, rx)?;
     mt.place_workers(zl_dataplane::cpus::WorkerCpus::Any(cpus.to_vec()));
-    let stop = std::sync::Arc::new(AtomicBool::new(false));
-    let timer = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_secs_f64(secs));
-            stop.store(true, Ordering::Relaxed);
-        })
-    };
-    let start = Instant::now();
-    let clock = move || Nanos(start.elapsed().as_nanos() as u64);
-    mt.run(
-        &clock,
-        &stop,
-        Nanos::ZERO,
-        Nanos::from_millis(100),
-        &mut NoObserver,
-    )?;
-    let elapsed = start.elapsed().as_secs_f64();
-    timer.join().map_err(|_| "timer thread")?;
-    let t = zl_dataplane::RouterView::totals(&mt);
-    Ok((
-        t.forwarded as f64 / elapsed,
-        t.dropped() - t.drops_of(zl_dataplane::DropCause::Shutdown),
-    ))
+    for_seconds(secs, |stop, start| {
+        let clock = move || Nanos(start.elapsed().as_nanos() as u64);
+        mt.run(
+            &clock,
+            stop,
+            Nanos::ZERO,
+            Nanos::from_millis(100),
+            &mut NoObserver,
+        )?;
+        Ok(zl_dataplane::RouterView::totals(&mt))
+    })
 }
 
 fn scaling(eal: &'static Eal, secs: f64, rounds: usize, cpus: &[usize]) -> Res<()> {
