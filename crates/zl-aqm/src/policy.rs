@@ -179,8 +179,14 @@ impl AqmPolicy {
 }
 
 impl Aqm for AqmPolicy {
-    #[inline]
+    /// ZL-RED, the data plane's default, is tested for first with one compare; the others go
+    /// through the `match`. Always inlined, so that a caller's loop carries no call, prologue
+    /// or jump table around the decision (measured in `red_decision`, docs/performance/dataplane.md).
+    #[inline(always)]
     fn decide<R: rand::RngCore + ?Sized>(&mut self, arrival: &Arrival<'_>, rng: &mut R) -> Verdict {
+        if let AqmPolicy::ZlRed(p) = self {
+            return p.decide(arrival, rng);
+        }
         dispatch!(self, p => p.decide(arrival, rng))
     }
 
