@@ -27,8 +27,14 @@
 //!
 //! Usage: `cargo run --release --features dpdk-bench --example dpdk_null_forward --
 //! [seconds per measurement, default 2] [rounds, default 2] [core, default 1]
-//! [pipeline|bridge-zc|port|port-zc]` (no root needed; no hugepages). Prints each round and
-//! the median ratios; with one of those, only that path's rate (for a profiler).
+//! [pipeline|bridge-zc|port|port-zc|mt]` (no root needed; no hugepages). Prints each round and
+//! the median ratios; with one of the first four, only that path's rate (for a profiler).
+//!
+//! `mt`: the threaded router's scaling (issue 14) instead: four net_null ports of two queues
+//! each (8 receive queues; p0 <-> p1 and p2 <-> p3 routed both ways, the pipeline's ZL-RED
+//! class on each), run with 1, 2, 4, 8 receive workers and 1, 2, 4 transmit workers, every
+//! worker free to run on every CPU the process may use (as `zlrouter run` places them); per
+//! round the layouts in turn, each printed as a ratio to 1 x 1 in the same round.
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -251,6 +257,20 @@ fn pipeline(eal: &'static Eal, secs: f64, variant: Variant) -> Res<(f64, u64)> {
         Ok(Some(Box::new(port)))
     };
     let mut dp = build_with_ports(&cfg, Path::new("."), &mut supply)?;
+    for_seconds(secs, |stop, start| {
+        let mut clock = || Nanos(start.elapsed().as_nanos() as u64);
+        dp.run_live(stop, &mut clock, Nanos::from_millis(100), &mut NoObserver)?;
+        Ok(*dp.totals())
+    })
+}
+
+/// Runs a router with `run` (given the stop flag, raised after `secs`, and the start of its
+/// monotonic clock), which returns the router's totals: forwarded packets per second, and the
+/// drops other than `shutdown`.
+fn for_seconds(
+    secs: f64,
+    run: impl FnOnce(&AtomicBool, Instant) -> Res<zl_dataplane::FateCounters>,
+) -> Res<(f64, u64)> {
     let stop = std::sync::Arc::new(AtomicBool::new(false));
     let timer = {
         let stop = stop.clone();
@@ -260,11 +280,9 @@ fn pipeline(eal: &'static Eal, secs: f64, variant: Variant) -> Res<(f64, u64)> {
         })
     };
     let start = Instant::now();
-    let mut clock = || Nanos(start.elapsed().as_nanos() as u64);
-    dp.run_live(&stop, &mut clock, Nanos::from_millis(100), &mut NoObserver)?;
+    let t = run(&stop, start)?;
     let elapsed = start.elapsed().as_secs_f64();
     timer.join().map_err(|_| "timer thread")?;
-    let t = dp.totals();
     Ok((
         t.forwarded as f64 / elapsed,
         t.dropped() - t.drops_of(zl_dataplane::DropCause::Shutdown),
@@ -318,6 +336,8 @@ fn main() -> Res<()> {
     let rounds: usize = args.next().map_or(Ok(2), |s| s.parse())?;
     let core: u32 = args.next().map_or(Ok(1), |s| s.parse())?;
     let only = args.next();
+    // Before the EAL pins this thread to `core`.
+    let process_cpus = zl_dataplane::cpus::allowed_cpus()?;
     let prefix = format!("zlr-bench-{}", std::process::id());
     let mut eal_cfg = EalConfig::no_huge(&prefix);
     let l = eal_cfg
@@ -344,7 +364,10 @@ fn main() -> Res<()> {
         Some("port-zc") => port_paths(eal, secs, false, true).map(|(_, zc)| {
             println!("Port trait zero-copy {:.2} Mpps", zc / 1e6);
         }),
-        Some(other) => Err(format!("unknown mode {other:?} (pipeline, bridge-zc, port)").into()),
+        Some("mt") => scaling(eal, secs, rounds, &process_cpus),
+        Some(other) => {
+            Err(format!("unknown mode {other:?} (pipeline, bridge-zc, port, port-zc, mt)").into())
+        }
     };
     let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/{prefix}"));
     result
@@ -401,5 +424,119 @@ fn compare(eal: &'static Eal, secs: f64, rounds: usize, core: u32) -> Res<()> {
     }
     println!("target: pipeline / testpmd >= 0.5");
     println!("data plane drops other than shutdown, all rounds: {drops}");
+    Ok(())
+}
+
+/// `PIPELINE` on four DPDK net_null ports of two queues each, p0 <-> p1 and p2 <-> p3 routed,
+/// with `rx` receive and `tx` transmit workers.
+fn scaling_config(rx: usize, tx: usize) -> String {
+    let start = PIPELINE.find("[[ports]]").expect("ports in PIPELINE");
+    let end = PIPELINE.find("[qos]").expect("qos in PIPELINE");
+    let mut c = format!("[run]\nwork_budget = 256\nrx_workers = {rx}\ntx_workers = {tx}\n\n");
+    for n in 0..4 {
+        c += &format!(
+            "[[ports]]\nname = \"p{n}\"\nkind = \"dpdk\"\nmac = \"02:00:00:00:0b:0{n}\"\n\
+             dpdk = {{ device = \"net_null{n}\", queues = 2 }}\n\n"
+        );
+    }
+    for n in 0..4u8 {
+        c += &format!(
+            "[[routes]]\nprefix = \"{}.0/24\"\nport = \"p{n}\"\nnext_hop_mac = \"02:00:00:00:0b:f{n}\"\n\n",
+            scaling_dst(n).map(|b| b.to_string()).join(".")
+        );
+    }
+    debug_assert!(start < end);
+    c + &PIPELINE[end..]
+}
+
+/// The /24 routed out of port `n` of the scaling run.
+fn scaling_dst(n: u8) -> [u8; 3] {
+    [198, 51, 100 + n]
+}
+
+/// The threaded router on the scaling config for `secs`: forwarded packets per second, and
+/// the drops other than `shutdown` (ring-full when the transmit side falls behind).
+fn threaded(
+    eal: &'static Eal,
+    secs: f64,
+    (rx, tx): (usize, usize),
+    cpus: &[usize],
+) -> Res<(f64, u64)> {
+    let cfg = RouterConfig::from_toml(&scaling_config(rx, tx))?;
+    let mut supply =
+        |i: usize, p: &zl_dataplane::config::PortParams| -> Result<Option<BoxedPort>, BuildError> {
+            let external = |e: &dyn std::fmt::Display| BuildError::External {
+                port: p.name.clone(),
+                detail: e.to_string(),
+            };
+            let mut pc = DpdkPortConfig::new(&format!("net_null{i}"));
+            pc.queues = 2;
+            pc.mbufs = 4095;
+            let mut port = DpdkPort::open(eal, &p.name, i as u16, &pc).map_err(|e| external(&e))?;
+            // Port 2k sends to 2k + 1 and back.
+            let dst = scaling_dst((i ^ 1) as u8);
+            let frames: Vec<Vec<u8>> = (0..64).map(|f| frame(f, dst)).collect();
+            let refs: Vec<&[u8]> = frames.iter().map(|f| f.as_slice()).collect();
+            port.prefill_rx_pool(&refs);
+            Ok(Some(Box::new(port)))
+        };
+    let mut mt = zl_dataplane::build_threaded(&cfg, Path::new("."), &mut supply, rx)?;
+    mt.place_workers(zl_dataplane::cpus::WorkerCpus::Any(cpus.to_vec()));
+    for_seconds(secs, |stop, start| {
+        let clock = move || Nanos(start.elapsed().as_nanos() as u64);
+        mt.run(
+            &clock,
+            stop,
+            Nanos::ZERO,
+            Nanos::from_millis(100),
+            &mut NoObserver,
+        )?;
+        Ok(zl_dataplane::RouterView::totals(&mt))
+    })
+}
+
+fn scaling(eal: &'static Eal, secs: f64, rounds: usize, cpus: &[usize]) -> Res<()> {
+    let layouts = [
+        (1, 1),
+        (2, 1),
+        (4, 1),
+        (8, 1),
+        (1, 2),
+        (2, 2),
+        (4, 2),
+        (1, 4),
+        (2, 4),
+        (4, 4),
+        (8, 4),
+    ];
+    println!(
+        "net_null x 4 ports x 2 queues, 64-byte frames, ZL-RED, threaded router on CPUs {cpus:?}"
+    );
+    let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); layouts.len()];
+    for round in 0..rounds {
+        let mut base = 0.0;
+        for (i, &layout) in layouts.iter().enumerate() {
+            let (rate, drops) = threaded(eal, secs, layout, cpus)?;
+            if i == 0 {
+                base = rate;
+            }
+            ratios[i].push(rate / base);
+            println!(
+                "round {round} rx {} tx {}: {:.2} Mpps forwarded ({:.2}x of 1 x 1), {drops} dropped",
+                layout.0,
+                layout.1,
+                rate / 1e6,
+                rate / base
+            );
+        }
+    }
+    for (&(rx, tx), v) in layouts.iter().zip(ratios) {
+        let all: Vec<String> = v.iter().map(|r| format!("{r:.2}")).collect();
+        println!(
+            "median rx {rx} tx {tx}: {:.2}x of 1 x 1 (rounds: {})",
+            median(v),
+            all.join(", ")
+        );
+    }
     Ok(())
 }

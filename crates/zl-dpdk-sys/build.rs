@@ -48,6 +48,8 @@ mod with_dpdk {
             .allowlist_function("rte_eal_cleanup")
             .allowlist_function("rte_strerror")
             .allowlist_function("rte_socket_id")
+            .allowlist_function("rte_thread_register")
+            .allowlist_function("rte_thread_unregister")
             .allowlist_function("rte_dev_probe")
             .allowlist_function("rte_dev_remove")
             .allowlist_function("rte_eth_dev_.*")

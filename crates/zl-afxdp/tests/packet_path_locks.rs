@@ -9,6 +9,8 @@
 //! The rule reads the source, so a lock added on the packet path, or a lock-taking function
 //! that loses its `#[cold]`, fails this test in CI's `cargo test --workspace`.
 
+use zl_testkit::source::fn_body;
+
 const HALVES: &str = include_str!("../src/halves.rs");
 const SOCKET: &str = include_str!("../src/socket.rs");
 const RING: &str = include_str!("../src/ring.rs");
@@ -31,27 +33,6 @@ const PACKET_PATH: &[(&str, &str, &str)] = &[
 ];
 
 const FORBIDDEN: &[&str] = &["Mutex", "RwLock", ".lock()", ".try_lock()"];
-
-/// The text of the function whose signature starts with `start` (first match), from the
-/// signature to its closing brace.
-fn body<'a>(source: &'a str, start: &str) -> Option<&'a str> {
-    let at = source.find(start)?;
-    let open = at + source[at..].find('{')?;
-    let mut depth = 0usize;
-    for (i, c) in source[open..].char_indices() {
-        match c {
-            '{' => depth += 1,
-            '}' => {
-                depth -= 1;
-                if depth == 0 {
-                    return Some(&source[at..open + i + 1]);
-                }
-            }
-            _ => {}
-        }
-    }
-    None
-}
 
 /// The code lines (comments stripped) of `text` that name or take a lock.
 fn locks(text: &str) -> Vec<String> {
@@ -98,7 +79,7 @@ fn uncold_lockers(source: &str) -> Vec<String> {
 #[test]
 fn no_lock_is_taken_on_the_afxdp_packet_path() {
     for (source, start, what) in PACKET_PATH {
-        let b = body(source, start)
+        let b = fn_body(source, start)
             .unwrap_or_else(|| panic!("no `{start}` ({what}) in zl-afxdp: update the list"));
         let bad = locks(b);
         assert!(bad.is_empty(), "a lock in `{start}` ({what}): {bad:?}");
@@ -117,7 +98,7 @@ fn no_lock_is_taken_on_the_afxdp_packet_path() {
 fn the_rules_catch_a_lock() {
     let src = "fn recv(x: u32) {\n    if x > 0 {\n        let g = m.lock();\n    }\n}\n\
                fn other() { m.lock(); }\n";
-    let b = body(src, "fn recv(").unwrap();
+    let b = fn_body(src, "fn recv(").unwrap();
     assert!(!b.contains("other"));
     assert_eq!(locks(b), vec!["let g = m.lock();".to_owned()]);
     assert!(locks("fn f() {\n    // a .lock() in a comment\n}\n").is_empty());

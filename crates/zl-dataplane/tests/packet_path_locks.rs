@@ -8,6 +8,8 @@
 //! The rule reads the source, so a lock added to one of these functions (or a helper renamed
 //! away from the list) fails this test, in CI's `cargo test --workspace`.
 
+use zl_testkit::source::fn_body;
+
 const MT: &str = include_str!("../src/mt.rs");
 
 /// The packet path: (how the function's signature starts, what it is).
@@ -39,27 +41,6 @@ const FORBIDDEN: &[&str] = &[
     ".write().",
 ];
 
-/// The text of the function whose signature starts with `start` (first match), from the
-/// signature to its closing brace.
-fn body<'a>(source: &'a str, start: &str) -> Option<&'a str> {
-    let at = source.find(start)?;
-    let open = at + source[at..].find('{')?;
-    let mut depth = 0usize;
-    for (i, c) in source[open..].char_indices() {
-        match c {
-            '{' => depth += 1,
-            '}' => {
-                depth -= 1;
-                if depth == 0 {
-                    return Some(&source[at..open + i + 1]);
-                }
-            }
-            _ => {}
-        }
-    }
-    None
-}
-
 /// The lines of `body` that take or name a lock: (forbidden and unmarked, marked exceptions).
 fn locks(body: &str) -> (Vec<String>, usize) {
     let mut bad = Vec::new();
@@ -84,7 +65,7 @@ fn locks(body: &str) -> (Vec<String>, usize) {
 fn no_lock_is_taken_on_the_packet_path() {
     let mut marked = 0;
     for (start, what) in PACKET_PATH {
-        let b = body(MT, start)
+        let b = fn_body(MT, start)
             .unwrap_or_else(|| panic!("src/mt.rs has no `{start}` ({what}): update the list"));
         let (bad, m) = locks(b);
         assert!(
@@ -160,14 +141,14 @@ fn the_rule_catches_a_lock() {
     let src =
         "fn forward_one(x: u32) {\n    if x > 0 {\n        let g = m.lock().unwrap();\n    }\n}\n\
                fn other() { m.lock(); }\n";
-    let b = body(src, "fn forward_one(").unwrap();
+    let b = fn_body(src, "fn forward_one(").unwrap();
     assert!(!b.contains("other"));
     assert_eq!(locks(b).0, vec!["let g = m.lock().unwrap();".to_owned()]);
     let marked =
         "fn f() {\n    let g = m.try_lock(); // lock-ok: a test\n    // a .lock() in a comment\n\
                   // lock-ok: above\n    let h = m.lock();\n    let i = m.lock();\n}\n";
     assert_eq!(
-        locks(body(marked, "fn f(").unwrap()),
+        locks(fn_body(marked, "fn f(").unwrap()),
         (vec!["let i = m.lock();".to_owned()], 2)
     );
     assert_eq!(

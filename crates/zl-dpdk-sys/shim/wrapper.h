@@ -21,6 +21,10 @@ uint16_t zl_rte_pktmbuf_tailroom(const struct rte_mbuf *m);
 char *zl_rte_pktmbuf_append(struct rte_mbuf *m, uint16_t len);
 uint16_t zl_rte_pktmbuf_nb_segs(const struct rte_mbuf *m);
 int zl_rte_errno(void);
+/* `rte_lcore_id()` (static inline) of the calling thread, and `LCORE_ID_ANY` (a thread that is
+ * no lcore: no per-lcore mempool cache). */
+unsigned zl_rte_lcore_id(void);
+unsigned zl_lcore_id_any(void);
 uint64_t zl_rss_hf_ip_tcp_udp(void);
 size_t zl_mbuf_buf_addr_offset(void);
 size_t zl_mbuf_data_off_offset(void);

@@ -88,6 +88,16 @@ int zl_rte_errno(void)
     return rte_errno;
 }
 
+unsigned zl_rte_lcore_id(void)
+{
+    return rte_lcore_id();
+}
+
+unsigned zl_lcore_id_any(void)
+{
+    return LCORE_ID_ANY;
+}
+
 /* One call per receive burst: receives up to nb_pkts mbufs and reports each one's data
  * pointer and length (data[i] = NULL for a multi-segment mbuf, which the caller drops).
  * The caller frees the mbufs in bulk once it has copied them. */

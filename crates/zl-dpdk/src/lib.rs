@@ -54,6 +54,8 @@ mod bench;
 mod config;
 #[cfg(dpdk_available)]
 mod eal;
+#[cfg(dpdk_available)]
+mod lcore;
 #[cfg(all(dpdk_available, feature = "zero-copy"))]
 mod lend;
 #[cfg(dpdk_available)]
@@ -64,6 +66,8 @@ mod queue;
 pub use config::{DpdkError, DpdkPortConfig, EalConfig, MAX_QUEUES};
 #[cfg(dpdk_available)]
 pub use eal::Eal;
+#[cfg(dpdk_available)]
+pub use lcore::lcore_id;
 #[cfg(dpdk_available)]
 pub use port::{DpdkPort, EthStats};
 #[cfg(dpdk_available)]

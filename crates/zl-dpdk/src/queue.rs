@@ -103,6 +103,7 @@ impl DpdkRxQueue {
     /// [`zl_port::Port::recv`] on this queue: each frame copied into a buffer of `pool`, or
     /// with zero-copy lent to it.
     pub(crate) fn recv_into(&mut self, now: Nanos, pool: &mut BufPool, batch: &mut Batch) -> usize {
+        crate::lcore::ensure();
         #[cfg(feature = "zero-copy")]
         if let Some(key) = self.lend {
             return self.recv_lent(key, now, pool, batch);
@@ -314,6 +315,7 @@ impl DpdkTxQueue {
     /// is, every other one copied out (or counted as dropped); every buffer goes back to
     /// `pool`. One FFI call per burst of 32.
     pub(crate) fn send_batch(&mut self, batch: &mut Batch, pool: &mut BufPool) -> usize {
+        crate::lcore::ensure();
         let key = lending();
         let mut lent = [ptr::null_mut::<sys::rte_mbuf>(); BURST];
         let mut data = [ptr::null::<u8>(); BURST];

@@ -53,8 +53,48 @@ mod with_dpdk {
         every_receive_queue_receives_on_its_own_thread(eal);
         joined_halves_behave_as_the_port(eal);
         queues_beyond_the_device_are_refused(eal);
+        worker_threads_become_lcores_and_give_them_back(eal);
         #[cfg(feature = "zero-copy")]
         zero_copy_forwarding_writes_what_copying_writes(eal);
+    }
+
+    /// A thread the EAL did not start is no lcore (no mempool cache) until its first burst
+    /// makes it one, and its end releases the lcore: 300 threads in turn (more than DPDK's
+    /// `RTE_MAX_LCORE`, 128) each become an lcore, on both halves.
+    fn worker_threads_become_lcores_and_give_them_back(eal: &'static Eal) {
+        assert_eq!(zl_dpdk::lcore_id(), Some(0), "the EAL's main lcore");
+        let port = DpdkPort::open(eal, "lc", 7, &DpdkPortConfig::new("net_null7")).unwrap();
+        let Halves { rx, tx } = Box::new(port).split();
+        let mut halves = (rx.into_iter().next().unwrap(), tx);
+        let mut ids = std::collections::BTreeSet::new();
+        for k in 0..300u32 {
+            let receive = k % 2 == 0;
+            let (back, id) = std::thread::spawn(move || {
+                let (mut rx, mut tx) = halves;
+                assert_eq!(
+                    zl_dpdk::lcore_id(),
+                    None,
+                    "thread {k} before its first burst"
+                );
+                let mut pool = BufPool::new(64, 2048);
+                if receive {
+                    let mut batch = Batch::new();
+                    assert!(rx.recv(Nanos(1), &mut pool, &mut batch).unwrap() > 0);
+                    for b in batch.drain() {
+                        pool.free(b);
+                    }
+                } else {
+                    let mut batch = batch_of(&mut pool, 0..4);
+                    assert_eq!(tx.send(Nanos(1), &mut batch, &mut pool).unwrap(), 4);
+                }
+                ((rx, tx), zl_dpdk::lcore_id())
+            })
+            .join()
+            .unwrap();
+            halves = back;
+            ids.insert(id.unwrap_or_else(|| panic!("thread {k} is no lcore after a burst")));
+        }
+        assert!(!ids.contains(&0), "{ids:?}");
     }
 
     /// The EAL's runtime directory, removed when the test ends (also on failure).

@@ -586,22 +586,60 @@ impl<T> QosEngine<T> {
     /// handed to `send`; stops early when every queue is empty or the shaper holds the next
     /// packet. For a transmit burst: one call per burst instead of one per packet, and no
     /// [`Departed`] built for a caller that wants the item only.
+    ///
+    /// The scheduler chooses once per run rather than once per packet: nothing arrives during
+    /// the burst, so once [`Scheduler::peek`] has chosen a class, it would choose it again,
+    /// changing nothing, for the next [`Scheduler::run_quota`] packets the class holds, and
+    /// is asked again only after them. Each packet is still shaped, popped and counted one by
+    /// one, as [`QosEngine::dequeue`] does, and the run is charged at its end
+    /// ([`Scheduler::commit_run`]); `dequeue_burst_matches_repeated_dequeue` and
+    /// `tests/engine_props.rs` hold the two against each other.
     #[inline]
     pub fn dequeue_burst(&mut self, now: Nanos, max: usize, mut send: impl FnMut(T)) -> Burst {
         let mut sent = 0;
         while sent < max {
-            match self.dequeue_one(now) {
-                Dequeue::Packet(d) => {
-                    send(d.item);
-                    sent += 1;
-                }
-                Dequeue::Hold { until } => {
-                    return Burst {
-                        sent,
-                        held_until: Some(until),
+            let classes = &self.classes;
+            let Some(ci) = self.sched.peek(|i| classes[i].queue.head_len()) else {
+                break;
+            };
+            let class = &mut self.classes[ci];
+            let run = (self.sched.run_quota(ci))
+                .min((max - sent) as u64)
+                .min(class.queue.len() as u64);
+            let (mut n, mut last_len, mut held_until) = (0u64, 0, None);
+            while n < run {
+                let Some(len) = class.queue.head_len() else {
+                    break;
+                };
+                if let Some(s) = &mut self.shaper {
+                    if !s.try_send(now, len) {
+                        held_until = Some(s.next_send_time(now, len));
+                        break;
                     }
                 }
-                Dequeue::Empty => break,
+                let Some(q) = class.queue.pop(now) else {
+                    break;
+                };
+                let view = class.queue.view();
+                class
+                    .aqm
+                    .for_color(q.meta.color)
+                    .on_dequeue(now, &view, &q.meta);
+                let s = &mut class.stats.per_color[q.meta.color.index()];
+                s.dequeued += 1;
+                s.dequeued_bytes += len as u64;
+                s.sojourn.record(now - q.enqueued_at);
+                send(q.item);
+                n += 1;
+                last_len = len;
+            }
+            if n > 0 {
+                self.sched
+                    .commit_run(ci, n, last_len, class.queue.is_empty());
+            }
+            sent += n as usize;
+            if held_until.is_some() || n == 0 {
+                return Burst { sent, held_until };
             }
         }
         Burst {

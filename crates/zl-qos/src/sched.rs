@@ -193,6 +193,41 @@ impl Scheduler {
         }
     }
 
+    /// How many packets in a row `class`, just returned by [`Scheduler::peek`], sends before
+    /// `peek` would choose otherwise, as far as the scheduler decides (its queue's length
+    /// bounds the run too), when no queue grows meanwhile: a strict class every packet it
+    /// holds (the classes ranked before it were empty and stay so), a WRR class its credit
+    /// left (`peek` returns `weighted[cur]` at once while the credit lasts), a DRR class one
+    /// (whether its deficit covers the next head depends on that packet's length; `peek`
+    /// decides it).
+    #[inline(always)]
+    pub fn run_quota(&self, class: usize) -> u64 {
+        if self.weighted.get(self.cur) != Some(&class) {
+            return u64::MAX; // a strict class
+        }
+        match self.mode {
+            SchedMode::Wrr => self.credit,
+            SchedMode::Drr => 1,
+        }
+    }
+
+    /// Charges the `n` packets (`1 ..= run_quota(class)`) that `class` just sent in a row, the
+    /// last of `last_len` bytes; `now_empty` says whether its queue is empty after them. The
+    /// same as [`Scheduler::commit`] once per packet.
+    #[inline]
+    pub fn commit_run(&mut self, class: usize, n: u64, last_len: u32, now_empty: bool) {
+        if self.weighted.get(self.cur) != Some(&class) {
+            return; // a strict class: nothing to charge
+        }
+        match self.mode {
+            SchedMode::Wrr => self.credit = self.credit.saturating_sub(n),
+            SchedMode::Drr => {
+                debug_assert_eq!(n, 1, "a DRR run is one packet");
+                self.commit(class, last_len, now_empty);
+            }
+        }
+    }
+
     /// Charges the packet of `len` bytes that class `class` (returned by `peek`) just sent;
     /// `now_empty` says whether its queue is empty after it.
     #[inline]

@@ -7,7 +7,9 @@
 //!   end-to-end tests, its UDP frame and its router config;
 //! - [`frames`]: Ethernet + IPv4 / IPv6 + UDP frames with valid checksums;
 //! - [`config`]: a builder for the router configs the tests write, so each test names only
-//!   what it is about instead of repeating a TOML fixture.
+//!   what it is about instead of repeating a TOML fixture;
+//! - [`source`]: function bodies out of Rust source, for the tests that check rules in the
+//!   code (no lock on the packet path).
 //!
 //! The backends (`zl-afxdp`, `zl-dpdk`) and the data plane dev-depend on this crate; nothing
 //! in the product depends on it.
@@ -15,4 +17,5 @@
 pub mod config;
 pub mod frames;
 pub mod netns;
+pub mod source;
 pub mod topology;
