@@ -219,69 +219,79 @@ impl Forwarder {
         info: &mut Option<PacketInfo>,
     ) -> Result<PacketMeta, DropCause> {
         let len = buf.len() as u32;
+        // `parse_into` leaves `Some` exactly when the frame parsed: each way below reads the
+        // headers through the one reference it takes here.
         let parsed = zl_wire::parse_into(buf.as_slice(), &self.parse, info);
-        let out = match (&self.forwarding, parsed, info.as_ref()) {
+        let (nh, info) = match (&self.forwarding, parsed, info.as_mut()) {
             (Forwarding::Router(table), Ok(()), Some(info)) => match table.lookup(info.dst) {
-                Some(nh) => Some(nh),
+                Some(nh) => (nh, info),
                 None => return Err(DropCause::NoRoute),
             },
-            (Forwarding::Router(_), _, _) => return Err(DropCause::ParseError),
             (Forwarding::Kernel(_), Ok(()), Some(info)) => {
                 match self.kernel_fib().map(|f| f.decide(info.dst)) {
-                    Some(zl_fib::Decision::Forward { port, mac }) => Some(NextHop::new(port, mac)),
+                    Some(zl_fib::Decision::Forward { port, mac }) => {
+                        (NextHop::new(port, mac), info)
+                    }
                     // The caller holds it for the next hop (`Forwarder::unresolved`) or
                     // counts it.
                     Some(zl_fib::Decision::Resolve { .. }) => return Err(DropCause::NoNeighbour),
                     _ => return Err(DropCause::NoRoute),
                 }
             }
-            (Forwarding::Kernel(_), _, _) => return Err(DropCause::ParseError),
-            (Forwarding::Bridge(peer), _, _) => {
-                match peer.get(buf.in_port as usize).copied().flatten() {
+            (Forwarding::Router(_) | Forwarding::Kernel(_), _, _) => {
+                return Err(DropCause::ParseError)
+            }
+            (Forwarding::Bridge(peer), _, info) => {
+                return match peer.get(buf.in_port as usize).copied().flatten() {
                     Some(p) => {
                         buf.out_port = p;
-                        None
+                        Ok(match info {
+                            Some(i) => self.meta(len, i),
+                            None => PacketMeta {
+                                len,
+                                ..PacketMeta::default()
+                            },
+                        })
                     }
-                    None => return Err(DropCause::NoRoute),
-                }
+                    None => Err(DropCause::NoRoute),
+                };
             }
         };
-        if let (Some(nh), Some(info)) = (out, info.as_mut()) {
-            // A route to a port that does not exist (only through `Dataplane::new` with
-            // hand-built parts; the config checks its routes) goes nowhere.
-            let Some(&src) = self.macs.get(nh.port as usize) else {
-                return Err(DropCause::NoRoute);
-            };
-            // After the TTL check (an expiring packet gets Time Exceeded, as in Linux's
-            // `ip_forward`), before the decrement (the error quotes the packet as it came).
-            if info.ttl > 1 && self.too_big(nh.port, buf.as_slice(), info) {
-                buf.out_port = nh.port;
-                return Err(DropCause::TooBig);
-            }
-            match zl_wire::decrement_ttl(buf.as_mut_slice(), info) {
-                Ok(TtlOutcome::Forwarded { .. }) => {}
-                Ok(TtlOutcome::Expired) | Err(_) => return Err(DropCause::TtlExpired),
-            }
-            if zl_wire::set_macs(buf.as_mut_slice(), nh.mac, src).is_err() {
-                return Err(DropCause::ParseError);
-            }
+        // A route to a port that does not exist (only through `Dataplane::new` with
+        // hand-built parts; the config checks its routes) goes nowhere.
+        let Some(&src) = self.macs.get(nh.port as usize) else {
+            return Err(DropCause::NoRoute);
+        };
+        // After the TTL check (an expiring packet gets Time Exceeded, as in Linux's
+        // `ip_forward`), before the decrement (the error quotes the packet as it came).
+        if info.ttl > 1 && self.too_big(nh.port, buf.as_slice(), info) {
             buf.out_port = nh.port;
+            return Err(DropCause::TooBig);
         }
-        Ok(match info.as_ref() {
-            Some(i) => PacketMeta {
-                len,
-                flow: i.flow,
-                ecn: i.ecn(),
-                has_cc_ext: i.cc_ext.is_some(),
-                priority: self.priority.priority(i),
-                weight: self.priority.weight(i),
-                color: Color::Green,
-            },
-            None => PacketMeta {
-                len,
-                ..PacketMeta::default()
-            },
-        })
+        match zl_wire::decrement_ttl(buf.as_mut_slice(), info) {
+            Ok(TtlOutcome::Forwarded { .. }) => {}
+            Ok(TtlOutcome::Expired) | Err(_) => return Err(DropCause::TtlExpired),
+        }
+        if zl_wire::set_macs(buf.as_mut_slice(), nh.mac, src).is_err() {
+            return Err(DropCause::ParseError);
+        }
+        buf.out_port = nh.port;
+        Ok(self.meta(len, info))
+    }
+
+    /// The AQM's view of a packet of `len` bytes whose headers parsed as `i` (color green
+    /// until metered).
+    #[inline]
+    fn meta(&self, len: u32, i: &PacketInfo) -> PacketMeta {
+        PacketMeta {
+            len,
+            flow: i.flow,
+            ecn: i.ecn(),
+            has_cc_ext: i.cc_ext.is_some(),
+            priority: self.priority.priority(i),
+            weight: self.priority.weight(i),
+            color: Color::Green,
+        }
     }
 }
 

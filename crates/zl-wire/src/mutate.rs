@@ -272,8 +272,15 @@ pub fn decrement_ttl(frame: &mut [u8], info: &mut PacketInfo) -> Result<TtlOutco
     let ttl = info.ttl - 1;
     let ip = ip_header_mut(frame, info.l3_offset, info.ip_version)?;
     match info.ip_version {
-        // TTL and protocol share one 16-bit word.
-        IpVersion::V4 => rewrite_ipv4_word(ip, ipv4::TTL, [ttl, ip[ipv4::PROTOCOL]]),
+        // TTL and protocol share one 16-bit word: only its high octet drops by one (the frame's
+        // TTL is `info.ttl`, as parsed from it), so the checksum update needs neither word
+        // (`checksum::update_high_octet_decrement`).
+        IpVersion::V4 => {
+            let hc = u16::from_be_bytes([ip[ipv4::CHECKSUM], ip[ipv4::CHECKSUM + 1]]);
+            let hc = checksum::update_high_octet_decrement(hc);
+            ip[ipv4::TTL] = ttl;
+            ip[ipv4::CHECKSUM..ipv4::CHECKSUM + 2].copy_from_slice(&hc.to_be_bytes());
+        }
         IpVersion::V6 => ip[ipv6::HOP_LIMIT] = ttl,
     }
     info.ttl = ttl;

@@ -1,7 +1,7 @@
 //! The random draws of SRED step 2, shared by [`crate::ZombieList`] and
 //! [`crate::NaiveZombieList`] so that one seed gives both the same decisions.
 
-use rand::{Rng, RngCore};
+use rand::RngCore;
 
 /// The zombie to compare against: uniform over `0..m` (`1 <= m <= MAX_M < 2^32`).
 ///
@@ -22,10 +22,17 @@ pub(crate) fn zombie_index<R: RngCore + ?Sized>(rng: &mut R, m: usize) -> usize 
     hi as usize
 }
 
-/// Whether a miss overwrites the drawn zombie: true with probability `p_swap`.
+/// Whether a miss overwrites the drawn zombie: true with probability `p_swap`, given as
+/// `swap_below = ceil(p_swap 2^53)` ([`crate::ZombieConfig`] keeps it).
+///
+/// Exactly rand 0.9's `rng.random::<f64>() < p_swap` (the same draw, the same result), in
+/// integers: that `f64` is `k 2^-53` with `k` the draw's top 53 bits, exact, and for an
+/// integer `k`, `k 2^-53 < p_swap` iff `k < p_swap 2^53` iff `k < ceil(p_swap 2^53)` (the
+/// product exact, a power-of-two scaling). Saves the conversion and the multiply on every
+/// miss; the unit test below checks it against rand draw for draw.
 #[inline]
-pub(crate) fn swap<R: RngCore + ?Sized>(rng: &mut R, p_swap: f64) -> bool {
-    rng.random::<f64>() < p_swap
+pub(crate) fn swap<R: RngCore + ?Sized>(rng: &mut R, swap_below: u64) -> bool {
+    (rng.next_u64() >> 11) < swap_below
 }
 
 /// One step of the hit-frequency EWMA, `P(t) = (1 - alpha) P(t-1) + alpha Hit(t)` (SRED).
@@ -40,8 +47,84 @@ mod tests {
     use rand::{Rng, RngCore, SeedableRng};
     use rand_xoshiro::Xoshiro256PlusPlus;
 
-    use super::zombie_index;
-    use crate::MAX_M;
+    use super::{swap, zombie_index};
+    use crate::{ZombieParams, MAX_M};
+
+    /// Draw for draw equal to `random::<f64>() < p_swap`, through the config's threshold, for
+    /// the bounds, the default, values whose `p_swap 2^53` is an integer and random ones.
+    #[test]
+    fn swap_is_rands_comparison() {
+        let mut gen = Xoshiro256PlusPlus::seed_from_u64(7);
+        let mut p_swaps = vec![
+            0.0,
+            1.0,
+            0.25,
+            0.5,
+            1e-300,
+            f64::MIN_POSITIVE,
+            1.0 - f64::EPSILON,
+        ];
+        p_swaps.extend((0..200).map(|_| gen.random::<f64>()));
+        p_swaps.extend((0..50).map(|_| (gen.next_u64() >> 11) as f64 / (1u64 << 53) as f64));
+        for (seed, p_swap) in p_swaps.into_iter().enumerate() {
+            let cfg = ZombieParams {
+                p_swap,
+                ..ZombieParams::default()
+            }
+            .validate()
+            .expect("p_swap in [0, 1]");
+            let mut a = Xoshiro256PlusPlus::seed_from_u64(seed as u64);
+            let mut b = Xoshiro256PlusPlus::seed_from_u64(seed as u64);
+            for _ in 0..20_000 {
+                assert_eq!(
+                    swap(&mut a, cfg.swap_below()),
+                    b.random::<f64>() < p_swap,
+                    "p_swap = {p_swap}"
+                );
+            }
+            assert_eq!(a.next_u64(), b.next_u64(), "p_swap = {p_swap}: same draws");
+        }
+    }
+
+    /// At the boundary: the draw whose top 53 bits are `k` swaps iff `k 2^-53 < p_swap`,
+    /// for `k` on both sides of `p_swap 2^53`.
+    #[test]
+    fn swap_threshold_is_exact_at_the_boundary() {
+        struct Fixed(u64);
+        impl RngCore for Fixed {
+            fn next_u32(&mut self) -> u32 {
+                unreachable!("swap draws 64 bits")
+            }
+            fn next_u64(&mut self) -> u64 {
+                self.0
+            }
+            fn fill_bytes(&mut self, _: &mut [u8]) {
+                unreachable!("swap draws 64 bits")
+            }
+        }
+        for k in [1u64, 3, 1 << 20, (1 << 51) + 5, (1 << 53) - 2] {
+            for p_swap in [
+                k as f64 / (1u64 << 53) as f64,
+                (k as f64 + 0.5) / (1u64 << 53) as f64,
+            ] {
+                let below = ZombieParams {
+                    p_swap,
+                    ..ZombieParams::default()
+                }
+                .validate()
+                .expect("p_swap in [0, 1]")
+                .swap_below();
+                for j in [k - 1, k, k + 1] {
+                    let want = (j as f64) * (1.0 / (1u64 << 53) as f64) < p_swap;
+                    assert_eq!(
+                        swap(&mut Fixed(j << 11), below),
+                        want,
+                        "k {k} j {j} p {p_swap}"
+                    );
+                }
+            }
+        }
+    }
 
     /// Draw for draw equal to `random_range(0..m)`, including the second-draw branch (taken
     /// with probability about `m / 2^32`: about 1000 times here at `m` near `MAX_M`).

@@ -327,8 +327,10 @@ impl ZombieList {
         }
     }
 
-    /// SRED steps 1-2 for one arrival; returns Hit. `h` is `mix(flow)`.
-    #[inline]
+    /// SRED steps 1-2 for one arrival; returns Hit. `h` is `mix(flow)`. Always inlined: with
+    /// step 2's rare cases out of line it is short, and its call, prologue and spills cost the
+    /// pipeline's observation more than its code.
+    #[inline(always)]
     fn update_list<R: RngCore + ?Sized, S: OpSink>(
         &self,
         flow: FlowId,
@@ -349,8 +351,8 @@ impl ZombieList {
         }
     }
 
-    /// F(flow) and T after this arrival's update.
-    #[inline]
+    /// F(flow) and T after this arrival's update. Always inlined, as `update_list`.
+    #[inline(always)]
     fn read_occurrence<S: OpSink>(&self, flow: FlowId, h: u64, ops: &mut S) -> (u64, u64) {
         match self.cfg.occurrence() {
             OccurrenceMode::Table => (
@@ -407,10 +409,11 @@ impl ZombieList {
         }
     }
 
-    /// Step 2 against zombie `i`. Every change to the slot is one CAS; the references it adds
-    /// (table entry, T) are taken before the CAS and given back if it fails, the ones it drops
-    /// are released after it succeeds. Inlined into `observe` (a call costs the ZL-RED decision
-    /// 24.8 ns against 23.7 ns inlined, docs/performance/zl-aqm.md).
+    /// Step 2 against zombie `i`: the common case, a miss that keeps the zombie, in line; every
+    /// other case (a possible hit, an empty slot, a swap) goes on in [`ZombieList::compare_from`]
+    /// with the word read here and the swap already drawn, so the draws and the result are
+    /// those of the one loop (measured: the loop's set-up, hoisted by the compiler ahead of
+    /// the common case, cost the pipeline's observation about 20 instructions per packet).
     #[inline]
     fn compare<R: RngCore + ?Sized, S: OpSink>(
         &self,
@@ -422,12 +425,50 @@ impl ZombieList {
         ops: &mut S,
     ) -> bool {
         let slot = &self.slots[i];
-        let mut swap: Option<bool> = None;
+        ops.slot_read();
+        // Acquire pairs with the AcqRel CAS that wrote the word, so the referenced entry's key
+        // is visible.
+        let w = slot.word.load(Ordering::Acquire);
+        let swap = match decode(w) {
+            // A different tag is a miss for sure.
+            Some((_, t, _)) if t != tag(h) => {
+                if !draw::swap(rng, self.cfg.swap_below()) {
+                    return false;
+                }
+                Some(true)
+            }
+            _ => None,
+        };
+        self.compare_from(i, w, swap, flow, h, now, rng, ops)
+    }
+
+    /// Step 2 against zombie `i` from its word `w` as just read and the swap draw if already
+    /// made (`swap`). Every change to the slot is one CAS; the references it adds
+    /// (table entry, T) are taken before the CAS and given back if it fails, the ones it drops
+    /// are released after it succeeds; after a failed CAS the word is read again.
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn compare_from<R: RngCore + ?Sized, S: OpSink>(
+        &self,
+        i: usize,
+        w: u64,
+        mut swap: Option<bool>,
+        flow: FlowId,
+        h: u64,
+        now: Nanos,
+        rng: &mut R,
+        ops: &mut S,
+    ) -> bool {
+        let slot = &self.slots[i];
+        let mut first = Some(w);
         loop {
-            ops.slot_read();
-            // Acquire pairs with the AcqRel CAS that wrote the word, so the referenced entry's
-            // key is visible.
-            let w = slot.word.load(Ordering::Acquire);
+            let w = match first.take() {
+                Some(w) => w,
+                None => {
+                    ops.slot_read();
+                    slot.word.load(Ordering::Acquire)
+                }
+            };
             if let Some((e, t, c)) = decode(w) {
                 // An equal tag needs the key to confirm; a different one is a miss for sure.
                 if t == tag(h) && {
@@ -465,7 +506,7 @@ impl ZombieList {
                     continue;
                 }
             }
-            if !*swap.get_or_insert_with(|| draw::swap(rng, self.cfg.p_swap())) {
+            if !*swap.get_or_insert_with(|| draw::swap(rng, self.cfg.swap_below())) {
                 return false;
             }
             let Some(e_new) = self.table.reserve(flow, h, ops) else {

@@ -59,7 +59,7 @@ impl NaiveZombieList {
                 z.stamp = now;
                 true
             } else {
-                if draw::swap(rng, self.cfg.p_swap()) {
+                if draw::swap(rng, self.cfg.swap_below()) {
                     *z = Zombie {
                         flow,
                         count: 0,

@@ -95,6 +95,8 @@ pub struct ZombieConfig {
     alpha: f64,
     occurrence: OccurrenceMode,
     count_cap: u64,
+    /// `ceil(p_swap 2^53)`: the swap draw in integers (`crate::draw::swap`).
+    swap_below: u64,
 }
 
 /// Bits of a zombie's hit count in a slot word (see `list.rs`).
@@ -125,6 +127,8 @@ impl ZombieParams {
             alpha,
             occurrence: self.occurrence,
             count_cap,
+            // Exact: scaling by a power of two, and p_swap <= 1 keeps it at most 2^53.
+            swap_below: (self.p_swap * (1u64 << 53) as f64).ceil() as u64,
         })
     }
 }
@@ -150,5 +154,9 @@ impl ZombieConfig {
     /// [`ZombieParams::validate`]).
     pub fn count_cap(&self) -> u64 {
         self.count_cap
+    }
+    /// `ceil(p_swap 2^53)`, for the swap draw in integers.
+    pub(crate) fn swap_below(&self) -> u64 {
+        self.swap_below
     }
 }
