@@ -64,6 +64,12 @@ impl Batch {
     pub fn iter_mut(&mut self) -> core::slice::IterMut<'_, PacketBuf> {
         self.pkts.iter_mut()
     }
+    /// Moves every packet to the end of `v`, in arrival order (one copy of the slots); the
+    /// batch is empty afterwards.
+    #[inline]
+    pub(crate) fn move_into(&mut self, v: &mut Vec<PacketBuf>) {
+        v.append(&mut self.pkts);
+    }
     /// Takes every packet out, in arrival order; the batch is empty afterwards.
     #[inline]
     pub fn drain(&mut self) -> std::vec::Drain<'_, PacketBuf> {
