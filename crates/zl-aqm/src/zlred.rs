@@ -187,9 +187,14 @@ fn count_to_f64(x: u64) -> f64 {
 /// bit for bit: `p4 = (p1 h) F a' / (d T P)`), for `P_avg`'s update.
 #[inline(always)]
 fn fires_and_p4<R: rand::RngCore + ?Sized>(rng: &mut R, i: &ZlRedInputs) -> (bool, f64) {
+    // F = 0 makes p4 = 0, p1 = 0 makes p3 = 0: either way p5 = 0, and no draw. Two tests
+    // apart, each a compare and a branch (joined by `||`, the compiler built both flags
+    // first).
+    if i.occurrence == 0 {
+        return (false, 0.0);
+    }
     let p1 = staged_p1(i.q, i.th_min, i.b_third, i.p_max);
-    // p1 = 0 makes p3 = 0, F = 0 makes p4 = 0: either way p5 = 0, and no draw.
-    if p1 == 0.0 || i.occurrence == 0 {
+    if p1 == 0.0 {
         return (false, 0.0);
     }
     let mean_occurrence = count_to_f64(i.total) * i.p_hit;
