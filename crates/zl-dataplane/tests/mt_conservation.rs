@@ -922,16 +922,23 @@ fn one_rx_and_one_tx_worker_conserve_under_tenfold_overload() {
 
 /// Records, at every progress call during a run, the CPUs each worker thread of this process
 /// may run on (`/proc/self/task/*/status`), by thread name, and the observing (calling)
-/// thread's own.
-#[derive(Default)]
+/// thread's own. It raises `stop` once it has seen `expect` workers at one call three times
+/// (or after 100 000 calls, so a missing worker fails the test instead of hanging it): the
+/// sources are endless, so no worker ends before it has been seen.
 struct CpuWatch {
     workers: std::collections::BTreeMap<String, String>,
     caller: Option<Vec<usize>>,
+    expect: usize,
+    full_views: u32,
+    calls: u32,
+    stop: Arc<AtomicBool>,
 }
 
 impl Observer<MtRouter> for CpuWatch {
     fn progress(&mut self, _: Nanos, _: &MtRouter) {
+        self.calls += 1;
         let mut running = false;
+        let mut seen = 0;
         for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
             let name = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
             let name = name.trim();
@@ -943,11 +950,18 @@ impl Observer<MtRouter> for CpuWatch {
                 let list = l.trim_start_matches("Cpus_allowed_list:").trim().to_owned();
                 self.workers.insert(name.to_owned(), list);
                 running = true;
+                seen += 1;
             }
         }
         // The last call comes after the run, its workers gone.
         if running {
             self.caller = Some(zl_dataplane::cpus::allowed_cpus().unwrap());
+        }
+        if seen == self.expect {
+            self.full_views += 1;
+        }
+        if self.full_views >= 3 || self.calls >= 100_000 {
+            self.stop.store(true, Ordering::Relaxed);
         }
     }
 }
@@ -986,18 +1000,35 @@ fn workers_run_on_the_cpus_they_are_given_not_the_callers_pin() {
         let watch = std::thread::spawn(move || {
             // As `rte_eal_init` does to its main lcore.
             set_allowed_cpus(&[first]).unwrap();
-            let mut r = router_nm(sources(20_000), &qos, 1000, (2, 2), 4096);
+            // Endless sources: the watch stops the run once it has seen every worker.
+            let endless = (0..2u8)
+                .map(|w| {
+                    let frames = two_destination_frames(w);
+                    Box::new(MemoryPort::cycling("src", w as u16, frames, u64::MAX))
+                        as Box<dyn SplitPort>
+                })
+                .collect();
+            let mut r = router_nm(endless, &qos, 1000, (2, 2), 4096);
             r.place_workers(placed);
-            let mut watch = CpuWatch::default();
-            let stop = AtomicBool::new(false);
-            r.run(
-                &ticking(),
-                &stop,
-                Nanos::from_secs(1),
-                Nanos::from_millis(1),
-                &mut watch,
-            )
-            .unwrap();
+            let stop = Arc::new(AtomicBool::new(false));
+            let mut watch = CpuWatch {
+                workers: Default::default(),
+                caller: None,
+                expect: 3,
+                full_views: 0,
+                calls: 0,
+                stop: stop.clone(),
+            };
+            let reason = r
+                .run(
+                    &ticking(),
+                    &stop,
+                    Nanos::from_secs(1),
+                    Nanos::from_millis(1),
+                    &mut watch,
+                )
+                .unwrap();
+            assert_eq!(reason, StopReason::Interrupted);
             assert_balanced(&r);
             (watch, allowed_cpus().unwrap())
         });
