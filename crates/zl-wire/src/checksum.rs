@@ -107,6 +107,17 @@ pub const fn update_high_octet_decrement(hc: u16) -> u16 {
     !fold((!hc) as u32 + 0xfeff)
 }
 
+/// [`update_high_octet_decrement`] on the checksum field as the machine reads it
+/// (`u16::from_ne_bytes` of its two octets; the result is stored back the same way): Linux's
+/// `ip_decrease_ttl`, the field plus `0x0100` in network order with the end-around carry, in
+/// a compare and two adds, with no byte swap and no fold (issue 14). Equal to
+/// [`update_high_octet_decrement`] for every field value (tested exhaustively).
+#[inline]
+pub const fn update_high_octet_decrement_ne(field: u16) -> u16 {
+    let sum = field as u32 + u16::from_ne_bytes([1, 0]) as u32;
+    (sum + (sum >= 0xffff) as u32) as u16
+}
+
 /// The one's complement sum of the TCP/UDP pseudo-header: source and destination address
 /// (4 octets each for IPv4, RFC 768 / RFC 793 §3.1; 16 for IPv6, RFC 8200 §8.1), the protocol
 /// number and the upper-layer length. Add the segment's own sum with [`add_sums`] and
@@ -169,6 +180,16 @@ mod tests {
                     assert_eq!(update_high_octet_decrement(hc), want, "hc {hc:#x} m {m:#x}");
                 }
             }
+        }
+    }
+
+    /// The machine-order TTL update equals the network-order one for every checksum.
+    #[test]
+    fn high_octet_decrement_ne_is_the_network_order_one() {
+        for hc in 0..=0xffffu16 {
+            let field = u16::from_ne_bytes(hc.to_be_bytes());
+            let got = u16::from_be_bytes(update_high_octet_decrement_ne(field).to_ne_bytes());
+            assert_eq!(got, update_high_octet_decrement(hc), "hc {hc:#x}");
         }
     }
 
