@@ -47,6 +47,30 @@ pub struct PacketBuf {
     pub tag: u32,
 }
 
+/// Copies `src` into `dst` (of the same length). A frame of 32 to 64 octets (the minimum
+/// frame, ACKs, most control traffic) as two fixed 32-octet copies that overlap in the middle,
+/// which compile to a few vector moves in line; any other length through `copy_from_slice`
+/// (a `memcpy` call, which cost a 64-octet frame about 15 instructions with the call).
+#[inline(always)]
+fn copy_frame(dst: &mut [u8], src: &[u8]) {
+    let n = src.len();
+    match (
+        dst.split_first_chunk_mut::<32>(),
+        src.split_first_chunk::<32>(),
+    ) {
+        (Some((d_head, _)), Some((s_head, _))) if n <= 64 => {
+            *d_head = *s_head;
+            if let (Some((_, d_tail)), Some((_, s_tail))) = (
+                dst.split_last_chunk_mut::<32>(),
+                src.split_last_chunk::<32>(),
+            ) {
+                *d_tail = *s_tail;
+            }
+        }
+        _ => dst.copy_from_slice(src),
+    }
+}
+
 /// A frame longer than a buffer's data room.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("frame of {len} bytes does not fit a {capacity}-byte buffer")]
@@ -267,7 +291,7 @@ impl PacketBuf {
                 capacity: self.data.len(),
             });
         }
-        self.data[..frame.len()].copy_from_slice(frame);
+        copy_frame(&mut self.data[..frame.len()], frame);
         self.len = frame.len() as u32;
         Ok(())
     }
@@ -436,6 +460,24 @@ impl BufPool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `copy_from` copies every length exactly, around the in-line case's bounds (32..=64).
+    #[test]
+    fn copy_from_copies_every_length() {
+        let src: Vec<u8> = (0..200u32).map(|i| (i * 37 + 11) as u8).collect();
+        let mut pool = BufPool::new(1, 128);
+        for n in 0..=128 {
+            let mut b = pool.alloc().unwrap();
+            b.data_room_mut().fill(0xee);
+            b.copy_from(&src[..n]).unwrap();
+            assert_eq!(b.as_slice(), &src[..n], "len {n}");
+            assert!(
+                b.data[n..].iter().all(|&x| x == 0xee),
+                "len {n}: nothing past it"
+            );
+            pool.free(b);
+        }
+    }
 
     /// `alloc_batch` hands out `n` buffers as `alloc` does (length 0, no tag), or none when
     /// the pool or the batch is short, counting no failure either way.
