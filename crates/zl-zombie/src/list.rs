@@ -288,14 +288,14 @@ impl ZombieList {
                 total,
             };
         }
-        let alpha = self.cfg.alpha();
+        let (keep, alpha) = (self.cfg.keep(), self.cfg.alpha());
         // One relaxed load and one relaxed store for the whole burst (decided, see
         // `update_p`: a concurrent burst's steps may be overwritten, never T or F).
         let shard = self.p_shard();
         let bits = shard.load(Ordering::Relaxed);
         let mut p = self.shard_start(bits);
         for obs in out[..n].iter_mut() {
-            p = draw::ewma(p, alpha, obs.hit);
+            p = draw::ewma_step(p, keep, alpha, obs.hit);
             obs.p = p;
         }
         if p.to_bits() != bits {
@@ -620,7 +620,12 @@ impl ZombieList {
     fn update_p<S: OpSink>(&self, hit: bool, ops: &mut S) -> f64 {
         let shard = self.p_shard();
         let bits = shard.load(Ordering::Relaxed);
-        let next = draw::ewma(self.shard_start(bits), self.cfg.alpha(), hit);
+        let next = draw::ewma_step(
+            self.shard_start(bits),
+            self.cfg.keep(),
+            self.cfg.alpha(),
+            hit,
+        );
         if next.to_bits() != bits {
             ops.total_write();
             shard.store(next.to_bits(), Ordering::Relaxed);
