@@ -588,12 +588,13 @@ impl<T> QosEngine<T> {
     /// [`Departed`] built for a caller that wants the item only.
     ///
     /// The scheduler chooses once per run rather than once per packet: nothing arrives during
-    /// the burst, so once [`Scheduler::peek`] has chosen a class, it would choose it again,
-    /// changing nothing, for the next [`Scheduler::run_quota`] packets the class holds, and
-    /// is asked again only after them. Each packet is still shaped, popped and counted one by
-    /// one, as [`QosEngine::dequeue`] does, and the run is charged at its end
-    /// ([`Scheduler::commit_run`]); `dequeue_burst_matches_repeated_dequeue` and
-    /// `tests/engine_props.rs` hold the two against each other.
+    /// the burst, so once [`Scheduler::peek`] has chosen a class, it would choose it again
+    /// for the next [`Scheduler::run_quota`] packets the class holds (a WRR class's credit,
+    /// or all of them when it is the only weighted class with packets), and is asked again
+    /// only after them. Each packet is still shaped, popped and counted one by one, as
+    /// [`QosEngine::dequeue`] does, and the run is charged at its end as those `peek`s and
+    /// commits would have ([`Scheduler::commit_run`]); `dequeue_burst_matches_repeated_dequeue`
+    /// and `tests/engine_props.rs` hold the two against each other.
     #[inline]
     pub fn dequeue_burst(&mut self, now: Nanos, max: usize, mut send: impl FnMut(T)) -> Burst {
         let mut sent = 0;
@@ -602,10 +603,10 @@ impl<T> QosEngine<T> {
             let Some(ci) = self.sched.peek(|i| classes[i].queue.head_len()) else {
                 break;
             };
+            let run = (self.sched.run_quota(ci, |i| !classes[i].queue.is_empty()))
+                .min((max - sent) as u64);
             let class = &mut self.classes[ci];
-            let run = (self.sched.run_quota(ci))
-                .min((max - sent) as u64)
-                .min(class.queue.len() as u64);
+            let run = run.min(class.queue.len() as u64);
             let (mut n, mut last_len, mut held_until) = (0u64, 0, None);
             while n < run {
                 let Some(len) = class.queue.head_len() else {
@@ -636,6 +637,12 @@ impl<T> QosEngine<T> {
             if n > 0 {
                 self.sched
                     .commit_run(ci, n, last_len, class.queue.is_empty());
+                if held_until.is_some() {
+                    // `dequeue` asked the scheduler for the held packet too: a WRR credit
+                    // spent by the run is renewed there (`peek` is idempotent otherwise).
+                    let classes = &self.classes;
+                    self.sched.peek(|i| classes[i].queue.head_len());
+                }
             }
             sent += n as usize;
             if held_until.is_some() || n == 0 {

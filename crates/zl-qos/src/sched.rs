@@ -195,32 +195,54 @@ impl Scheduler {
 
     /// How many packets in a row `class`, just returned by [`Scheduler::peek`], sends before
     /// `peek` would choose otherwise, as far as the scheduler decides (its queue's length
-    /// bounds the run too), when no queue grows meanwhile: a strict class every packet it
-    /// holds (the classes ranked before it were empty and stay so), a WRR class its credit
-    /// left (`peek` returns `weighted[cur]` at once while the credit lasts), a DRR class one
-    /// (whether its deficit covers the next head depends on that packet's length; `peek`
-    /// decides it).
+    /// bounds the run too), when no queue grows meanwhile; `backlogged(c)` says whether class
+    /// `c` holds a packet now. A strict class: every packet it holds (the classes ranked before
+    /// it were empty and stay so). A WRR class: its credit left (`peek` returns
+    /// `weighted[cur]` at once while the credit lasts), or every packet it holds when no other
+    /// weighted class holds one (then `peek` walks the round past the empty classes back to it
+    /// with a fresh quantum, each time its credit runs out, and the strict classes stay empty:
+    /// `peek` chose a weighted class). A DRR class: one (whether its deficit covers the next
+    /// head depends on that packet's length; `peek` decides it).
     #[inline(always)]
-    pub fn run_quota(&self, class: usize) -> u64 {
+    pub fn run_quota(&self, class: usize, backlogged: impl Fn(usize) -> bool) -> u64 {
         if self.weighted.get(self.cur) != Some(&class) {
             return u64::MAX; // a strict class
         }
         match self.mode {
-            SchedMode::Wrr => self.credit,
+            SchedMode::Wrr => {
+                if self.weighted.iter().any(|&c| c != class && backlogged(c)) {
+                    self.credit
+                } else {
+                    u64::MAX
+                }
+            }
             SchedMode::Drr => 1,
         }
     }
 
     /// Charges the `n` packets (`1 ..= run_quota(class)`) that `class` just sent in a row, the
     /// last of `last_len` bytes; `now_empty` says whether its queue is empty after them. The
-    /// same as [`Scheduler::commit`] once per packet.
+    /// same as [`Scheduler::commit`] once per packet, with [`Scheduler::peek`] before each
+    /// (a WRR run beyond the credit, `run_quota`'s lone class, renews the quantum each time
+    /// the credit runs out, as those `peek`s do; a credit spent exactly is renewed by the next
+    /// `peek`, as before).
     #[inline]
     pub fn commit_run(&mut self, class: usize, n: u64, last_len: u32, now_empty: bool) {
         if self.weighted.get(self.cur) != Some(&class) {
             return; // a strict class: nothing to charge
         }
         match self.mode {
-            SchedMode::Wrr => self.credit = self.credit.saturating_sub(n),
+            SchedMode::Wrr => {
+                self.credit = if n <= self.credit {
+                    self.credit - n
+                } else {
+                    // The credit ran out after `credit` packets; each of the `m` packets past
+                    // them was preceded by a renewal whenever the credit had reached 0.
+                    let q = self.quantum[self.cur];
+                    let m = n - self.credit;
+                    q - 1 - (m - 1) % q
+                }
+            }
             SchedMode::Drr => {
                 debug_assert_eq!(n, 1, "a DRR run is one packet");
                 self.commit(class, last_len, now_empty);
@@ -273,6 +295,51 @@ mod tests {
         let round = [0, 1, 1, 1, 1, 2, 2, 2, 2, 2];
         assert_eq!(&order[..10], &round);
         assert_eq!(&order[10..], &round);
+    }
+
+    /// A WRR class that is the only weighted class with packets runs past its credit
+    /// (`run_quota` unbounded), and `commit_run` leaves the state that a `peek` and a
+    /// `commit` per packet leave, and again after one more `peek` (a shaper's hold).
+    #[test]
+    fn lone_wrr_run_is_repeated_peek_and_commit() {
+        let quanta = [1, 4, 5];
+        let classes: Vec<_> = quanta
+            .iter()
+            .map(|&q| SchedClass::Weighted { quantum: q })
+            .chain([SchedClass::Strict { rank: 0 }])
+            .collect();
+        let all = |c: usize| (c < 3).then_some(64);
+        for lone in 0..3 {
+            for warm in 0..12 {
+                for n in 1..40u64 {
+                    // Both start mid-round: `warm` packets with every weighted class busy.
+                    let mut one = Scheduler::new(SchedMode::Wrr, &classes);
+                    for _ in 0..warm {
+                        let c = one.peek(all).unwrap();
+                        one.commit(c, 64, false);
+                    }
+                    let mut run = one.clone();
+                    let head = |c: usize| (c == lone).then_some(64);
+                    for _ in 0..n {
+                        assert_eq!(one.peek(head), Some(lone));
+                        one.commit(lone, 64, false);
+                    }
+                    assert_eq!(run.peek(head), Some(lone));
+                    assert_eq!(run.run_quota(lone, |c| head(c).is_some()), u64::MAX);
+                    run.commit_run(lone, n, 64, false);
+                    let state = |s: &Scheduler| (s.cur, s.credit);
+                    assert_eq!(state(&run), state(&one), "lone {lone} warm {warm} n {n}");
+                    one.peek(head);
+                    run.peek(head);
+                    assert_eq!(state(&run), state(&one), "then a peek");
+                }
+            }
+        }
+        // With another weighted class busy the run stops at the credit.
+        let mut s = Scheduler::new(SchedMode::Wrr, &classes);
+        assert_eq!(s.peek(all), Some(0));
+        assert_eq!(s.run_quota(0, |c| c < 3), 1);
+        assert_eq!(s.run_quota(3, |c| c < 3), u64::MAX, "a strict class");
     }
 
     #[test]
