@@ -20,7 +20,7 @@ use zl_wire::{IpVersion, MacAddr, PacketInfo, ParseConfig, TtlOutcome};
 use crate::config::Forwarding;
 use crate::icmp::{IcmpCounters, IcmpKind, IcmpParams, IcmpPorts, IcmpSender, PortL3};
 use crate::priority::PriorityMap;
-use crate::route::{NextHop, RouteTable};
+use crate::route::RouteTable;
 use crate::stats::DropCause;
 
 /// What forwarding decided for a packet it keeps (the egress port is in `buf.out_port`).
@@ -222,16 +222,15 @@ impl Forwarder {
         // `parse_into` leaves `Some` exactly when the frame parsed: each way below reads the
         // headers through the one reference it takes here.
         let parsed = zl_wire::parse_into(buf.as_slice(), &self.parse, info);
-        let (nh, info) = match (&self.forwarding, parsed, info.as_mut()) {
-            (Forwarding::Router(table), Ok(()), Some(info)) => match table.lookup(info.dst) {
-                Some(nh) => (nh, info),
+        let ((port, mac), info) = match (&self.forwarding, parsed, info.as_mut()) {
+            // The next hop's port and MAC only (not its gateway address): all that is read.
+            (Forwarding::Router(table), Ok(()), Some(info)) => match table.lookup_ref(info.dst) {
+                Some(nh) => ((nh.port, nh.mac), info),
                 None => return Err(DropCause::NoRoute),
             },
             (Forwarding::Kernel(_), Ok(()), Some(info)) => {
                 match self.kernel_fib().map(|f| f.decide(info.dst)) {
-                    Some(zl_fib::Decision::Forward { port, mac }) => {
-                        (NextHop::new(port, mac), info)
-                    }
+                    Some(zl_fib::Decision::Forward { port, mac }) => ((port, mac), info),
                     // The caller holds it for the next hop (`Forwarder::unresolved`) or
                     // counts it.
                     Some(zl_fib::Decision::Resolve { .. }) => return Err(DropCause::NoNeighbour),
@@ -259,23 +258,23 @@ impl Forwarder {
         };
         // A route to a port that does not exist (only through `Dataplane::new` with
         // hand-built parts; the config checks its routes) goes nowhere.
-        let Some(&src) = self.macs.get(nh.port as usize) else {
+        let Some(&src) = self.macs.get(port as usize) else {
             return Err(DropCause::NoRoute);
         };
         // After the TTL check (an expiring packet gets Time Exceeded, as in Linux's
         // `ip_forward`), before the decrement (the error quotes the packet as it came).
-        if info.ttl > 1 && self.too_big(nh.port, buf.as_slice(), info) {
-            buf.out_port = nh.port;
+        if info.ttl > 1 && self.too_big(port, buf.as_slice(), info) {
+            buf.out_port = port;
             return Err(DropCause::TooBig);
         }
         match zl_wire::decrement_ttl(buf.as_mut_slice(), info) {
             Ok(TtlOutcome::Forwarded { .. }) => {}
             Ok(TtlOutcome::Expired) | Err(_) => return Err(DropCause::TtlExpired),
         }
-        if zl_wire::set_macs(buf.as_mut_slice(), nh.mac, src).is_err() {
+        if zl_wire::set_macs(buf.as_mut_slice(), mac, src).is_err() {
             return Err(DropCause::ParseError);
         }
-        buf.out_port = nh.port;
+        buf.out_port = port;
         Ok(self.meta(len, info))
     }
 

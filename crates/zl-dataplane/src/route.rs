@@ -212,8 +212,13 @@ impl RouteTable {
 
     #[inline]
     fn hop(&self, id: u32) -> NextHop {
+        *self.hop_ref(id)
+    }
+
+    #[inline]
+    fn hop_ref(&self, id: u32) -> &NextHop {
         // Every id in a rule was set before the rule was stored (see `insert`).
-        *self.inner.hops[id as usize]
+        self.inner.hops[id as usize]
             .get()
             .expect("a rule's next hop is set before the rule")
     }
@@ -221,8 +226,16 @@ impl RouteTable {
     /// The longest matching route's next hop. Lock-free.
     #[inline]
     pub fn lookup(&self, dst: IpAddr) -> Option<NextHop> {
+        self.lookup_ref(dst).copied()
+    }
+
+    /// [`RouteTable::lookup`] without the copy: the next hop where the table keeps it (a
+    /// next hop is never changed once set, see the module doc). The forwarding path reads
+    /// only its port and MAC, so it need not copy the gateway address along (issue 14).
+    #[inline]
+    pub fn lookup_ref(&self, dst: IpAddr) -> Option<&NextHop> {
         match dst {
-            IpAddr::V4(a) => self.inner.v4.lookup(a).map(|id| self.hop(id)),
+            IpAddr::V4(a) => self.inner.v4.lookup(a).map(|id| self.hop_ref(id)),
             IpAddr::V6(a) => self.lookup_v6(&a),
         }
     }
@@ -232,8 +245,8 @@ impl RouteTable {
     /// over the parser's fresh 4-byte store stalled store-to-load forwarding (about 3 ns a
     /// packet in the pipeline benchmark).
     #[inline(never)]
-    fn lookup_v6(&self, a: &Ipv6Addr) -> Option<NextHop> {
-        self.inner.v6.lookup(*a).map(|id| self.hop(id))
+    fn lookup_v6(&self, a: &Ipv6Addr) -> Option<&NextHop> {
+        self.inner.v6.lookup(*a).map(|id| self.hop_ref(id))
     }
 
     /// The ports routes lead to now, each once.
@@ -287,6 +300,10 @@ mod tests {
         assert_eq!(at("2001:db8:1::9"), Some(5));
         assert_eq!(at("2001:db8:2::9"), Some(4));
         assert_eq!(at("2001:db9::1"), None);
+        for a in ["192.0.2.1", "10.1.2.3", "2001:db8:1::9", "2001:db9::1"] {
+            let a = a.parse().unwrap();
+            assert_eq!(t.lookup_ref(a), t.lookup(a).as_ref(), "{a}");
+        }
         assert_eq!(t.egress_ports(), vec![0, 1, 2, 3, 4, 5]);
     }
 

@@ -30,6 +30,18 @@ pub fn ones_complement_sum(bytes: &[u8]) -> u16 {
 /// little-endian machine (RFC 1071 §2(B), byte order independence).
 #[inline(always)]
 fn sum_words(bytes: &[u8], word: impl Fn([u8; 4]) -> u32) -> u16 {
+    let sum = wide_sum(bytes, word);
+    // 64 -> 32 bits, then the 16-bit fold.
+    let sum = (sum & 0xffff_ffff) + (sum >> 32);
+    let sum = (sum & 0xffff_ffff) + (sum >> 32);
+    fold(sum as u32)
+}
+
+/// The plain integer sum of `bytes` as 4-octet words read by `word` (trailing octets
+/// zero-padded), before any fold: congruent modulo `0xffff` to the one's complement sum, and
+/// 0 only when every octet is.
+#[inline(always)]
+fn wide_sum(bytes: &[u8], word: impl Fn([u8; 4]) -> u32) -> u64 {
     let mut sum: u64 = 0;
     let mut words = bytes.chunks_exact(4);
     for w in &mut words {
@@ -43,10 +55,7 @@ fn sum_words(bytes: &[u8], word: impl Fn([u8; 4]) -> u32) -> u16 {
         [a, b, c] => word([a, b, c, 0]),
         _ => 0,
     });
-    // 64 -> 32 bits, then the 16-bit fold.
-    let sum = (sum & 0xffff_ffff) + (sum >> 32);
-    let sum = (sum & 0xffff_ffff) + (sum >> 32);
-    fold(sum as u32)
+    sum
 }
 
 /// The checksum to store in a header whose checksum field is zero: `!sum`.
@@ -60,9 +69,17 @@ pub fn checksum(bytes: &[u8]) -> u16 {
 /// Summed in the machine's byte order (no byte swaps, on every received IPv4 header): the
 /// result is the network-order sum with its octets swapped or not, and `0xffff` reads the same
 /// either way.
+///
+/// Without the folds: the words' plain sum `s` folds to `0xffff` exactly when `s` is a
+/// nonzero multiple of `0xffff` (each fold keeps the value modulo `0xffff`, as `2^16` is 1
+/// modulo `0xffff`, and keeps it nonzero), and the compiler tests the multiple with one
+/// multiplication, where the folds took a dozen instructions on every received header
+/// (issue 14). Equal to the folded sum compared with `0xffff` (tested on every length and on
+/// random words).
 #[inline]
 pub fn verifies(header: &[u8]) -> bool {
-    sum_words(header, u32::from_ne_bytes) == 0xffff
+    let sum = wide_sum(header, u32::from_ne_bytes);
+    sum != 0 && sum % 0xffff == 0
 }
 
 /// RFC 1624 eqn. 3: the new checksum after one 16-bit word of the covered data changes from
@@ -88,6 +105,17 @@ pub const fn update_word(hc: u16, old: u16, new: u16) -> u16 {
 #[inline]
 pub const fn update_high_octet_decrement(hc: u16) -> u16 {
     !fold((!hc) as u32 + 0xfeff)
+}
+
+/// [`update_high_octet_decrement`] on the checksum field as the machine reads it
+/// (`u16::from_ne_bytes` of its two octets; the result is stored back the same way): Linux's
+/// `ip_decrease_ttl`, the field plus `0x0100` in network order with the end-around carry, in
+/// a compare and two adds, with no byte swap and no fold (issue 14). Equal to
+/// [`update_high_octet_decrement`] for every field value (tested exhaustively).
+#[inline]
+pub const fn update_high_octet_decrement_ne(field: u16) -> u16 {
+    let sum = field as u32 + u16::from_ne_bytes([1, 0]) as u32;
+    (sum + (sum >= 0xffff) as u32) as u16
 }
 
 /// The one's complement sum of the TCP/UDP pseudo-header: source and destination address
@@ -152,6 +180,16 @@ mod tests {
                     assert_eq!(update_high_octet_decrement(hc), want, "hc {hc:#x} m {m:#x}");
                 }
             }
+        }
+    }
+
+    /// The machine-order TTL update equals the network-order one for every checksum.
+    #[test]
+    fn high_octet_decrement_ne_is_the_network_order_one() {
+        for hc in 0..=0xffffu16 {
+            let field = u16::from_ne_bytes(hc.to_be_bytes());
+            let got = u16::from_be_bytes(update_high_octet_decrement_ne(field).to_ne_bytes());
+            assert_eq!(got, update_high_octet_decrement(hc), "hc {hc:#x}");
         }
     }
 
@@ -244,6 +282,45 @@ mod tests {
             }
         }
         assert!(valid > 190);
+    }
+
+    /// `verifies` (a nonzero multiple of `0xffff`) equals the folded machine-order sum
+    /// compared with `0xffff`, its plain definition, on random and on valid headers, and on the
+    /// sums at and around each multiple the fold meets.
+    #[test]
+    fn verifies_equals_the_folded_sum() {
+        use proptest::prelude::*;
+        let folded = |b: &[u8]| sum_words(b, u32::from_ne_bytes) == 0xffff;
+        proptest!(|(mut b in proptest::collection::vec(any::<u8>(), 0..80), at in 0usize..40)| {
+            prop_assert_eq!(verifies(&b), folded(&b));
+            if b.len() >= 2 {
+                let at = (at % (b.len() / 2)) * 2;
+                b[at..at + 2].fill(0);
+                let c = checksum(&b);
+                b[at..at + 2].copy_from_slice(&c.to_be_bytes());
+                prop_assert!(verifies(&b));
+                prop_assert_eq!(verifies(&b), folded(&b));
+            }
+        });
+        // Five words (an IPv4 header) reaching every multiple of 0xffff a 20-octet header
+        // can sum to, and their neighbours; all-zero and all-ones words.
+        for k in 0..=5 * 0x1_0001u64 {
+            for s in [(k * 0xffff).saturating_sub(1), k * 0xffff, k * 0xffff + 1] {
+                let mut words = [0u32; 5];
+                let mut left = s;
+                for w in &mut words {
+                    *w = left.min(u64::from(u32::MAX)) as u32;
+                    left -= u64::from(*w);
+                }
+                if left != 0 {
+                    continue;
+                }
+                let b: Vec<u8> = words.iter().flat_map(|w| w.to_ne_bytes()).collect();
+                assert_eq!(verifies(&b), folded(&b), "sum {s:#x}");
+            }
+        }
+        assert!(!verifies(&[0; 20]));
+        assert!(verifies(&[0xff; 20]));
     }
 
     #[test]

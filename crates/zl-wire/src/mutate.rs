@@ -274,12 +274,13 @@ pub fn decrement_ttl(frame: &mut [u8], info: &mut PacketInfo) -> Result<TtlOutco
     match info.ip_version {
         // TTL and protocol share one 16-bit word: only its high octet drops by one (the frame's
         // TTL is `info.ttl`, as parsed from it), so the checksum update needs neither word
-        // (`checksum::update_high_octet_decrement`).
+        // (`checksum::update_high_octet_decrement`), here on the field in the machine's byte
+        // order (`checksum::update_high_octet_decrement_ne`: no byte swaps).
         IpVersion::V4 => {
-            let hc = u16::from_be_bytes([ip[ipv4::CHECKSUM], ip[ipv4::CHECKSUM + 1]]);
-            let hc = checksum::update_high_octet_decrement(hc);
+            let field = u16::from_ne_bytes([ip[ipv4::CHECKSUM], ip[ipv4::CHECKSUM + 1]]);
+            let field = checksum::update_high_octet_decrement_ne(field);
             ip[ipv4::TTL] = ttl;
-            ip[ipv4::CHECKSUM..ipv4::CHECKSUM + 2].copy_from_slice(&hc.to_be_bytes());
+            ip[ipv4::CHECKSUM..ipv4::CHECKSUM + 2].copy_from_slice(&field.to_ne_bytes());
         }
         IpVersion::V6 => ip[ipv6::HOP_LIMIT] = ttl,
     }
