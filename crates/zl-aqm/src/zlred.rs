@@ -159,11 +159,16 @@ pub fn next_p_avg(p_avg: f64, alpha: f64, p4: f64) -> f64 {
 /// every count of a Zombie List is (T is at most M (cap + 1) < 2^56). The unsigned conversion
 /// is a sequence of about six instructions on x86-64 without AVX-512, and the decision
 /// converts F and T on every arrival.
+///
+/// For `x >= 2^63` it halves `x` keeping its lowest bit as a sticky bit (round to odd),
+/// converts that signed and doubles it: the same correctly rounded value, since the 63-bit
+/// half loses no bit that decides the rounding to 53 bits. (Written as `x as f64` there, the
+/// compiler saw both arms equal `x as f64` and emitted the unsigned sequence alone.)
 #[inline(always)]
 fn count_to_f64(x: u64) -> f64 {
     match i64::try_from(x) {
         Ok(signed) => signed as f64,
-        Err(_) => x as f64,
+        Err(_) => (((x >> 1) | (x & 1)) as i64) as f64 * 2.0,
     }
 }
 

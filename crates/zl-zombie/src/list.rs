@@ -288,14 +288,14 @@ impl ZombieList {
                 total,
             };
         }
-        let alpha = self.cfg.alpha();
+        let (keep, alpha) = (self.cfg.keep(), self.cfg.alpha());
         // One relaxed load and one relaxed store for the whole burst (decided, see
         // `update_p`: a concurrent burst's steps may be overwritten, never T or F).
         let shard = self.p_shard();
         let bits = shard.load(Ordering::Relaxed);
         let mut p = self.shard_start(bits);
         for obs in out[..n].iter_mut() {
-            p = draw::ewma(p, alpha, obs.hit);
+            p = draw::ewma_step(p, keep, alpha, obs.hit);
             obs.p = p;
         }
         if p.to_bits() != bits {
@@ -409,10 +409,10 @@ impl ZombieList {
         }
     }
 
-    /// Step 2 against zombie `i`: the common case, a miss that keeps the zombie, in line; every
-    /// other case (a possible hit, an empty slot, a swap) goes on in [`ZombieList::compare_from`]
-    /// with the word read here and the swap already drawn, so the draws and the result are
-    /// those of the one loop (measured: the loop's set-up, hoisted by the compiler ahead of
+    /// Step 2 against zombie `i`: the common case, a miss that keeps the zombie, in line; a
+    /// swap over another flow's zombie goes on in [`ZombieList::swap_in`], every other case (a
+    /// possible hit, an empty slot) in [`ZombieList::compare_from`], with the word read here
+    /// and the swap already drawn, so the draws and the result are those of the one loop (measured: the loop's set-up, hoisted by the compiler ahead of
     /// the common case, cost the pipeline's observation about 20 instructions per packet).
     #[inline]
     fn compare<R: RngCore + ?Sized, S: OpSink>(
@@ -429,17 +429,96 @@ impl ZombieList {
         // Acquire pairs with the AcqRel CAS that wrote the word, so the referenced entry's key
         // is visible.
         let w = slot.word.load(Ordering::Acquire);
-        let swap = match decode(w) {
+        match decode(w) {
             // A different tag is a miss for sure.
             Some((_, t, _)) if t != tag(h) => {
                 if !draw::swap(rng, self.cfg.swap_below()) {
                     return false;
                 }
-                Some(true)
+                self.swap_in(i, w, flow, h, now, rng, ops)
             }
-            _ => None,
+            _ => self.compare_from(i, w, None, flow, h, now, rng, ops),
+        }
+    }
+
+    /// Step 2's swap of zombie `i`, whose word `w` (as just read) holds another flow's tag,
+    /// the swap drawn: the overwrite of [`ZombieList::compare_from`] without its loop's set-up
+    /// (most calls out of `compare` are this case). When the slot changed meanwhile, the loop
+    /// goes on from the word read again, with the swap already drawn, as it would have.
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn swap_in<R: RngCore + ?Sized, S: OpSink>(
+        &self,
+        i: usize,
+        w: u64,
+        flow: FlowId,
+        h: u64,
+        now: Nanos,
+        rng: &mut R,
+        ops: &mut S,
+    ) -> bool {
+        let slot = &self.slots[i];
+        if !self.overwrite(slot, w, flow, h, now, ops) {
+            return false;
+        }
+        ops.slot_read();
+        let w = slot.word.load(Ordering::Acquire);
+        self.compare_from(i, w, Some(true), flow, h, now, rng, ops)
+    }
+
+    /// Overwrites the zombie in `slot`, whose word was `w`, with `(flow, 0, now)`: one CAS, the
+    /// new entry's reference (and T's `+1` into an empty slot) taken before it, the old
+    /// zombie's released after it. Returns true when the CAS failed (every reference taken is
+    /// given back; the caller reads the slot again), false when done: replaced, or left as it
+    /// was because the table had no free entry (counted).
+    #[inline(always)]
+    fn overwrite<S: OpSink>(
+        &self,
+        slot: &Slot,
+        w: u64,
+        flow: FlowId,
+        h: u64,
+        now: Nanos,
+        ops: &mut S,
+    ) -> bool {
+        let Some(e_new) = self.table.reserve(flow, h, ops) else {
+            self.table_full.fetch_add(1, Ordering::Relaxed);
+            return false;
         };
-        self.compare_from(i, w, swap, flow, h, now, rng, ops)
+        // T changes by `1 - (c_old + 1) = -c_old`, applied after the CAS: a decrease can
+        // wait (T only overstates meanwhile). Into an empty slot it is `+1`, taken first.
+        if w == 0 {
+            ops.total_write();
+            self.total.0.fetch_add(1, Ordering::AcqRel);
+        }
+        ops.slot_write();
+        if slot
+            .word
+            .compare_exchange(
+                w,
+                encode(e_new, tag(h), 0),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+        {
+            if let Some((e_old, _, c_old)) = decode(w) {
+                self.table.release(e_old, c_old + 1, ops);
+                if c_old > 0 {
+                    ops.total_write();
+                    self.total.0.fetch_sub(c_old, Ordering::AcqRel);
+                }
+            }
+            ops.slot_write();
+            slot.stamp.store(now.0, Ordering::Relaxed);
+            return false;
+        }
+        self.table.release(e_new, 1, ops);
+        if w == 0 {
+            ops.total_write();
+            self.total.0.fetch_sub(1, Ordering::AcqRel);
+        }
+        true
     }
 
     /// Step 2 against zombie `i` from its word `w` as just read and the swap draw if already
@@ -509,42 +588,8 @@ impl ZombieList {
             if !*swap.get_or_insert_with(|| draw::swap(rng, self.cfg.swap_below())) {
                 return false;
             }
-            let Some(e_new) = self.table.reserve(flow, h, ops) else {
-                self.table_full.fetch_add(1, Ordering::Relaxed);
+            if !self.overwrite(slot, w, flow, h, now, ops) {
                 return false;
-            };
-            // T changes by `1 - (c_old + 1) = -c_old`, applied after the CAS: a decrease can
-            // wait (T only overstates meanwhile). Into an empty slot it is `+1`, taken first.
-            if w == 0 {
-                ops.total_write();
-                self.total.0.fetch_add(1, Ordering::AcqRel);
-            }
-            ops.slot_write();
-            if slot
-                .word
-                .compare_exchange(
-                    w,
-                    encode(e_new, tag(h), 0),
-                    Ordering::AcqRel,
-                    Ordering::Relaxed,
-                )
-                .is_ok()
-            {
-                if let Some((e_old, _, c_old)) = decode(w) {
-                    self.table.release(e_old, c_old + 1, ops);
-                    if c_old > 0 {
-                        ops.total_write();
-                        self.total.0.fetch_sub(c_old, Ordering::AcqRel);
-                    }
-                }
-                ops.slot_write();
-                slot.stamp.store(now.0, Ordering::Relaxed);
-                return false;
-            }
-            self.table.release(e_new, 1, ops);
-            if w == 0 {
-                ops.total_write();
-                self.total.0.fetch_sub(1, Ordering::AcqRel);
             }
         }
     }
@@ -575,7 +620,12 @@ impl ZombieList {
     fn update_p<S: OpSink>(&self, hit: bool, ops: &mut S) -> f64 {
         let shard = self.p_shard();
         let bits = shard.load(Ordering::Relaxed);
-        let next = draw::ewma(self.shard_start(bits), self.cfg.alpha(), hit);
+        let next = draw::ewma_step(
+            self.shard_start(bits),
+            self.cfg.keep(),
+            self.cfg.alpha(),
+            hit,
+        );
         if next.to_bits() != bits {
             ops.total_write();
             shard.store(next.to_bits(), Ordering::Relaxed);

@@ -93,6 +93,8 @@ pub struct ZombieConfig {
     m: usize,
     p_swap: f64,
     alpha: f64,
+    /// `1 - alpha`, the EWMA's weight of P(t-1) (`crate::draw::ewma_step`).
+    keep: f64,
     occurrence: OccurrenceMode,
     count_cap: u64,
     /// `ceil(p_swap 2^53)`: the swap draw in integers (`crate::draw::swap`).
@@ -125,6 +127,7 @@ impl ZombieParams {
             m: self.m,
             p_swap: self.p_swap,
             alpha,
+            keep: 1.0 - alpha,
             occurrence: self.occurrence,
             count_cap,
             // Exact: scaling by a power of two, and p_swap <= 1 keeps it at most 2^53.
@@ -158,5 +161,9 @@ impl ZombieConfig {
     /// `ceil(p_swap 2^53)`, for the swap draw in integers.
     pub(crate) fn swap_below(&self) -> u64 {
         self.swap_below
+    }
+    /// `1 - alpha`, for the EWMA step of P(t).
+    pub(crate) fn keep(&self) -> f64 {
+        self.keep
     }
 }
