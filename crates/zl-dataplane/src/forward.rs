@@ -218,10 +218,27 @@ impl Forwarder {
         buf: &mut PacketBuf,
         info: &mut Option<PacketInfo>,
     ) -> Result<PacketMeta, DropCause> {
+        // The common frame and every other one continue through separate copies of the same
+        // steps (`forward_parsed`), so that the first sees the parse's constant fields
+        // (offsets, IP version) as constants (issue 14).
+        if zl_wire::parse_into_common(buf.as_slice(), &self.parse, info) {
+            return self.forward_parsed(buf, Ok(()), info);
+        }
+        let parsed = zl_wire::parse_into_general(buf.as_slice(), &self.parse, info);
+        self.forward_parsed(buf, parsed, info)
+    }
+
+    /// [`Forwarder::forward_in_place`] after the parse (`parsed`, with `info` `Some` exactly
+    /// when it is `Ok`).
+    #[inline(always)]
+    fn forward_parsed(
+        &self,
+        buf: &mut PacketBuf,
+        parsed: Result<(), zl_wire::ParseError>,
+        info: &mut Option<PacketInfo>,
+    ) -> Result<PacketMeta, DropCause> {
         let len = buf.len() as u32;
-        // `parse_into` leaves `Some` exactly when the frame parsed: each way below reads the
-        // headers through the one reference it takes here.
-        let parsed = zl_wire::parse_into(buf.as_slice(), &self.parse, info);
+        // Each way below reads the headers through the one reference it takes here.
         let ((port, mac), info) = match (&self.forwarding, parsed, info.as_mut()) {
             // The next hop's port and MAC only (not its gateway address): all that is read.
             (Forwarding::Router(table), Ok(()), Some(info)) => match table.lookup_ref(info.dst) {

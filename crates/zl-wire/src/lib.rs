@@ -70,6 +70,7 @@ pub use mutate::{
     decrement_ttl, mark, set_cc_ext_ecn, set_ce, set_dscp, MarkOutcome, QosHeaders, TtlOutcome,
 };
 pub use parse::{
-    parse, parse_into, Fragment, IpVersion, PacketInfo, ParseConfig, ParseConfigError,
+    parse, parse_into, parse_into_common, parse_into_general, Fragment, IpVersion, PacketInfo,
+    ParseConfig, ParseConfigError,
 };
 pub use zl_core::{Ecn, FlowId};

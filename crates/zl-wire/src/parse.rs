@@ -305,6 +305,17 @@ pub fn parse_into(
     if parse_plain_ipv4(frame, cfg, out) {
         return Ok(());
     }
+    parse_into_general(frame, cfg, out)
+}
+
+/// [`parse_into`] in two steps for a caller that continues differently after each:
+/// [`parse_into_common`] first, and only when it returns false this.
+#[inline]
+pub fn parse_into_general(
+    frame: &[u8],
+    cfg: &ParseConfig,
+    out: &mut Option<PacketInfo>,
+) -> Result<(), ParseError> {
     match parse_any(frame, cfg) {
         Ok(info) => {
             *out = Some(info);
@@ -315,6 +326,15 @@ pub fn parse_into(
             Err(e)
         }
     }
+}
+
+/// The first step of [`parse_into`]: the common frame (untagged IPv4 without options that
+/// parses) written to `*out` (true), or nothing written (false; then
+/// [`parse_into_general`]). A caller that continues in line after each step sees the
+/// common frame's constant fields (offsets, version) as constants.
+#[inline(always)]
+pub fn parse_into_common(frame: &[u8], cfg: &ParseConfig, out: &mut Option<PacketInfo>) -> bool {
+    parse_plain_ipv4(frame, cfg, out)
 }
 
 /// The common case in one straight pass: an untagged Ethernet frame carrying IPv4 without
@@ -523,7 +543,7 @@ mod tests {
     /// The plain path's result for `f`, `None` when it declines the frame.
     fn plain(f: &[u8], cfg: &ParseConfig) -> Option<PacketInfo> {
         let mut out = None;
-        let taken = parse_plain_ipv4(f, cfg, &mut out);
+        let taken = parse_into_common(f, cfg, &mut out);
         assert_eq!(taken, out.is_some(), "true exactly when it wrote a result");
         out
     }
