@@ -325,11 +325,13 @@ impl OccurrenceTable {
     /// Starts loading the key half of `h`'s first bucket, so that its cache miss overlaps the
     /// zombie slot's instead of following it (the F lookup that ends every observation reads
     /// it). A plain load whose value is discarded: a prefetch without `unsafe`. Also loading
-    /// the state-word half here was measured slower (docs/performance/zl-zombie.md).
+    /// the state-word half here was measured slower (docs/performance/zl-zombie.md). An
+    /// atomic load is never removed as dead (the compiler counts it as a memory effect), so it
+    /// needs no `black_box`, which stored the value to the stack.
     #[inline]
     pub(crate) fn prefetch(&self, h: u64) {
         let first = self.probe_hashed(h).first;
-        std::hint::black_box(self.buckets[first].spill.load(Ordering::Relaxed));
+        self.buckets[first].spill.load(Ordering::Relaxed);
     }
 
     /// Adds `n` references to `e`, on which the caller already holds one.
