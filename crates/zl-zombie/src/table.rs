@@ -376,7 +376,10 @@ impl OccurrenceTable {
         let metas = &self.metas[..buckets.len()];
         let mut b = p.first;
         let mut f = 0;
-        for _ in 0..buckets.len() {
+        // Buckets left to visit: the walk ends at a bucket nothing spilled past, or after every
+        // bucket (the table has at least one). Counted down on the spill path only.
+        let mut left = buckets.len();
+        loop {
             let bucket = &buckets[b];
             let bucket_metas = &metas[b].0;
             for (key, meta) in bucket.keys.iter().zip(bucket_metas) {
@@ -406,6 +409,10 @@ impl OccurrenceTable {
             }
             ops.table_probe();
             if bucket.spill.load(Ordering::Acquire) == 0 {
+                break;
+            }
+            left -= 1;
+            if left == 0 {
                 break;
             }
             b = b.wrapping_add(p.step) & self.mask;
