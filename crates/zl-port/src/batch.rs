@@ -70,6 +70,12 @@ impl Batch {
     pub(crate) fn move_into(&mut self, v: &mut Vec<PacketBuf>) {
         v.append(&mut self.pkts);
     }
+    /// Moves the packets of `v` from index `from` on to the end of the batch, in order (the
+    /// caller checks the room: [`BufPool::alloc_batch`]).
+    #[inline]
+    pub(crate) fn take_tail(&mut self, v: &mut Vec<PacketBuf>, from: usize) {
+        self.pkts.extend(v.drain(from..));
+    }
     /// Takes every packet out, in arrival order; the batch is empty afterwards.
     #[inline]
     pub fn drain(&mut self) -> std::vec::Drain<'_, PacketBuf> {

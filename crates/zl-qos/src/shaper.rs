@@ -18,7 +18,9 @@
 use serde::{Deserialize, Serialize};
 use zl_core::Nanos;
 
-use crate::bucket::{elapsed, time_to_earn, units, Bucket, MAX_BURST_BYTES, MAX_RATE_BPS};
+use crate::bucket::{
+    elapsed, time_to_earn, units, Bucket, MAX_BURST_BYTES, MAX_RATE_BPS, UNITS_PER_BYTE,
+};
 use crate::error::QosConfigError;
 
 /// Ethernet per-packet overhead: preamble + SFD 8, IFG 12, FCS 4.
@@ -95,16 +97,21 @@ pub struct Shaper {
     overhead: u64,
     bucket: Bucket,
     last: Nanos,
+    /// The largest wire size the bucket can ever hold, bytes: [`Shaper::fits`] in one compare
+    /// (no multiply per arrival).
+    max_wire: u64,
 }
 
 impl Shaper {
     /// Unvalidated constructor (bucket full at time zero); use [`ShaperParams::build`] for
     /// config input.
     pub fn new(rate_bps: u64, burst_bytes: u64, overhead_bytes: u32) -> Self {
+        let bucket = Bucket::full(burst_bytes);
         Shaper {
             rate_bps,
             overhead: overhead_bytes as u64,
-            bucket: Bucket::full(burst_bytes),
+            max_wire: max_wire(bucket.depth),
+            bucket,
             last: Nanos::ZERO,
         }
     }
@@ -120,10 +127,11 @@ impl Shaper {
         len as u64 + self.overhead
     }
 
-    /// True when a packet of `len` bytes can ever pass (its wire size fits the bucket).
+    /// True when a packet of `len` bytes can ever pass (its wire size fits the bucket:
+    /// `units(wire_bytes(len)) <= depth`, compared in bytes).
     #[inline]
     pub fn fits(&self, len: u32) -> bool {
-        units(self.wire_bytes(len)) <= self.bucket.depth
+        self.wire_bytes(len) <= self.max_wire
     }
 
     #[inline]
@@ -164,9 +172,58 @@ impl Shaper {
     }
 }
 
+/// The largest `w` with `units(w) <= depth`: `depth / UNITS_PER_BYTE` (`units` is exact
+/// below the saturation, and a saturated cost, `u64::MAX`, exceeds every depth but
+/// `u64::MAX`, which every cost fits).
+fn max_wire(depth: u64) -> u64 {
+    if depth == u64::MAX {
+        u64::MAX
+    } else {
+        depth / UNITS_PER_BYTE
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `fits` in bytes is `units(wire_bytes(len)) <= depth` (the form it replaced) for every
+    /// depth a bucket can have (saturated too) and lengths around each boundary.
+    #[test]
+    fn fits_in_bytes_is_fits_in_units() {
+        let depths = [
+            1u64,
+            24,
+            1538,
+            5376,
+            MAX_BURST_BYTES,
+            MAX_BURST_BYTES + 1,
+            2_305_843_009,
+        ]
+        .into_iter()
+        .chain([
+            u64::MAX / UNITS_PER_BYTE,
+            u64::MAX / UNITS_PER_BYTE + 1,
+            u64::MAX,
+        ]);
+        for burst in depths {
+            for overhead in [0u32, 24, u32::MAX / 2, u32::MAX] {
+                let s = Shaper::new(1_000_000, burst, overhead);
+                let edge = burst.saturating_sub(overhead as u64).min(u32::MAX as u64) as u32;
+                let lens = [0, 1, 64, 1514, u32::MAX - 1, u32::MAX]
+                    .into_iter()
+                    .chain((0..=4).map(|d| edge.saturating_sub(2).saturating_add(d)));
+                for len in lens {
+                    let by_units = units(s.wire_bytes(len)) <= s.bucket.depth;
+                    assert_eq!(
+                        s.fits(len),
+                        by_units,
+                        "burst {burst} overhead {overhead} len {len}"
+                    );
+                }
+            }
+        }
+    }
 
     /// Issue 13 defect 9: `overhead_bytes = 4294967295` was reported as "`burst_bytes` ...
     /// 4294968809 is outside 4294968809 ..= 2147483648", an empty range naming the wrong key.
