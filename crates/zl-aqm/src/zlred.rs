@@ -325,16 +325,13 @@ impl ZlRedConfig {
     }
 }
 
-/// What the latest decision saw (enough to recompute its [`ZlRedTerms`]) and the `P_avg` it
-/// left behind.
+/// What the latest decision saw: enough to recompute its [`ZlRedTerms`].
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct LastArrival {
     q: u32,
     obs: Observation,
     /// `P_avg` before this arrival.
     p_avg: f64,
-    /// `P_avg` after this arrival.
-    p_avg_after: f64,
 }
 
 /// ZL-RED runtime state.
@@ -349,6 +346,9 @@ pub struct ZlRed {
     cfg: ZlRedConfig,
     list: Arc<ZombieList>,
     last: Option<LastArrival>,
+    /// `P_avg` after the latest decision (0 before the first): a field of its own, so that
+    /// each decision reads it without testing `last`.
+    p_avg: f64,
 }
 
 impl ZlRed {
@@ -357,6 +357,7 @@ impl ZlRed {
     /// The Zombie List is this policy's own (the same list where the port keeps it).
     pub fn inherit_state(&mut self, old: &ZlRed) {
         self.last = old.last;
+        self.p_avg = old.p_avg;
     }
 
     /// With its own Zombie List built from the config.
@@ -374,6 +375,7 @@ impl ZlRed {
             cfg,
             list,
             last: None,
+            p_avg: 0.0,
         }
     }
 
@@ -390,7 +392,7 @@ impl ZlRed {
     /// `P_avg(t)`, after the latest decision.
     #[inline]
     pub fn p_avg(&self) -> f64 {
-        self.last.map_or(0.0, |last| last.p_avg_after)
+        self.p_avg
     }
 
     /// The terms of the latest decision (tail drops leave it unchanged; all zero before the
@@ -428,8 +430,8 @@ impl ZlRed {
             q: queue.len_packets,
             obs: *obs,
             p_avg,
-            p_avg_after: next_p_avg(p_avg, self.cfg.alpha, p4),
         });
+        self.p_avg = next_p_avg(p_avg, self.cfg.alpha, p4);
         if fire {
             early_verdict(self.cfg.ecn, pkt)
         } else {

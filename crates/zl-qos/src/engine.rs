@@ -626,13 +626,14 @@ impl<T> QosEngine<T> {
                     .aqm
                     .for_color(q.meta.color)
                     .on_dequeue(now, &view, &q.meta);
+                // The length as popped (the head's, read above): `len` need not live on.
                 let s = &mut class.stats.per_color[q.meta.color.index()];
                 s.dequeued += 1;
-                s.dequeued_bytes += len as u64;
+                s.dequeued_bytes += q.meta.len as u64;
                 s.sojourn.record(now - q.enqueued_at);
+                last_len = q.meta.len;
                 send(q.item);
                 n += 1;
-                last_len = len;
             }
             if n > 0 {
                 self.sched

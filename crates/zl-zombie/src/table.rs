@@ -79,12 +79,18 @@ fn count(meta: u64) -> u64 {
     meta & COUNT_MASK
 }
 
-/// A flow id's hash: SplitMix64's first output from it ([`zl_core::splitmix64`]), a bijective
-/// mix whose halves serve as the two hash functions (and whose top 16 bits tag the flow in a
-/// zombie slot word).
+/// A flow id's hash, whose halves serve as the two hash functions (and whose top 16 bits tag
+/// the flow in a zombie slot word): the id's high half folded into its low, one multiply by
+/// the odd golden-ratio constant, the product's high half folded into its low. Each step is a
+/// bijection, so distinct ids keep distinct hashes; every bit of the id reaches the low half
+/// (the first bucket) and the high half (the step and the tag). Where it places a flow never
+/// changes F, T or Hit (the lookup is exact), only how far a lookup probes. decided: one
+/// multiply, not SplitMix64's finalizer (two multiplies, and about 8 instructions more on
+/// every observation); the ids are themselves hashes of the flow keys in the data plane.
 #[inline]
 pub(crate) fn mix(x: u64) -> u64 {
-    zl_core::splitmix64(x, 1)
+    let z = (x ^ (x >> 32)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z ^ (z >> 32)
 }
 
 /// One entry: its key and its state word, which live in the two arrays.
@@ -325,11 +331,13 @@ impl OccurrenceTable {
     /// Starts loading the key half of `h`'s first bucket, so that its cache miss overlaps the
     /// zombie slot's instead of following it (the F lookup that ends every observation reads
     /// it). A plain load whose value is discarded: a prefetch without `unsafe`. Also loading
-    /// the state-word half here was measured slower (docs/performance/zl-zombie.md).
+    /// the state-word half here was measured slower (docs/performance/zl-zombie.md). An
+    /// atomic load is never removed as dead (the compiler counts it as a memory effect), so it
+    /// needs no `black_box`, which stored the value to the stack.
     #[inline]
     pub(crate) fn prefetch(&self, h: u64) {
         let first = self.probe_hashed(h).first;
-        std::hint::black_box(self.buckets[first].spill.load(Ordering::Relaxed));
+        self.buckets[first].spill.load(Ordering::Relaxed);
     }
 
     /// Adds `n` references to `e`, on which the caller already holds one.
@@ -374,7 +382,10 @@ impl OccurrenceTable {
         let metas = &self.metas[..buckets.len()];
         let mut b = p.first;
         let mut f = 0;
-        for _ in 0..buckets.len() {
+        // Buckets left to visit: the walk ends at a bucket nothing spilled past, or after every
+        // bucket (the table has at least one). Counted down on the spill path only.
+        let mut left = buckets.len();
+        loop {
             let bucket = &buckets[b];
             let bucket_metas = &metas[b].0;
             for (key, meta) in bucket.keys.iter().zip(bucket_metas) {
@@ -404,6 +415,10 @@ impl OccurrenceTable {
             }
             ops.table_probe();
             if bucket.spill.load(Ordering::Acquire) == 0 {
+                break;
+            }
+            left -= 1;
+            if left == 0 {
                 break;
             }
             b = b.wrapping_add(p.step) & self.mask;
