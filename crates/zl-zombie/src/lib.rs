@@ -98,3 +98,10 @@ pub use naive::{NaiveZombieList, Zombie};
 pub use ops::OpCounts;
 pub use params::{OccurrenceMode, ZombieConfig, ZombieConfigError, ZombieParams, MAX_M};
 pub use zl_core::{FlowId, Nanos};
+
+/// Where the occurrence table places `flow`: the hash whose low half picks its first bucket
+/// and whose high half its probe step and its tag in a zombie slot (the table's own function,
+/// for tests and tools that need flows sharing a bucket).
+pub fn flow_hash(flow: FlowId) -> u64 {
+    table::mix(flow.0)
+}

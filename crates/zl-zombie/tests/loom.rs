@@ -99,8 +99,7 @@ fn hits_race_overwrite_m2() {
 
 /// The flow-id hash of `table.rs` (bucket = low bits).
 fn mix(x: u64) -> u64 {
-    let z = (x ^ (x >> 32)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    z ^ (z >> 32)
+    zl_zombie::flow_hash(zl_zombie::FlowId(x))
 }
 
 /// The first `n` flow ids whose first probe is bucket 0 of a 2-bucket table (M = 2).

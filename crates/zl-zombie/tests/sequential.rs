@@ -99,8 +99,7 @@ fn config_errors_name_the_parameter() {
 
 /// The flow-id hash of `table.rs` (first bucket = low bits).
 fn mix(x: u64) -> u64 {
-    let z = (x ^ (x >> 32)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    z ^ (z >> 32)
+    zl_zombie::flow_hash(zl_zombie::FlowId(x))
 }
 
 /// M = 3: the table has 2 buckets of 3 entries. Three zombies of flows whose first bucket is
