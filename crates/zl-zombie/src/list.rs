@@ -412,8 +412,9 @@ impl ZombieList {
     /// Step 2 against zombie `i`: the common case, a miss that keeps the zombie, in line; a
     /// swap over another flow's zombie goes on in [`ZombieList::swap_in`], every other case (a
     /// possible hit, an empty slot) in [`ZombieList::compare_from`], with the word read here
-    /// and the swap already drawn, so the draws and the result are those of the one loop (measured: the loop's set-up, hoisted by the compiler ahead of
-    /// the common case, cost the pipeline's observation about 20 instructions per packet).
+    /// and the swap already drawn, so the draws and the result are those of the one loop
+    /// (measured: the loop's set-up, hoisted by the compiler ahead of the common case, cost
+    /// the pipeline's observation about 20 instructions per packet).
     #[inline]
     fn compare<R: RngCore + ?Sized, S: OpSink>(
         &self,
