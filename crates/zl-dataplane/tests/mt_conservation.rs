@@ -432,6 +432,11 @@ fn two_destination_frames(src: u8) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// Source `w` (its port index too) of `frames` frames of [`two_destination_frames`].
+fn two_destination_source(w: u8, frames: u64) -> MemoryPort {
+    MemoryPort::cycling("src", w as u16, two_destination_frames(w), frames)
+}
+
 /// Two sources of `frames` frames each (4 flows to 192.0.2.1 and 4 to 198.51.100.1, so both
 /// egress ports are loaded); the first raises `stop` after `stop_after` of its frames.
 fn stopping_sources(
@@ -446,7 +451,7 @@ fn stopping_sources(
             let mut left = if w == 0 { stop_after } else { u64::MAX };
             let stop = stop.clone();
             Box::new(Tapped {
-                inner: MemoryPort::cycling("src", w as u16, two_destination_frames(w), frames),
+                inner: two_destination_source(w, frames),
                 on_recv: Box::new(move |n| {
                     if left > 0 {
                         left = left.saturating_sub(n);
@@ -837,7 +842,7 @@ fn conserve_under_overload(rx_workers: usize, tx_workers: usize) {
             // Counts what every source hands over, for the load-driven clock.
             let emitted = emitted.clone();
             Box::new(Tapped {
-                inner: MemoryPort::cycling("src", s as u16, two_destination_frames(s), PER_SOURCE),
+                inner: two_destination_source(s, PER_SOURCE),
                 // Relaxed: the count alone is read (by the clock).
                 on_recv: Box::new(move |n| {
                     emitted.fetch_add(n, Ordering::Relaxed);
@@ -1002,11 +1007,7 @@ fn workers_run_on_the_cpus_they_are_given_not_the_callers_pin() {
             set_allowed_cpus(&[first]).unwrap();
             // Endless sources: the watch stops the run once it has seen every worker.
             let endless = (0..2u8)
-                .map(|w| {
-                    let frames = two_destination_frames(w);
-                    Box::new(MemoryPort::cycling("src", w as u16, frames, u64::MAX))
-                        as Box<dyn SplitPort>
-                })
+                .map(|w| Box::new(two_destination_source(w, u64::MAX)) as Box<dyn SplitPort>)
                 .collect();
             let mut r = router_nm(endless, &qos, 1000, (2, 2), 4096);
             r.place_workers(placed);
