@@ -235,7 +235,79 @@ impl OccurrenceTable {
     /// when it has none. Returns the entry's index, or `None` when every entry is live or
     /// frozen (impossible while fewer than `2 M` references are in flight at once).
     /// `h` is `mix(flow)`.
+    ///
+    /// Most calls (a swap in of a flow that has zombies or had them lately) find the flow's
+    /// live entry: [`OccurrenceTable::reserve_live`] takes that case in line, walking the
+    /// lookup path by keys as the F lookup does; every other case goes through
+    /// [`OccurrenceTable::reserve_any`], out of line.
+    #[inline]
     pub(crate) fn reserve<S: OpSink>(&self, flow: FlowId, h: u64, ops: &mut S) -> Option<usize> {
+        match self.reserve_live(flow, h, ops) {
+            Some(e) => Some(e),
+            None => self.reserve_any(flow, h, ops),
+        }
+    }
+
+    /// [`OccurrenceTable::reserve`] when the first live entry keyed `flow` on its lookup path
+    /// takes the reference at once: that entry, with its count raised by one CAS, the entry
+    /// and the result `reserve_any` would give (it reaches the same entry first, since every
+    /// bucket before it has spilled; module doc). `None`, with nothing changed and nothing
+    /// counted, when there is no such entry or anything in the way (an entry keyed `flow`
+    /// not live, its key changed, the CAS failed): the caller then goes through
+    /// `reserve_any`. The checks before the CAS are `reserve_any`'s: the state word loaded
+    /// (acquire), live, then the key compared (ordered after that load); a newer key than
+    /// the state word's generation makes the CAS fail. On success it counts the operations
+    /// `reserve_any` would have counted for the same walk: one probe per entry examined
+    /// before the match and per spill counter read, one write for the CAS.
+    #[inline(always)]
+    fn reserve_live<S: OpSink>(&self, flow: FlowId, h: u64, ops: &mut S) -> Option<usize> {
+        let p = self.probe_hashed(h);
+        let buckets = &*self.buckets;
+        let metas = &self.metas[..buckets.len()];
+        let mut b = p.first;
+        // Entries examined and spill counters read so far, for the op counts.
+        let mut probes = 0;
+        let mut left = buckets.len();
+        loop {
+            let bucket = &buckets[b];
+            for (s, (key, meta)) in bucket.keys.iter().zip(&metas[b].0).enumerate() {
+                probes += 1;
+                // Relaxed: only a filter; the checks below decide.
+                if key.load(Ordering::Relaxed) != flow.0 {
+                    continue;
+                }
+                let m = meta.load(Ordering::Acquire);
+                if state(m) != LIVE || key.load(Ordering::Relaxed) != flow.0 {
+                    return None;
+                }
+                if meta
+                    .compare_exchange(m, m + 1, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_err()
+                {
+                    return None;
+                }
+                for _ in 0..probes {
+                    ops.table_probe();
+                }
+                ops.table_write();
+                return Some(b * ENTRIES_PER_BUCKET + s);
+            }
+            probes += 1;
+            if bucket.spill.load(Ordering::Acquire) == 0 {
+                return None;
+            }
+            left -= 1;
+            if left == 0 {
+                return None;
+            }
+            b = b.wrapping_add(p.step) & self.mask;
+        }
+    }
+
+    /// [`OccurrenceTable::reserve`], every case: the flow's live entry, or its dead one
+    /// revived, or a new one claimed.
+    #[inline(never)]
+    fn reserve_any<S: OpSink>(&self, flow: FlowId, h: u64, ops: &mut S) -> Option<usize> {
         let p = self.probe_hashed(h);
         let buckets = self.buckets.len();
         'retry: loop {
