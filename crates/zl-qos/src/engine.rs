@@ -488,7 +488,7 @@ impl<T> QosEngine<T> {
     /// Step 2 of an arrival: the class's AQM decides behind the queue's bounds
     /// ([`Admission`]), then the shaper's (a packet longer than its bucket never leaves, so
     /// is tail-dropped even when the policy admits it); `meta.color` is set to
-    /// the metered color. On `MarkCe`, `mark` is applied to the item before it is queued (the
+    /// the metered color. On `MarkCe`, `mark` is applied to the item as it is queued (the
     /// data plane sets CE in the header, a simulator a flag). `Ok` carries `Enqueue` or
     /// `MarkCe`; `Err` hands the item back with the drop cause. A `c.class` this engine does
     /// not have is a tail drop counted in [`ClassifierStats::invalid_class`].
@@ -517,7 +517,7 @@ impl<T> QosEngine<T> {
         rng: &mut R,
         c: &Classified,
         mut meta: PacketMeta,
-        mut item: T,
+        item: T,
         mark: impl FnOnce(&mut T),
         obs: Option<&Observation>,
     ) -> Result<Verdict, Dropped<T>> {
@@ -550,10 +550,14 @@ impl<T> QosEngine<T> {
         if !verdict.admits() {
             return Err(Dropped { verdict, item });
         }
-        if verdict == Verdict::MarkCe {
-            mark(&mut item);
-        }
         class.queue.push_fitting(now, meta, item);
+        if verdict == Verdict::MarkCe {
+            // Marked where it is queued: the item is not held apart for a packet the AQM
+            // rarely marks (nothing reads it between the two).
+            if let Some(item) = class.queue.back_item_mut() {
+                mark(item);
+            }
+        }
         Ok(verdict)
     }
 
@@ -654,6 +658,22 @@ impl<T> QosEngine<T> {
             sent,
             held_until: None,
         }
+    }
+
+    /// [`QosEngine::dequeue_burst`] for an engine with nothing queued, without its burst loop:
+    /// when every queue is empty it does what `dequeue_burst` would (nothing leaves; the
+    /// scheduler's round moves on as [`Scheduler::peek`] finding nothing moves it) and
+    /// returns true; otherwise it does nothing and returns false. For a transmit poll of an
+    /// idle port, the common case on a router with many ports.
+    #[inline]
+    pub fn dequeue_idle(&mut self) -> bool {
+        if !self.is_empty() {
+            return false;
+        }
+        // Every head is empty: `dequeue_burst`'s first `peek`, which finds nothing.
+        let found = self.sched.peek(|_| None);
+        debug_assert!(found.is_none());
+        true
     }
 
     /// The cut-through of a data plane that admits a whole receive burst before it transmits:

@@ -140,6 +140,12 @@ impl<T> ClassQueue<T> {
         });
     }
 
+    /// The item of the packet queued last, to rewrite in place (the engine's congestion mark).
+    #[inline]
+    pub(crate) fn back_item_mut(&mut self) -> Option<&mut T> {
+        self.ring.back_mut().map(|q| &mut q.item)
+    }
+
     /// Removes the head packet; `now` starts the idle period if the queue empties.
     #[inline]
     pub fn pop(&mut self, now: Nanos) -> Option<Queued<T>> {

@@ -143,24 +143,28 @@ fn policed_class_drops_red_and_mark_hook_runs() {
     assert_eq!(e.class_stats(ef).unwrap().color(Color::Red).forced_drops, 1);
 
     // A sojourn manager with p = 1 and ECN on marks every ECN-capable arrival: the hook
-    // sets the flag on the item before it is queued.
+    // rewrites the item it queues (the one just offered, not one queued before it).
     let p = load(
         "link_rate_bps = 1_000_000\n[[classes]]\nname = 'be'\nweight = 1\n\
          aqm = { kind = 'sojourn', ecn = true, green = { min_th_ms = 0.0, max_th_ms = 1000.0, p = 1.0 } }\n",
     );
-    let mut e: QosEngine<bool> = QosEngine::new(&p).unwrap();
+    let mut e: QosEngine<u32> = QosEngine::new(&p).unwrap();
     let m = PacketMeta {
         ecn: Ecn::Ect0,
         ..meta(100)
     };
-    let (_, res) = e.enqueue(Nanos::ZERO, &mut r, Some(0), m, false, |ce| *ce = true);
-    assert_eq!(res.unwrap(), Verdict::MarkCe);
-    match e.dequeue(Nanos::ZERO) {
-        Dequeue::Packet(d) => assert!(d.item, "the mark hook ran"),
-        other => panic!("{other:?}"),
+    for item in [1, 2] {
+        let (_, res) = e.enqueue(Nanos::ZERO, &mut r, Some(0), m, item, |x| *x += 10);
+        assert_eq!(res.unwrap(), Verdict::MarkCe);
     }
-    assert_eq!(e.class_stats(0).unwrap().color(Color::Green).marks, 1);
-    assert_eq!(e.aqm_stats(0, Color::Green).unwrap().marked, 1);
+    for want in [11, 12] {
+        match e.dequeue(Nanos::ZERO) {
+            Dequeue::Packet(d) => assert_eq!(d.item, want, "the mark hook ran on it once"),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(e.class_stats(0).unwrap().color(Color::Green).marks, 2);
+    assert_eq!(e.aqm_stats(0, Color::Green).unwrap().marked, 2);
     assert!(e.aqm_stats(1, Color::Green).is_none());
 }
 

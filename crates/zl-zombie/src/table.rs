@@ -93,6 +93,40 @@ pub(crate) fn mix(x: u64) -> u64 {
     z ^ (z >> 32)
 }
 
+/// F(flow) over one bucket's entries (keys `bucket`, state words `metas`): the counts of the
+/// live entries keyed `flow`, each key confirmed by reloading its state word (see
+/// [`OccurrenceTable::occurrence`]).
+#[inline(always)]
+fn bucket_occurrence<S: OpSink>(bucket: &Bucket, metas: &Metas, flow: FlowId, ops: &mut S) -> u64 {
+    let mut f = 0;
+    for (key, meta) in bucket.keys.iter().zip(&metas.0) {
+        loop {
+            ops.table_probe();
+            // Most entries belong to other flows: the key alone rules them out.
+            // Relaxed: a stale key only means reading before a claim, as a stale state
+            // word would; this thread's own claims and reservations are always seen.
+            if key.load(Ordering::Relaxed) != flow.0 {
+                break;
+            }
+            // The state word's half line is read only for the flow's own entries.
+            let m = meta.load(Ordering::Acquire);
+            // Acquire: pairs with the claimer's release store of the key, and keeps
+            // the reload below after this load.
+            if state(m) != LIVE || key.load(Ordering::Acquire) != flow.0 {
+                break;
+            }
+            // Relaxed: ordered after the acquire load of the key. Same state and
+            // generation (the bits above the count) as `m`, which is live.
+            let again = meta.load(Ordering::Relaxed);
+            if (again ^ m) >> GEN_SHIFT == 0 {
+                f += count(m);
+                break;
+            }
+        }
+    }
+    f
+}
+
 /// One entry: its key and its state word, which live in the two arrays.
 #[derive(Debug)]
 struct Entry<'a> {
@@ -235,7 +269,79 @@ impl OccurrenceTable {
     /// when it has none. Returns the entry's index, or `None` when every entry is live or
     /// frozen (impossible while fewer than `2 M` references are in flight at once).
     /// `h` is `mix(flow)`.
+    ///
+    /// Most calls (a swap in of a flow that has zombies or had them lately) find the flow's
+    /// live entry: [`OccurrenceTable::reserve_live`] takes that case in line, walking the
+    /// lookup path by keys as the F lookup does; every other case goes through
+    /// [`OccurrenceTable::reserve_any`], out of line.
+    #[inline]
     pub(crate) fn reserve<S: OpSink>(&self, flow: FlowId, h: u64, ops: &mut S) -> Option<usize> {
+        match self.reserve_live(flow, h, ops) {
+            Some(e) => Some(e),
+            None => self.reserve_any(flow, h, ops),
+        }
+    }
+
+    /// [`OccurrenceTable::reserve`] when the first live entry keyed `flow` on its lookup path
+    /// takes the reference at once: that entry, with its count raised by one CAS, the entry
+    /// and the result `reserve_any` would give (it reaches the same entry first, since every
+    /// bucket before it has spilled; module doc). `None`, with nothing changed and nothing
+    /// counted, when there is no such entry or anything in the way (an entry keyed `flow`
+    /// not live, its key changed, the CAS failed): the caller then goes through
+    /// `reserve_any`. The checks before the CAS are `reserve_any`'s: the state word loaded
+    /// (acquire), live, then the key compared (ordered after that load); a newer key than
+    /// the state word's generation makes the CAS fail. On success it counts the operations
+    /// `reserve_any` would have counted for the same walk: one probe per entry examined
+    /// before the match and per spill counter read, one write for the CAS.
+    #[inline(always)]
+    fn reserve_live<S: OpSink>(&self, flow: FlowId, h: u64, ops: &mut S) -> Option<usize> {
+        let p = self.probe_hashed(h);
+        let buckets = &*self.buckets;
+        let metas = &self.metas[..buckets.len()];
+        let mut b = p.first;
+        // Entries examined and spill counters read so far, for the op counts.
+        let mut probes = 0;
+        let mut left = buckets.len();
+        loop {
+            let bucket = &buckets[b];
+            for (s, (key, meta)) in bucket.keys.iter().zip(&metas[b].0).enumerate() {
+                probes += 1;
+                // Relaxed: only a filter; the checks below decide.
+                if key.load(Ordering::Relaxed) != flow.0 {
+                    continue;
+                }
+                let m = meta.load(Ordering::Acquire);
+                if state(m) != LIVE || key.load(Ordering::Relaxed) != flow.0 {
+                    return None;
+                }
+                if meta
+                    .compare_exchange(m, m + 1, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_err()
+                {
+                    return None;
+                }
+                for _ in 0..probes {
+                    ops.table_probe();
+                }
+                ops.table_write();
+                return Some(b * ENTRIES_PER_BUCKET + s);
+            }
+            probes += 1;
+            if bucket.spill.load(Ordering::Acquire) == 0 {
+                return None;
+            }
+            left -= 1;
+            if left == 0 {
+                return None;
+            }
+            b = b.wrapping_add(p.step) & self.mask;
+        }
+    }
+
+    /// [`OccurrenceTable::reserve`], every case: the flow's live entry, or its dead one
+    /// revived, or a new one claimed.
+    #[inline(never)]
+    fn reserve_any<S: OpSink>(&self, flow: FlowId, h: u64, ops: &mut S) -> Option<usize> {
         let p = self.probe_hashed(h);
         let buckets = self.buckets.len();
         'retry: loop {
@@ -371,57 +477,42 @@ impl OccurrenceTable {
     /// entries of other flows cost one load each (measured: `observe` 17.3 -> 15.6 ns, ZL-RED
     /// 24.5 -> 22.7 ns at M = 1000, against reading every entry's state word first).
     ///
-    /// The probe walks `b_j` by adding `step` (`b_{j+1} = b_j + step mod buckets`, the same
-    /// sequence as [`OccurrenceTable::bucket_at`]), and `metas` is cut to the buckets' length
-    /// once, so each bucket costs one bounds check, not two. Always inlined: the F lookup that
-    /// ends every observation, where a call's prologue and spills were a fifth of its cost.
+    /// The flow's first bucket is read in line (the F lookup that ends every observation,
+    /// where a call's prologue and spills were a fifth of its cost); a lookup that must go on
+    /// past it (its spill counter is not 0, rare in a table at most half full) walks the rest
+    /// of the path in [`OccurrenceTable::occurrence_spilled`], out of line, so that the
+    /// common case carries none of the walk's set-up (the step, the bucket count).
     #[inline(always)]
     pub(crate) fn occurrence<S: OpSink>(&self, flow: FlowId, h: u64, ops: &mut S) -> u64 {
+        let first = self.probe_hashed(h).first;
+        let bucket = &self.buckets[first];
+        let f = bucket_occurrence(bucket, &self.metas[first], flow, ops);
+        ops.table_probe();
+        if bucket.spill.load(Ordering::Acquire) == 0 {
+            return f;
+        }
+        f + self.occurrence_spilled(flow, h, ops)
+    }
+
+    /// The rest of [`OccurrenceTable::occurrence`]'s walk, after a first bucket that spilled:
+    /// F over `b_1, b_2, ...` until a bucket nothing spilled past, or every bucket visited.
+    /// The probe walks `b_j` by adding `step` (`b_{j+1} = b_j + step mod buckets`, the same
+    /// sequence as [`OccurrenceTable::bucket_at`]).
+    #[cold]
+    #[inline(never)]
+    fn occurrence_spilled<S: OpSink>(&self, flow: FlowId, h: u64, ops: &mut S) -> u64 {
         let p = self.probe_hashed(h);
-        let buckets = &*self.buckets;
-        let metas = &self.metas[..buckets.len()];
-        let mut b = p.first;
         let mut f = 0;
-        // Buckets left to visit: the walk ends at a bucket nothing spilled past, or after every
-        // bucket (the table has at least one). Counted down on the spill path only.
-        let mut left = buckets.len();
-        loop {
-            let bucket = &buckets[b];
-            let bucket_metas = &metas[b].0;
-            for (key, meta) in bucket.keys.iter().zip(bucket_metas) {
-                loop {
-                    ops.table_probe();
-                    // Most entries belong to other flows: the key alone rules them out.
-                    // Relaxed: a stale key only means reading before a claim, as a stale state
-                    // word would; this thread's own claims and reservations are always seen.
-                    if key.load(Ordering::Relaxed) != flow.0 {
-                        break;
-                    }
-                    // The state word's half line is read only for the flow's own entries.
-                    let m = meta.load(Ordering::Acquire);
-                    // Acquire: pairs with the claimer's release store of the key, and keeps
-                    // the reload below after this load.
-                    if state(m) != LIVE || key.load(Ordering::Acquire) != flow.0 {
-                        break;
-                    }
-                    // Relaxed: ordered after the acquire load of the key. Same state and
-                    // generation (the bits above the count) as `m`, which is live.
-                    let again = meta.load(Ordering::Relaxed);
-                    if (again ^ m) >> GEN_SHIFT == 0 {
-                        f += count(m);
-                        break;
-                    }
-                }
-            }
+        let mut b = p.first;
+        // Buckets left to visit after the first.
+        for _ in 1..self.buckets.len() {
+            b = b.wrapping_add(p.step) & self.mask;
+            let bucket = &self.buckets[b];
+            f += bucket_occurrence(bucket, &self.metas[b], flow, ops);
             ops.table_probe();
             if bucket.spill.load(Ordering::Acquire) == 0 {
                 break;
             }
-            left -= 1;
-            if left == 0 {
-                break;
-            }
-            b = b.wrapping_add(p.step) & self.mask;
         }
         f
     }
