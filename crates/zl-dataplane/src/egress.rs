@@ -341,7 +341,25 @@ impl Egress {
     /// Sends what the scheduler and shaper release, a burst at a time, after what left its
     /// queue on arrival. A packet is counted as forwarded when it leaves its queue; a failing
     /// port's leftovers are recycled (the port counts its own errors).
+    ///
+    /// A port with nothing queued and nothing pending (an idle port, polled like the others)
+    /// takes a short path in line (`QosEngine::dequeue_idle`), not the burst loop's call.
+    #[inline]
     pub fn transmit(
+        &mut self,
+        now: Nanos,
+        link: &mut impl Link,
+        fates: &mut Fates,
+    ) -> Result<(), PortError> {
+        if self.pending.is_empty() && self.qos.dequeue_idle() {
+            self.held_until = None;
+            return Ok(());
+        }
+        self.transmit_queued(now, link, fates)
+    }
+
+    /// [`Egress::transmit`] with something queued or pending.
+    fn transmit_queued(
         &mut self,
         now: Nanos,
         link: &mut impl Link,

@@ -660,6 +660,22 @@ impl<T> QosEngine<T> {
         }
     }
 
+    /// [`QosEngine::dequeue_burst`] for an engine with nothing queued, without its burst loop:
+    /// when every queue is empty it does what `dequeue_burst` would (nothing leaves; the
+    /// scheduler's round moves on as [`Scheduler::peek`] finding nothing moves it) and
+    /// returns true; otherwise it does nothing and returns false. For a transmit poll of an
+    /// idle port, the common case on a router with many ports.
+    #[inline]
+    pub fn dequeue_idle(&mut self) -> bool {
+        if !self.is_empty() {
+            return false;
+        }
+        // Every head is empty: `dequeue_burst`'s first `peek`, which finds nothing.
+        let found = self.sched.peek(|_| None);
+        debug_assert!(found.is_none());
+        true
+    }
+
     /// The cut-through of a data plane that admits a whole receive burst before it transmits:
     /// when the packet just admitted to `class` is the only one in the engine, it is handed to
     /// `send` at once if the shaper lets it go (as [`QosEngine::dequeue_burst`] with room for

@@ -319,3 +319,44 @@ fn ef_arriving_during_a_shaper_hold_goes_first() {
     // EF first; then class 1 (class 0 used its one-packet turn on item 1), then class 0.
     assert_eq!(order, [9, 3, 2]);
 }
+
+/// `dequeue_idle` on an empty engine moves the scheduler on exactly as a `dequeue_burst` that
+/// finds nothing (a WRR round by one class, DRR deficits cleared), so what is queued next
+/// leaves in the same order after any number of idle polls; with a packet queued it does
+/// nothing.
+#[test]
+fn dequeue_idle_is_an_empty_dequeue_burst() {
+    for mode in [SchedMode::Wrr, SchedMode::Drr] {
+        let p = params(&[Some(2), Some(1), Some(3)], mode, None);
+        let mut a: QosEngine<u32> = QosEngine::new(&p).unwrap();
+        let mut b: QosEngine<u32> = QosEngine::new(&p).unwrap();
+        let mut r = rng();
+        for idle_polls in 0..5 {
+            for _ in 0..idle_polls {
+                let burst = a.dequeue_burst(Nanos::ZERO, 32, |_| panic!("nothing is queued"));
+                assert_eq!((burst.sent, burst.held_until), (0, None));
+                assert!(b.dequeue_idle());
+            }
+            for c in 0..3u8 {
+                for k in 0..2 {
+                    let item = 10 * c as u32 + k;
+                    for e in [&mut a, &mut b] {
+                        let len = 100 + 400 * c as u32;
+                        e.enqueue(Nanos::ZERO, &mut r, Some(c), meta(len), item, |_| {})
+                            .1
+                            .unwrap();
+                    }
+                }
+            }
+            assert!(!b.dequeue_idle(), "a packet is queued");
+            let (mut oa, mut ob) = (Vec::new(), Vec::new());
+            for take in [4, 32] {
+                a.dequeue_burst(Nanos::ZERO, take, |x| oa.push(x));
+                b.dequeue_burst(Nanos::ZERO, take, |x| ob.push(x));
+                assert_eq!(oa, ob, "{mode:?} after {idle_polls} idle polls");
+            }
+            assert_eq!(oa.len(), 6);
+            assert!(a.is_empty() && b.is_empty());
+        }
+    }
+}
