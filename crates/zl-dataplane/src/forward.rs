@@ -264,7 +264,7 @@ impl Forwarder {
                     Some(p) => {
                         buf.out_port = p;
                         Ok(match info {
-                            Some(i) => self.meta(len, i),
+                            Some(i) => self.meta::<PLAIN>(len, i),
                             None => PacketMeta {
                                 len,
                                 ..PacketMeta::default()
@@ -299,20 +299,27 @@ impl Forwarder {
             return Err(DropCause::ParseError);
         }
         buf.out_port = port;
-        Ok(self.meta(len, info))
+        Ok(self.meta::<PLAIN>(len, info))
     }
 
     /// The AQM's view of a packet of `len` bytes whose headers parsed as `i` (color green
-    /// until metered).
+    /// until metered); `PLAIN` when `zl_wire::parse_into_common` took the frame: IPv4, so no
+    /// congestion-control extension header (`i.cc_ext` is `None`), known without reading it.
     #[inline]
-    fn meta(&self, len: u32, i: &PacketInfo) -> PacketMeta {
+    fn meta<const PLAIN: bool>(&self, len: u32, i: &PacketInfo) -> PacketMeta {
+        let (has_cc_ext, weight) = if PLAIN {
+            debug_assert!(i.cc_ext.is_none());
+            (false, self.priority.default_weight())
+        } else {
+            (i.cc_ext.is_some(), self.priority.weight(i))
+        };
         PacketMeta {
             len,
             flow: i.flow,
             ecn: i.ecn(),
-            has_cc_ext: i.cc_ext.is_some(),
+            has_cc_ext,
             priority: self.priority.priority(i),
-            weight: self.priority.weight(i),
+            weight,
             color: Color::Green,
         }
     }

@@ -149,6 +149,11 @@ impl PriorityMap {
             None => self.default_weight,
         }
     }
+    /// The weight of a packet without the congestion-control extension header.
+    #[inline]
+    pub fn default_weight(&self) -> u8 {
+        self.default_weight
+    }
     /// `pri` of a TOS / traffic-class octet.
     pub fn of_tos(&self, tos: u8) -> u8 {
         self.by_tos[tos as usize]
