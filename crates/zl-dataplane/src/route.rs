@@ -21,6 +21,8 @@ use zl_wire::MacAddr;
 
 /// The most distinct next hops a table holds.
 pub const MAX_NEXT_HOPS: usize = 1 << 16;
+// `hop_ref` masks ids to the table.
+const _: () = assert!(MAX_NEXT_HOPS.is_power_of_two());
 
 /// Where a routed packet goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -112,8 +114,9 @@ struct HopIds {
 struct Inner {
     v4: Lpm4,
     v6: Lpm6,
-    /// Next hops by id, each set once before any rule refers to it.
-    hops: Box<[OnceLock<NextHop>]>,
+    /// Next hops by id, each set once before any rule refers to it. An array of its exact
+    /// length, so that a lookup's id, masked to it, needs no bounds check.
+    hops: Box<[OnceLock<NextHop>; MAX_NEXT_HOPS]>,
     /// Held by a writer for a whole change (both families and the next hops): writers take
     /// turns; readers never take it.
     writer: Mutex<HopIds>,
@@ -131,7 +134,11 @@ impl Default for RouteTable {
             inner: Arc::new(Inner {
                 v4: Lpm4::default(),
                 v6: Lpm6::default(),
-                hops: (0..MAX_NEXT_HOPS).map(|_| OnceLock::new()).collect(),
+                hops: (0..MAX_NEXT_HOPS)
+                    .map(|_| OnceLock::new())
+                    .collect::<Box<[_]>>()
+                    .try_into()
+                    .unwrap_or_else(|_| unreachable!("MAX_NEXT_HOPS slots")),
                 writer: Mutex::new(HopIds::default()),
             }),
         }
@@ -218,7 +225,8 @@ impl RouteTable {
     #[inline]
     fn hop_ref(&self, id: u32) -> &NextHop {
         // Every id in a rule was set before the rule was stored (see `insert`).
-        self.inner.hops[id as usize]
+        // Every id is below MAX_NEXT_HOPS (`insert`), a power of two: the mask changes none.
+        self.inner.hops[id as usize & (MAX_NEXT_HOPS - 1)]
             .get()
             .expect("a rule's next hop is set before the rule")
     }
