@@ -1,7 +1,5 @@
 //! The shared vocabulary every other zlrouter crate speaks: time ([`Nanos`]), flow identity
-//! ([`FlowId`]), ECN codepoints ([`Ecn`]) and Diffserv drop-precedence colors ([`Color`]),
-//! and the data plane's random generator ([`Xoshiro256PlusPlus`], passed into the algorithms,
-//! which never draw randomness of their own).
+//! ([`FlowId`]), ECN codepoints ([`Ecn`]) and Diffserv drop-precedence colors ([`Color`]).
 //!
 //! This crate sits at the bottom of the dependency graph and has no I/O. Algorithms never read
 //! a clock: the caller passes `now: Nanos`, so the same code runs on a live port (monotonic
@@ -26,9 +24,6 @@
 use core::fmt;
 use core::ops::{Add, AddAssign, Sub};
 use serde::{Deserialize, Serialize};
-
-mod rng;
-pub use rng::Xoshiro256PlusPlus;
 
 /// A point in time or a duration, in nanoseconds since an arbitrary epoch chosen by the caller.
 ///

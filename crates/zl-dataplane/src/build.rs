@@ -7,8 +7,8 @@
 use std::path::Path;
 
 use rand::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
 use zl_core::Nanos;
-use zl_core::Xoshiro256PlusPlus;
 use zl_port::{BufPool, BATCH_CAPACITY, DEFAULT_BUF_SIZE};
 
 use crate::capture::{CaptureTap, CaptureWriter};

@@ -26,8 +26,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use rand_xoshiro::Xoshiro256PlusPlus;
 use zl_core::Nanos;
-use zl_core::Xoshiro256PlusPlus;
 use zl_port::{Batch, BufPool, PacketBuf, PortCounters, PortError, Readiness};
 
 use crate::build::BoxedPort;

@@ -222,16 +222,18 @@ impl Forwarder {
         // steps (`forward_parsed`), so that the first sees the parse's constant fields
         // (offsets, IP version) as constants (issue 14).
         if zl_wire::parse_into_common(buf.as_slice(), &self.parse, info) {
-            return self.forward_parsed(buf, Ok(()), info);
+            return self.forward_parsed::<true>(buf, Ok(()), info);
         }
         let parsed = zl_wire::parse_into_general(buf.as_slice(), &self.parse, info);
-        self.forward_parsed(buf, parsed, info)
+        self.forward_parsed::<false>(buf, parsed, info)
     }
 
     /// [`Forwarder::forward_in_place`] after the parse (`parsed`, with `info` `Some` exactly
-    /// when it is `Ok`).
+    /// when it is `Ok`); `PLAIN` when `zl_wire::parse_into_common` took the frame, so that
+    /// the TTL decrement uses that frame's constant offsets
+    /// (`zl_wire::decrement_ttl_plain_ipv4`) rather than reading them back from `info`.
     #[inline(always)]
-    fn forward_parsed(
+    fn forward_parsed<const PLAIN: bool>(
         &self,
         buf: &mut PacketBuf,
         parsed: Result<(), zl_wire::ParseError>,
@@ -284,7 +286,12 @@ impl Forwarder {
             buf.out_port = port;
             return Err(DropCause::TooBig);
         }
-        match zl_wire::decrement_ttl(buf.as_mut_slice(), info) {
+        let decremented = if PLAIN {
+            zl_wire::decrement_ttl_plain_ipv4(buf.as_mut_slice(), info)
+        } else {
+            zl_wire::decrement_ttl(buf.as_mut_slice(), info)
+        };
+        match decremented {
             Ok(TtlOutcome::Forwarded { .. }) => {}
             Ok(TtlOutcome::Expired) | Err(_) => return Err(DropCause::TtlExpired),
         }

@@ -87,9 +87,9 @@ use std::sync::{mpsc, Arc, Mutex, PoisonError};
 
 use crossbeam_queue::ArrayQueue;
 use rand::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
 use zl_aqm::PacketMeta;
 use zl_core::Nanos;
-use zl_core::Xoshiro256PlusPlus;
 use zl_port::{
     Batch, BufPool, Halves, Joined, PacketBuf, PortCounters, PortError, Readiness, RxHalf, TxHalf,
     BATCH_CAPACITY, DEFAULT_BUF_SIZE,

@@ -13,7 +13,7 @@
 //! neighbours and ports, far below [`MAX_NEXT_HOPS`]), so a reader never sees a slot reused.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use zl_lpm::{Lpm4, Lpm6, LpmError};
@@ -232,12 +232,22 @@ impl RouteTable {
     /// [`RouteTable::lookup`] without the copy: the next hop where the table keeps it (a
     /// next hop is never changed once set, see the module doc). The forwarding path reads
     /// only its port and MAC, so it need not copy the gateway address along (issue 14).
-    #[inline]
+    ///
+    /// The family's test in line, each family's walk out of line: as one call it took the
+    /// address by a pointer into the caller's parsed headers, and after that escape the caller
+    /// read every header field back from memory (issue 14).
+    #[inline(always)]
     pub fn lookup_ref(&self, dst: IpAddr) -> Option<&NextHop> {
         match dst {
-            IpAddr::V4(a) => self.inner.v4.lookup(a).map(|id| self.hop_ref(id)),
+            IpAddr::V4(a) => self.lookup_v4(a),
             IpAddr::V6(a) => self.lookup_v6(&a),
         }
+    }
+
+    /// The IPv4 half of [`RouteTable::lookup_ref`]: the address by value.
+    #[inline(never)]
+    fn lookup_v4(&self, a: Ipv4Addr) -> Option<&NextHop> {
+        self.inner.v4.lookup(a).map(|id| self.hop_ref(id))
     }
 
     /// The IPv6 half of [`RouteTable::lookup`], out of line: inlined, the compiler loaded the

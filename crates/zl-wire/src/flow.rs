@@ -112,8 +112,21 @@ fn absorb_addr(state: u64, addr: IpAddr) -> u64 {
 
 impl FlowKey {
     /// Hashes the fields `kind` selects, with `seed`.
+    ///
+    /// One copy of [`FlowKey::hash_as`] per kind, chosen once: in each the kind is a constant,
+    /// so its tag and its field choices cost nothing per packet (issue 14).
     #[inline]
     pub fn hash(&self, kind: FlowKeyKind, seed: u64) -> FlowId {
+        match kind {
+            FlowKeyKind::Src => self.hash_as(FlowKeyKind::Src, seed),
+            FlowKeyKind::SrcDst => self.hash_as(FlowKeyKind::SrcDst, seed),
+            FlowKeyKind::FiveTuple => self.hash_as(FlowKeyKind::FiveTuple, seed),
+        }
+    }
+
+    /// [`FlowKey::hash`], written once for every kind.
+    #[inline(always)]
+    fn hash_as(&self, kind: FlowKeyKind, seed: u64) -> FlowId {
         let version = if self.src.is_ipv4() { 4u64 } else { 6u64 };
         let mut h = folded_multiply(seed ^ K_INIT, K_FINISH ^ (kind.tag() << 8 | version));
         h = absorb_addr(h, self.src);

@@ -16,6 +16,7 @@ use zl_core::Ecn;
 use crate::cc_ext::{self, CcExt};
 use crate::checksum;
 use crate::error::{Header, MutateError};
+use crate::ethernet;
 use crate::ipv4;
 use crate::ipv6;
 use crate::parse::{IpVersion, PacketInfo};
@@ -266,12 +267,41 @@ fn set_dscp_at(frame: &mut [u8], site: &mut TosSite<'_>, dscp: u8) -> Result<(),
 /// came, so the caller can quote it in an ICMP Time Exceeded.
 #[inline]
 pub fn decrement_ttl(frame: &mut [u8], info: &mut PacketInfo) -> Result<TtlOutcome, MutateError> {
+    decrement_ttl_at(frame, info, info.l3_offset, info.ip_version)
+}
+
+/// [`decrement_ttl`] for a packet that [`parse_into_common`](crate::parse_into_common) took
+/// (untagged IPv4 without options: the IP header at octet 14), with that offset and version
+/// as constants rather than read from `info`: for a caller that keeps `info` in memory where
+/// the compiler cannot see them, the data plane's per-packet path (issue 14). Equal to
+/// [`decrement_ttl`] for every such `info` (tested); `info` of any other frame is a caller's
+/// error (a debug assertion; in release the rewrite is bounds-checked as always).
+#[inline]
+pub fn decrement_ttl_plain_ipv4(
+    frame: &mut [u8],
+    info: &mut PacketInfo,
+) -> Result<TtlOutcome, MutateError> {
+    debug_assert!(
+        info.l3_offset == ethernet::HEADER_LEN && info.ip_version == IpVersion::V4,
+        "not a frame parse_into_common took"
+    );
+    decrement_ttl_at(frame, info, ethernet::HEADER_LEN, IpVersion::V4)
+}
+
+/// [`decrement_ttl`] with the IP header at `l3_offset`, of `ip_version` (`info`'s own).
+#[inline(always)]
+fn decrement_ttl_at(
+    frame: &mut [u8],
+    info: &mut PacketInfo,
+    l3_offset: usize,
+    ip_version: IpVersion,
+) -> Result<TtlOutcome, MutateError> {
     if info.ttl <= 1 {
         return Ok(TtlOutcome::Expired);
     }
     let ttl = info.ttl - 1;
-    let ip = ip_header_mut(frame, info.l3_offset, info.ip_version)?;
-    match info.ip_version {
+    let ip = ip_header_mut(frame, l3_offset, ip_version)?;
+    match ip_version {
         // TTL and protocol share one 16-bit word: only its high octet drops by one (the frame's
         // TTL is `info.ttl`, as parsed from it), so the checksum update needs neither word
         // (`checksum::update_high_octet_decrement`), here on the field in the machine's byte
