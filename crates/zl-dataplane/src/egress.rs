@@ -371,8 +371,8 @@ impl Egress {
             let mut bytes = 0;
             let burst = self.qos.dequeue_burst(now, pending.room(), |b| {
                 bytes += fates.departs(&b);
-                // Cannot fail: the burst is at most the batch's room.
-                let _ = pending.push(b);
+                // The burst is at most the batch's room.
+                pending.push_within_room(b);
             });
             fates.departed(burst.sent, bytes);
             if burst.held_until.is_some() {

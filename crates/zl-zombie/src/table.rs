@@ -224,6 +224,18 @@ impl OccurrenceTable {
         }
     }
 
+    /// Entry `e`'s state word alone (one bounds check, not `entry`'s two).
+    #[inline]
+    fn meta(&self, e: usize) -> &AtomicU64 {
+        &self.metas[e / ENTRIES_PER_BUCKET].0[e % ENTRIES_PER_BUCKET]
+    }
+
+    /// Entry `e`'s key alone.
+    #[inline]
+    fn key_word(&self, e: usize) -> &AtomicU64 {
+        &self.buckets[e / ENTRIES_PER_BUCKET].keys[e % ENTRIES_PER_BUCKET]
+    }
+
     /// The entries of bucket `b`, in order.
     #[inline]
     fn bucket_entries(&self, b: usize) -> impl Iterator<Item = Entry<'_>> {
@@ -242,7 +254,7 @@ impl OccurrenceTable {
         // that refers to `e`: that slot was written (AcqRel CAS) after its writer's reservation
         // acquired the entry's meta word, which `reserve` released after storing the key. (The
         // key's own release store serves `occurrence`'s recheck, not this load.)
-        FlowId(self.entry(e).key.load(Ordering::Relaxed))
+        FlowId(self.key_word(e).load(Ordering::Relaxed))
     }
 
     /// Adds one reference to `e`, which a zombie slot referred to when the caller read it.
@@ -250,7 +262,7 @@ impl OccurrenceTable {
     /// has changed since; the caller then rereads the slot.
     #[inline]
     pub(crate) fn reserve_referenced<S: OpSink>(&self, e: usize, ops: &mut S) -> bool {
-        let meta = self.entry(e).meta;
+        let meta = self.meta(e);
         ops.table_probe();
         let mut m = meta.load(Ordering::Acquire);
         loop {
@@ -448,7 +460,7 @@ impl OccurrenceTable {
 
     /// Adds `n` references to `e`, on which the caller already holds one.
     pub(crate) fn add(&self, e: usize, n: u64) {
-        self.entry(e).meta.fetch_add(n, Ordering::AcqRel);
+        self.meta(e).fetch_add(n, Ordering::AcqRel);
     }
 
     /// Drops `n` references the caller holds on `e`. At zero the entry is dead and reusable.
@@ -457,7 +469,7 @@ impl OccurrenceTable {
         ops.table_write();
         // Release: the zombie slot change that dropped these references happens before any
         // claimer that acquires the zero count and reuses the entry.
-        self.entry(e).meta.fetch_sub(n, Ordering::AcqRel);
+        self.meta(e).fetch_sub(n, Ordering::AcqRel);
     }
 
     /// F(flow): the counts of the live entries keyed `flow` on its lookup path; `h` is
