@@ -595,7 +595,9 @@ impl<T> QosEngine<T> {
     /// the burst, so once [`Scheduler::peek`] has chosen a class, it would choose it again
     /// for the next [`Scheduler::run_quota`] packets the class holds (a WRR class's credit,
     /// or all of them when it is the only weighted class with packets), and is asked again
-    /// only after them. Each packet is still shaped, popped and counted one by one, as
+    /// only after them. The shaper then goes over the run's lengths in the ring
+    /// ([`Shaper::send_run`]: the `try_send`s `dequeue` would make, up to the first it
+    /// refuses), the packets it lets go are popped and counted one by one, as
     /// [`QosEngine::dequeue`] does, and the run is charged at its end as those `peek`s and
     /// commits would have ([`Scheduler::commit_run`]); `dequeue_burst_matches_repeated_dequeue`
     /// and `tests/engine_props.rs` hold the two against each other.
@@ -611,17 +613,15 @@ impl<T> QosEngine<T> {
                 .min((max - sent) as u64);
             let class = &mut self.classes[ci];
             let run = run.min(class.queue.len() as u64);
-            let (mut n, mut last_len, mut held_until) = (0u64, 0, None);
-            while n < run {
-                let Some(len) = class.queue.head_len() else {
-                    break;
-                };
-                if let Some(s) = &mut self.shaper {
-                    if !s.try_send(now, len) {
-                        held_until = Some(s.next_send_time(now, len));
-                        break;
-                    }
-                }
+            // The shaper first, over the run's lengths as they lie in the ring (one pass, no
+            // pop): how many of them it lets go, and when it lets the one it holds go. Then
+            // those leave one by one.
+            let (go, held_until) = match &mut self.shaper {
+                Some(s) => s.send_run(now, class.queue.lens().take(run as usize)),
+                None => (run, None),
+            };
+            let (mut n, mut last_len) = (0u64, 0);
+            while n < go {
                 let Some(q) = class.queue.pop(now) else {
                     break;
                 };
@@ -630,7 +630,6 @@ impl<T> QosEngine<T> {
                     .aqm
                     .for_color(q.meta.color)
                     .on_dequeue(now, &view, &q.meta);
-                // The length as popped (the head's, read above): `len` need not live on.
                 let s = &mut class.stats.per_color[q.meta.color.index()];
                 s.dequeued += 1;
                 s.dequeued_bytes += q.meta.len as u64;

@@ -107,6 +107,12 @@ impl<T> ClassQueue<T> {
         }
     }
 
+    /// The lengths of the queued packets, head first.
+    #[inline]
+    pub fn lens(&self) -> impl Iterator<Item = u32> + '_ {
+        self.ring.iter().map(|q| q.meta.len)
+    }
+
     /// Length in bytes of the head packet.
     #[inline]
     pub fn head_len(&self) -> Option<u32> {

@@ -170,6 +170,36 @@ impl Shaper {
         self.refill(now);
         self.bucket.take(units(self.wire_bytes(len)))
     }
+
+    /// [`Shaper::try_send`] for each of `lens` in turn, up to the first it refuses: how many
+    /// it let go, and when it lets the refused one go ([`Shaper::next_send_time`]; `None`
+    /// when none was refused). Exactly those calls: the bucket refills once, before the
+    /// first, as the later ones at the same `now` add nothing (none when `lens` is empty).
+    #[inline(always)]
+    pub fn send_run(
+        &mut self,
+        now: Nanos,
+        lens: impl IntoIterator<Item = u32>,
+    ) -> (u64, Option<Nanos>) {
+        let mut lens = lens.into_iter().peekable();
+        if lens.peek().is_none() {
+            return (0, None);
+        }
+        self.refill(now);
+        let (overhead, mut tokens, mut sent) = (self.overhead, self.bucket.tokens, 0u64);
+        let refused = lens.find(|&len| {
+            let cost = units(len as u64 + overhead);
+            if tokens >= cost {
+                tokens -= cost;
+                sent += 1;
+                false
+            } else {
+                true
+            }
+        });
+        self.bucket.tokens = tokens;
+        (sent, refused.map(|len| self.next_send_time(now, len)))
+    }
 }
 
 /// The largest `w` with `units(w) <= depth`: `depth / UNITS_PER_BYTE` (`units` is exact

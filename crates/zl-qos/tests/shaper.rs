@@ -129,3 +129,49 @@ fn shaper_never_sends_oversize_and_engine_drops_it() {
     assert_eq!(e.queue_len(1), None);
     assert_eq!(e.dequeue(Nanos::ZERO), Dequeue::Empty);
 }
+
+/// `Shaper::send_run` is `try_send` for each length in turn up to the first refused, then
+/// `next_send_time` of that one: the same count, the same time, the same shaper after
+/// (tokens and clock), over rates, depths, overheads, clocks that stand still or step back,
+/// empty runs and lengths that never fit.
+#[test]
+fn send_run_is_repeated_try_send() {
+    let mut r = Xoshiro256PlusPlus::seed_from_u64(14);
+    for _ in 0..2_000 {
+        let rate = [1_000_000u64, 100_000_000, 10_000_000_000][r.random_range(0..3)];
+        let burst = r.random_range(1_538u64..=20_000);
+        let overhead = [0u32, 20, 24][r.random_range(0..3)];
+        let mut run = Shaper::new(rate, burst, overhead);
+        let mut one = run.clone();
+        let mut now = 0u64;
+        for _ in 0..50 {
+            now = match r.random_range(0..4) {
+                0 => now,
+                1 => now.saturating_sub(r.random_range(0..2_000)),
+                _ => now + r.random_range(0..20_000),
+            };
+            let lens: Vec<u32> = (0..r.random_range(0..40))
+                .map(|_| match r.random_range(0..20) {
+                    0 => u32::MAX,
+                    1 => burst as u32 + 1,
+                    _ => mixed_len(&mut r),
+                })
+                .collect();
+            let got = run.send_run(Nanos(now), lens.iter().copied());
+            let (mut sent, mut held) = (0u64, None);
+            for &len in &lens {
+                if !one.try_send(Nanos(now), len) {
+                    held = Some(one.next_send_time(Nanos(now), len));
+                    break;
+                }
+                sent += 1;
+            }
+            assert_eq!(
+                got,
+                (sent, held),
+                "rate {rate} burst {burst} at {now}: {lens:?}"
+            );
+            assert_eq!(run, one);
+        }
+    }
+}
