@@ -398,13 +398,9 @@ fn parse_plain_ipv4(frame: &[u8], cfg: &ParseConfig, out: &mut Option<PacketInfo
     let at = |o: usize| [head[o], head[o + 1], head[o + 2], head[o + 3]];
     let src = IpAddr::V4(Ipv4Addr::from(at(L3 + ipv4::SRC)));
     let dst = IpAddr::V4(Ipv4Addr::from(at(L3 + ipv4::DST)));
-    let key = FlowKey {
-        src,
-        dst,
-        protocol,
-        ports,
-    };
-    *out = Some(PacketInfo {
+    // The fields first, the flow hash after from what was written: computed ahead, it kept
+    // the ports alive across the hash's key-kind branches, spilled to the stack (issue 14).
+    let info = out.insert(PacketInfo {
         eth: EthernetInfo {
             outer_vlan: None,
             inner_vlan: None,
@@ -423,8 +419,9 @@ fn parse_plain_ipv4(frame: &[u8], cfg: &ParseConfig, out: &mut Option<PacketInfo
         ttl: head[L3 + ipv4::TTL],
         fragment,
         cc_ext: None,
-        flow: key.hash(cfg.flow_key, cfg.hash_seed),
+        flow: FlowId(0),
     });
+    info.flow = info.flow_key().hash(cfg.flow_key, cfg.hash_seed);
     true
 }
 
