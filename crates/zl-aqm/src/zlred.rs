@@ -200,21 +200,45 @@ fn fires_and_p4<R: rand::RngCore + ?Sized>(rng: &mut R, i: &ZlRedInputs) -> (boo
     if p1 == 0.0 {
         return (false, 0.0);
     }
-    fires_and_p4_positive(rng, i, p1)
+    let (fire, p4) = fire_and_p4_positive(rng, i, p1);
+    (fire.decide(rng), p4)
 }
 
-/// [`fires_and_p4`] once `F > 0` and `p1 != 0` (eq. 7's `p1` given).
+/// Whether a decision fires, up to its draw: known, or `u < p5` for a uniform draw `u`, decided
+/// as `u den < num` (see [`fires_and_p4`]). The draw is left to the caller, so that it can
+/// store the decision's state first: nothing but the two bounds then lives across the
+/// generator's call.
+#[derive(Clone, Copy, Debug)]
+enum Fire {
+    Known(bool),
+    Draw { num: f64, den: f64 },
+}
+
+impl Fire {
+    /// The outcome, drawing once from `rng` for `Draw`.
+    #[inline(always)]
+    fn decide<R: rand::RngCore + ?Sized>(self, rng: &mut R) -> bool {
+        match self {
+            Fire::Known(fire) => fire,
+            Fire::Draw { num, den } => uniform(rng) * den < num,
+        }
+    }
+}
+
+/// [`fires_and_p4`] once `F > 0` and `p1 != 0` (eq. 7's `p1` given), with the draw (if any) not
+/// yet made (the first arrivals' path draws at once, as before).
 #[inline(always)]
-fn fires_and_p4_positive<R: rand::RngCore + ?Sized>(
+fn fire_and_p4_positive<R: rand::RngCore + ?Sized>(
     rng: &mut R,
     i: &ZlRedInputs,
     p1: f64,
-) -> (bool, f64) {
+) -> (Fire, f64) {
     let mean_occurrence = count_to_f64(i.total) * i.p_hit;
     // `T P > 0` implies `P > 0` (T >= 0), so `P > 0` needs no test of its own.
     if !(mean_occurrence > 0.0 && i.p_avg > 0.0) {
         // By value: the hot path then never stores the inputs to memory for this call.
-        return fires_and_p4_early(rng, *i, p1);
+        let (fire, p4) = fires_and_p4_early(rng, *i, p1);
+        return (Fire::Known(fire), p4);
     }
     let (h, d) = p3_fraction(i.hit, i.p_hit);
     let f = count_to_f64(i.occurrence);
@@ -223,7 +247,14 @@ fn fires_and_p4_positive<R: rand::RngCore + ?Sized>(
     let p4 = top * weight / (d * mean_occurrence);
     let num = top * top * weight;
     let den = d * d * (mean_occurrence * i.p_avg);
-    (num > 0.0 && (num >= den || uniform(rng) * den < num), p4)
+    let fire = if !(num > 0.0) {
+        Fire::Known(false)
+    } else if num >= den {
+        Fire::Known(true)
+    } else {
+        Fire::Draw { num, den }
+    };
+    (fire, p4)
 }
 
 /// [`fires_and_p4`] before `P(t)`, `T P(t)` and `P_avg` are all positive (the first arrivals):
@@ -493,10 +524,10 @@ impl ZlRed {
         let q = queue.len_packets;
         // `fires_and_p4`'s first two tests, `p1 = 0` in integers.
         let (fire, p4) = if obs.occurrence == 0 || u64::from(q) < self.p1.zero_below {
-            (false, 0.0)
+            (Fire::Known(false), 0.0)
         } else {
             let p1 = self.p1.above_zero(q);
-            fires_and_p4_positive(rng, &self.cfg.inputs(q, obs, p_avg), p1)
+            fire_and_p4_positive(rng, &self.cfg.inputs(q, obs, p_avg), p1)
         };
         self.last = Some(LastArrival {
             q: queue.len_packets,
@@ -504,7 +535,8 @@ impl ZlRed {
             p_avg,
         });
         self.p_avg = next_p_avg(p_avg, self.cfg.alpha, p4);
-        if fire {
+        // The draw after the state's update (no other draw comes between them).
+        if fire.decide(rng) {
             early_verdict(self.cfg.ecn, pkt)
         } else {
             Verdict::Enqueue
