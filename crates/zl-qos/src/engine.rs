@@ -531,17 +531,19 @@ impl<T> QosEngine<T> {
                 item,
             });
         };
-        let view = class.queue.view();
         let mut verdict = if class.drop_red && c.color == Color::Red {
             Verdict::ForcedDrop
         } else {
+            let aqm = class.aqm.for_color(c.color);
+            // The head's enqueue time only for the policy that reads it.
+            let view = class.queue.view_for(aqm.policy().reads_head_time());
             let arrival = Arrival {
                 now,
                 queue: &view,
                 pkt: &meta,
                 zombie: obs,
             };
-            class.aqm.for_color(c.color).admit(&arrival, rng)
+            aqm.admit(&arrival, rng)
         };
         if verdict.admits() && !shaper_fits {
             verdict = Verdict::TailDrop;
