@@ -251,12 +251,15 @@ fn fire_and_p4_positive<R: rand::RngCore + ?Sized>(
     let p4 = top * weight / (d * mean_occurrence);
     let num = top * top * weight;
     let den = d * d * (mean_occurrence * i.p_avg);
-    let fire = if !(num > 0.0) {
-        Fire::Known(false)
-    } else if num >= den {
-        Fire::Known(true)
+    // A NaN `num` (a hand-built config's NaN `p_max`) is no drop, as before.
+    let fire = if num > 0.0 {
+        if num >= den {
+            Fire::Known(true)
+        } else {
+            Fire::Draw { num, den }
+        }
     } else {
-        Fire::Draw { num, den }
+        Fire::Known(false)
     };
     (fire, p4)
 }
@@ -680,7 +683,7 @@ mod tests {
             let stages = P1Stages::new(cfg);
             let mut qs: Vec<u32> = (0..2000).collect();
             for t in [cfg.th_min, cfg.b_third] {
-                if t.is_finite() && t >= 0.0 && t < 4e9 {
+                if (0.0..4e9).contains(&t) {
                     let t = t as u32;
                     qs.extend(t.saturating_sub(3)..=t.saturating_add(3));
                 }
