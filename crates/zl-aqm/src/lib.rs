@@ -164,6 +164,8 @@ pub struct QueueView {
     pub capacity_bytes: u64,
     /// Enqueue time of the packet at the head, `None` when the queue is empty
     /// (the sojourn manager of docs/algorithms/sojourn.md measures `now - head_enqueued_at`).
+    /// Only the sojourn manager reads it ([`AqmPolicy::reads_head_time`]): a caller may leave
+    /// it `None` for any other policy.
     pub head_enqueued_at: Option<Nanos>,
     /// When the queue last became empty, `Some` only while it is still empty
     /// (RED's idle decay, docs/algorithms/red.md, step 1).

@@ -158,6 +158,15 @@ macro_rules! dispatch {
 }
 
 impl AqmPolicy {
+    /// True when the policy reads [`QueueView::head_enqueued_at`] (the sojourn manager, in
+    /// its decision and on a tail drop). For every other policy a caller may leave that field
+    /// `None` whatever the queue holds: the QoS engine then does not read its ring's head on
+    /// each arrival.
+    #[inline]
+    pub fn reads_head_time(&self) -> bool {
+        matches!(self, AqmPolicy::Sojourn(_))
+    }
+
     /// Takes over `old`'s running state where `old` is the same policy, keeping this one's
     /// parameters: the averages, the count since the last mark or drop, the latest terms.
     /// A live reconfiguration then goes on from where the old policy was instead of from an

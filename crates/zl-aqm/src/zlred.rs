@@ -190,11 +190,13 @@ fn count_to_f64(x: u64) -> f64 {
 ///
 /// It also returns, from the same terms, the arrival's `p4` (eq. 5, as `eq_4_5` computes it,
 /// bit for bit: `p4 = (p1 h) F a' / (d T P)`), for `P_avg`'s update.
-#[inline(always)]
+///
+/// The decision itself (`ZlRed::decide_on`) makes the first two tests in integers
+/// ([`P1Stages`]) and goes on in [`fire_and_p4_positive`]; this form, from the inputs alone,
+/// is the one the tests check against `happens(rng, p5)`.
+#[cfg(test)]
 fn fires_and_p4<R: rand::RngCore + ?Sized>(rng: &mut R, i: &ZlRedInputs) -> (bool, f64) {
-    // F = 0 makes p4 = 0, p1 = 0 makes p3 = 0: either way p5 = 0, and no draw. Two tests
-    // apart, each a compare and a branch (joined by `||`, the compiler built both flags
-    // first).
+    // F = 0 makes p4 = 0, p1 = 0 makes p3 = 0: either way p5 = 0, and no draw.
     if i.occurrence == 0 {
         return (false, 0.0);
     }
@@ -202,11 +204,45 @@ fn fires_and_p4<R: rand::RngCore + ?Sized>(rng: &mut R, i: &ZlRedInputs) -> (boo
     if p1 == 0.0 {
         return (false, 0.0);
     }
+    let (fire, p4) = fire_and_p4_positive(rng, i, p1);
+    (fire.decide(rng), p4)
+}
+
+/// Whether a decision fires, up to its draw: known, or `u < p5` for a uniform draw `u`, decided
+/// as `u den < num` (see [`fires_and_p4`]). The draw is left to the caller, so that it can
+/// store the decision's state first: nothing but the two bounds then lives across the
+/// generator's call.
+#[derive(Clone, Copy, Debug)]
+enum Fire {
+    Known(bool),
+    Draw { num: f64, den: f64 },
+}
+
+impl Fire {
+    /// The outcome, drawing once from `rng` for `Draw`.
+    #[inline(always)]
+    fn decide<R: rand::RngCore + ?Sized>(self, rng: &mut R) -> bool {
+        match self {
+            Fire::Known(fire) => fire,
+            Fire::Draw { num, den } => uniform(rng) * den < num,
+        }
+    }
+}
+
+/// [`fires_and_p4`] once `F > 0` and `p1 != 0` (eq. 7's `p1` given), with the draw (if any) not
+/// yet made (the first arrivals' path draws at once, as before).
+#[inline(always)]
+fn fire_and_p4_positive<R: rand::RngCore + ?Sized>(
+    rng: &mut R,
+    i: &ZlRedInputs,
+    p1: f64,
+) -> (Fire, f64) {
     let mean_occurrence = count_to_f64(i.total) * i.p_hit;
     // `T P > 0` implies `P > 0` (T >= 0), so `P > 0` needs no test of its own.
     if !(mean_occurrence > 0.0 && i.p_avg > 0.0) {
         // By value: the hot path then never stores the inputs to memory for this call.
-        return fires_and_p4_early(rng, *i, p1);
+        let (fire, p4) = fires_and_p4_early(rng, *i, p1);
+        return (Fire::Known(fire), p4);
     }
     let (h, d) = p3_fraction(i.hit, i.p_hit);
     let f = count_to_f64(i.occurrence);
@@ -215,7 +251,17 @@ fn fires_and_p4<R: rand::RngCore + ?Sized>(rng: &mut R, i: &ZlRedInputs) -> (boo
     let p4 = top * weight / (d * mean_occurrence);
     let num = top * top * weight;
     let den = d * d * (mean_occurrence * i.p_avg);
-    (num > 0.0 && (num >= den || uniform(rng) * den < num), p4)
+    // A NaN `num` (a hand-built config's NaN `p_max`) is no drop, as before.
+    let fire = if num > 0.0 {
+        if num >= den {
+            Fire::Known(true)
+        } else {
+            Fire::Draw { num, den }
+        }
+    } else {
+        Fire::Known(false)
+    };
+    (fire, p4)
 }
 
 /// [`fires_and_p4`] before `P(t)`, `T P(t)` and `P_avg` are all positive (the first arrivals):
@@ -228,6 +274,60 @@ fn fires_and_p4_early<R: rand::RngCore + ?Sized>(
     p1: f64,
 ) -> (bool, f64) {
     (happens(rng, zlred_probability(&i).p5), eq_4_5(&i, p1).0)
+}
+
+/// Eq. (7) for a queue length in packets, its thresholds and `p_max/4` computed once:
+/// `staged_p1(q as f64, th_min, b_third, p_max)` bit for bit for every `q: u32` (test
+/// `p1_stages_are_staged_p1`), with `p1 = 0` decided by one integer compare instead of
+/// converting `q` and comparing it twice in f64 on every arrival.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct P1Stages {
+    /// `p1 = 0` exactly for `q` below this (`ceil(th_min)`, higher where a stage's value is 0).
+    zero_below: u64,
+    /// `p1 = p_max/4` for `zero_below <= q` below this (`ceil(B/3)`), `p_max` from it on.
+    low_below: u64,
+    /// `[p_max/4, p_max]`.
+    p1: [f64; 2],
+}
+
+/// The least `n` with `(q as f64) < t` iff `q < n` for every `q: u32` (`q as f64` is exact):
+/// for an integer `q`, `q < t` iff `q < ceil(t)`; above 2^33 every `q` is below; NaN and
+/// `t <= 0` have none below.
+fn u32_bound(t: f64) -> u64 {
+    if t > 0.0 {
+        t.min(8_589_934_592.0).ceil() as u64
+    } else {
+        0
+    }
+}
+
+impl P1Stages {
+    fn new(cfg: &ZlRedConfig) -> Self {
+        let start = u32_bound(cfg.th_min);
+        let low_below = u32_bound(cfg.b_third);
+        let p1 = [0.25 * cfg.p_max, cfg.p_max];
+        // The stages `[start, low_below)` (value p1[0]) and `[max(start, low_below), inf)`
+        // (value p1[1]); a stage whose value is 0 (p_max = 0, or p_max/4 rounding to 0) joins
+        // the zero one below it.
+        let zero_below = if p1[1] == 0.0 {
+            u64::MAX
+        } else if p1[0] == 0.0 {
+            start.max(low_below)
+        } else {
+            start
+        };
+        P1Stages {
+            zero_below,
+            low_below,
+            p1,
+        }
+    }
+
+    /// `p1` for `q >= zero_below` (never 0 there).
+    #[inline(always)]
+    fn above_zero(&self, q: u32) -> f64 {
+        self.p1[usize::from(u64::from(q) >= self.low_below)]
+    }
 }
 
 /// ZL-RED parameters in config units.
@@ -349,6 +449,8 @@ pub struct ZlRed {
     /// `P_avg` after the latest decision (0 before the first): a field of its own, so that
     /// each decision reads it without testing `last`.
     p_avg: f64,
+    /// Eq. (7) from `cfg`, in integers.
+    p1: P1Stages,
 }
 
 impl ZlRed {
@@ -376,6 +478,7 @@ impl ZlRed {
             list,
             last: None,
             p_avg: 0.0,
+            p1: P1Stages::new(&cfg),
         }
     }
 
@@ -425,14 +528,22 @@ impl ZlRed {
         obs: &Observation,
     ) -> Verdict {
         let p_avg = self.p_avg();
-        let (fire, p4) = fires_and_p4(rng, &self.cfg.inputs(queue.len_packets, obs, p_avg));
+        let q = queue.len_packets;
+        // `fires_and_p4`'s first two tests, `p1 = 0` in integers.
+        let (fire, p4) = if obs.occurrence == 0 || u64::from(q) < self.p1.zero_below {
+            (Fire::Known(false), 0.0)
+        } else {
+            let p1 = self.p1.above_zero(q);
+            fire_and_p4_positive(rng, &self.cfg.inputs(q, obs, p_avg), p1)
+        };
         self.last = Some(LastArrival {
             q: queue.len_packets,
             obs: *obs,
             p_avg,
         });
         self.p_avg = next_p_avg(p_avg, self.cfg.alpha, p4);
-        if fire {
+        // The draw after the state's update (no other draw comes between them).
+        if fire.decide(rng) {
             early_verdict(self.cfg.ecn, pkt)
         } else {
             Verdict::Enqueue
@@ -526,6 +637,131 @@ mod tests {
             drops > 10_000 && draws > 10_000,
             "{drops} drops, {draws} draws"
         );
+    }
+
+    /// `P1Stages` gives `staged_p1` bit for bit (and `p1 = 0` exactly below `zero_below`) for
+    /// every queue length around each threshold and across the range, over integer and
+    /// fractional thresholds, `p_max` down to a subnormal whose quarter rounds to 0, and
+    /// hand-built configs (th_min above B/3, p_max = 0, NaN, negative, huge thresholds).
+    #[test]
+    fn p1_stages_are_staged_p1() {
+        let mut gen = Xoshiro256PlusPlus::seed_from_u64(34);
+        let base = ZlRedParams::default().validate(1000).unwrap();
+        let mut cfgs = Vec::new();
+        for b in [1u32, 2, 3, 4, 7, 16, 100, 1000, 1001, 65_537, u32::MAX - 1] {
+            let b_third = b as f64 / 3.0;
+            for th_min in [0.0, 0.5, 1.0, 5.0, 5.25, b_third / 2.0, b_third - 0.5] {
+                for p_max in [0.15, 1.0, 5e-324, 2e-323, f64::MIN_POSITIVE] {
+                    cfgs.push(ZlRedConfig {
+                        th_min: th_min.max(0.0),
+                        b_third,
+                        p_max,
+                        ..base
+                    });
+                }
+            }
+        }
+        for (th_min, b_third, p_max) in [
+            (400.0, 333.3, 0.15),
+            (5.0, 333.3, 0.0),
+            (5.0, 333.3, -0.0),
+            (f64::NAN, 333.3, 0.15),
+            (5.0, f64::NAN, 0.15),
+            (-3.0, 333.3, 0.15),
+            (5.0, 1e300, 0.15),
+            (f64::INFINITY, f64::INFINITY, 0.15),
+            (5.0, 333.3, f64::NAN),
+        ] {
+            cfgs.push(ZlRedConfig {
+                th_min,
+                b_third,
+                p_max,
+                ..base
+            });
+        }
+        for cfg in &cfgs {
+            let stages = P1Stages::new(cfg);
+            let mut qs: Vec<u32> = (0..2000).collect();
+            for t in [cfg.th_min, cfg.b_third] {
+                if (0.0..4e9).contains(&t) {
+                    let t = t as u32;
+                    qs.extend(t.saturating_sub(3)..=t.saturating_add(3));
+                }
+            }
+            qs.extend([u32::MAX, u32::MAX - 1, 1 << 31]);
+            qs.extend((0..2000).map(|_| gen.next_u32()));
+            for q in qs {
+                let want = staged_p1(q as f64, cfg.th_min, cfg.b_third, cfg.p_max);
+                if u64::from(q) < stages.zero_below {
+                    assert_eq!(want, 0.0, "q = {q}, {cfg:?}");
+                } else {
+                    let got = stages.above_zero(q);
+                    assert!(want != 0.0, "q = {q}, {cfg:?}");
+                    assert_eq!(got.to_bits(), want.to_bits(), "q = {q}, {cfg:?}");
+                }
+            }
+        }
+    }
+
+    /// `ZlRed::decide` on an upstream observation gives `happens(rng, p5)`'s verdict with the
+    /// equations' `p5` (from its config, the observation and `P_avg` before the arrival), with
+    /// the same draws, arrival by arrival, for configs with fractional thresholds, a
+    /// misbehaving multiplier and a `p_max` whose quarter rounds to 0.
+    #[test]
+    fn decide_is_the_equations_verdict() {
+        let mut gen = Xoshiro256PlusPlus::seed_from_u64(35);
+        for (b, th_min, p_max, a) in [
+            (1000, 5.0, 0.15, 1.0),
+            (1000, 5.5, 0.15, 3.0),
+            (301, 0.0, 1.0, 1000.0),
+            (100, 20.25, 5e-324, 1.0),
+        ] {
+            let cfg = ZlRedParams {
+                th_min,
+                p_max,
+                a,
+                ..ZlRedParams::default()
+            }
+            .validate(b)
+            .unwrap();
+            let mut zl = ZlRed::new(cfg);
+            let (mut drops, mut draws) = (0, 0);
+            for n in 0..40_000u64 {
+                let q = QueueView {
+                    len_packets: gen.random_range(0..b),
+                    capacity_packets: b,
+                    capacity_bytes: u64::MAX,
+                    ..QueueView::default()
+                };
+                let obs = Observation {
+                    hit: gen.random_bool(0.3),
+                    p: [0.0, gen.random::<f64>() * 0.05][(n % 9 != 0) as usize],
+                    occurrence: gen.random_range(0..20),
+                    total: gen.random_range(0..1500),
+                };
+                let pkt = PacketMeta::default();
+                let p5 = zlred_probability(&cfg.inputs(q.len_packets, &obs, zl.p_avg())).p5;
+                let seed = gen.next_u64();
+                let (mut r1, mut r2) = (
+                    Xoshiro256PlusPlus::seed_from_u64(seed),
+                    Xoshiro256PlusPlus::seed_from_u64(seed),
+                );
+                let want = happens(&mut r1, p5);
+                let arrival = Arrival::new(Nanos(n), &q, &pkt);
+                let got = zl.decide(&arrival.observed(&obs), &mut r2);
+                assert_eq!(
+                    got == Verdict::EarlyDrop,
+                    want,
+                    "arrival {n}: {obs:?} {q:?}"
+                );
+                assert_eq!(r1.next_u64(), r2.next_u64(), "same draws, arrival {n}");
+                drops += u32::from(want);
+                draws += u32::from(p5 > 0.0 && p5 < 1.0);
+            }
+            if p_max > 1e-300 {
+                assert!(drops > 500 && draws > 5_000, "{drops} drops, {draws} draws");
+            }
+        }
     }
 
     /// `count_to_f64` is `as f64` bit for bit: small counts, every power of two and its

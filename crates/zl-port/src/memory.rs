@@ -227,6 +227,12 @@ impl RxHalf for MemoryRx {
                 // fits one, so no frame is dropped and the buffers come in one go.
                 let start = batch.len();
                 if *longest <= pool.buf_size() && pool.alloc_batch(take, batch) {
+                    // The templates' slice and the port's index held in registers: read
+                    // through `self` they were loaded again for every frame, as the copies
+                    // into the buffers might have changed them for all the compiler knows
+                    // (issue 14).
+                    let templates: &[Vec<u8>] = templates;
+                    let index = self.index;
                     let mut i = *next;
                     for buf in batch.iter_mut().skip(start) {
                         let frame = &templates[i];
@@ -234,7 +240,7 @@ impl RxHalf for MemoryRx {
                         buf.copy_from(frame)
                             .expect("every template fits a buffer of this pool (checked)");
                         buf.rx_time = now;
-                        buf.in_port = self.index;
+                        buf.in_port = index;
                         rx.bytes += frame.len() as u64;
                     }
                     *next = i;

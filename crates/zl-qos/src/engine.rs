@@ -92,6 +92,9 @@ pub enum Dequeue<T> {
 
 /// A class's admission: one policy for every color, or one per color, each behind the common
 /// bounds check and counters ([`Admission`]).
+// `Shared`, the common case, is read in place on every arrival (boxing it would add a pointer
+// load per packet); the three per-color policies are boxed.
+#[allow(clippy::large_enum_variant)]
 enum ClassAqm {
     Shared(Admission<AqmPolicy>),
     ByColor(Box<[Admission<AqmPolicy>; 3]>),
@@ -531,17 +534,19 @@ impl<T> QosEngine<T> {
                 item,
             });
         };
-        let view = class.queue.view();
         let mut verdict = if class.drop_red && c.color == Color::Red {
             Verdict::ForcedDrop
         } else {
+            let aqm = class.aqm.for_color(c.color);
+            // The head's enqueue time only for the policy that reads it.
+            let view = class.queue.view_for(aqm.policy().reads_head_time());
             let arrival = Arrival {
                 now,
                 queue: &view,
                 pkt: &meta,
                 zombie: obs,
             };
-            class.aqm.for_color(c.color).admit(&arrival, rng)
+            aqm.admit(&arrival, rng)
         };
         if verdict.admits() && !shaper_fits {
             verdict = Verdict::TailDrop;

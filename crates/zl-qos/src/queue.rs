@@ -113,6 +113,25 @@ impl<T> ClassQueue<T> {
         self.ring.iter().map(|q| q.meta.len)
     }
 
+    /// [`ClassQueue::view`], with `head_enqueued_at` left `None` unless `head_time` (for a
+    /// policy that does not read it, [`zl_aqm::AqmPolicy::reads_head_time`]: the ring's head
+    /// is then not read).
+    #[inline]
+    pub fn view_for(&self, head_time: bool) -> QueueView {
+        QueueView {
+            len_packets: self.ring.len() as u32,
+            len_bytes: self.bytes,
+            capacity_packets: self.cap.packets,
+            capacity_bytes: self.cap.bytes,
+            head_enqueued_at: if head_time {
+                self.ring.front().map(|q| q.enqueued_at)
+            } else {
+                None
+            },
+            idle_since: self.idle_since,
+        }
+    }
+
     /// Length in bytes of the head packet.
     #[inline]
     pub fn head_len(&self) -> Option<u32> {
@@ -194,6 +213,14 @@ mod tests {
         assert_eq!((v.len_packets, v.len_bytes), (3, 2400));
         assert_eq!(v.head_enqueued_at, Some(Nanos(5)));
         assert_eq!(v.idle_since, None);
+        assert_eq!(q.view_for(true), v);
+        assert_eq!(
+            q.view_for(false),
+            QueueView {
+                head_enqueued_at: None,
+                ..v
+            }
+        );
         for _ in 0..3 {
             q.pop(Nanos(20)).unwrap();
         }

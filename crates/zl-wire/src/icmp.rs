@@ -169,7 +169,7 @@ pub fn ipv4_dont_fragment(frame: &[u8], info: &PacketInfo) -> bool {
 /// Whether RFC 1812 §4.3.2.7 / RFC 4443 §2.4 (e) let a router send an ICMP error about the
 /// packet in `frame` (see the module doc).
 pub fn error_allowed(frame: &[u8], info: &PacketInfo) -> bool {
-    if info.fragment == Fragment::Later || is_group_mac(info.eth.dst) {
+    if info.fragment == Fragment::Later || ethernet::dst_mac(frame).is_some_and(is_group_mac) {
         return false;
     }
     // The destination a group, or a source that names no single host.
@@ -261,8 +261,8 @@ pub fn write_error_in_place(
     // The quote first: it moves up over where the new headers go.
     room.copy_within(l3..l3 + quote_len, quote_at);
     // Back to the previous hop, from the router; VLAN tags and EtherType stay.
-    let prev_hop = info.eth.src;
-    room[0..6].copy_from_slice(&prev_hop.0);
+    // (`room` holds at least the Ethernet header: `l3` was checked above.)
+    room.copy_within(6..12, 0);
     room[6..12].copy_from_slice(&own_mac.0);
     let icmp_len = HEADER_LEN + quote_len;
     let icmp_at = l3 + ip_header_len;

@@ -12,7 +12,7 @@ use zl_core::{Ecn, FlowId};
 
 use crate::cc_ext::{self, CcExt};
 use crate::error::{Header, ParseError};
-use crate::ethernet::{self, ethertype, EthernetInfo, MacAddr};
+use crate::ethernet::{self, ethertype, EthernetInfo};
 use crate::flow::{FlowKey, FlowKeyKind, Ports};
 use crate::ipv4;
 use crate::ipv6::{self, protocol};
@@ -128,7 +128,8 @@ pub enum Fragment {
 /// [`mutate`](crate::mutate) rely on it and refuse (with a typed error) a shorter buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct PacketInfo {
-    /// MACs, VLAN tags, EtherType.
+    /// VLAN tags, EtherType (the MACs are the frame's first 12 octets:
+    /// [`ethernet::dst_mac`], [`ethernet::src_mac`]).
     pub eth: EthernetInfo,
     /// Offset of the IP header.
     pub l3_offset: usize,
@@ -397,26 +398,10 @@ fn parse_plain_ipv4(frame: &[u8], cfg: &ParseConfig, out: &mut Option<PacketInfo
     let at = |o: usize| [head[o], head[o + 1], head[o + 2], head[o + 3]];
     let src = IpAddr::V4(Ipv4Addr::from(at(L3 + ipv4::SRC)));
     let dst = IpAddr::V4(Ipv4Addr::from(at(L3 + ipv4::DST)));
-    let key = FlowKey {
-        src,
-        dst,
-        protocol,
-        ports,
-    };
-    let mac = |o: usize| {
-        MacAddr([
-            head[o],
-            head[o + 1],
-            head[o + 2],
-            head[o + 3],
-            head[o + 4],
-            head[o + 5],
-        ])
-    };
-    *out = Some(PacketInfo {
+    // The fields first, the flow hash after from what was written: computed ahead, it kept
+    // the ports alive across the hash's key-kind branches, spilled to the stack (issue 14).
+    let info = out.insert(PacketInfo {
         eth: EthernetInfo {
-            dst: mac(0),
-            src: mac(6),
             outer_vlan: None,
             inner_vlan: None,
             ethertype: ethertype::IPV4,
@@ -434,8 +419,9 @@ fn parse_plain_ipv4(frame: &[u8], cfg: &ParseConfig, out: &mut Option<PacketInfo
         ttl: head[L3 + ipv4::TTL],
         fragment,
         cc_ext: None,
-        flow: key.hash(cfg.flow_key, cfg.hash_seed),
+        flow: FlowId(0),
     });
+    info.flow = info.flow_key().hash(cfg.flow_key, cfg.hash_seed);
     true
 }
 
@@ -461,7 +447,7 @@ fn parse_any(frame: &[u8], cfg: &ParseConfig) -> Result<PacketInfo, ParseError> 
         ports,
     };
     Ok(PacketInfo {
-        eth: link.info(frame),
+        eth: link.info(),
         l3_offset: l3,
         ip_version: f.ip_version,
         ip_header_len: f.ip_header_len,

@@ -20,8 +20,14 @@ fn ipv4_header_verifies(frame: &[u8], info: &PacketInfo) -> bool {
 #[test]
 fn ipv4_tcp_fields() {
     let info = parse(&IPV4_TCP, &cfg()).unwrap();
-    assert_eq!(info.eth.dst, MacAddr([2, 0, 0, 0, 0, 1]));
-    assert_eq!(info.eth.src, MacAddr([2, 0, 0, 0, 0, 2]));
+    assert_eq!(
+        ethernet::dst_mac(&IPV4_TCP),
+        Some(MacAddr([2, 0, 0, 0, 0, 1]))
+    );
+    assert_eq!(
+        ethernet::src_mac(&IPV4_TCP),
+        Some(MacAddr([2, 0, 0, 0, 0, 2]))
+    );
     assert_eq!(info.eth.outer_vlan, None);
     assert_eq!(info.l3_offset, 14);
     assert_eq!(info.ip_version, IpVersion::V4);
@@ -578,7 +584,17 @@ fn mac_rewrite() {
     let src = MacAddr([0x02, 0x11, 0x22, 0x33, 0x44, 0x55]);
     set_macs(&mut frame, dst, src).unwrap();
     let info = parse(&frame, &cfg()).unwrap();
-    assert_eq!((info.eth.dst, info.eth.src), (dst, src));
+    assert_eq!(
+        info,
+        parse(&IPV4_TCP, &cfg()).unwrap(),
+        "no parsed field is a MAC"
+    );
+    assert_eq!(
+        (ethernet::dst_mac(&frame), ethernet::src_mac(&frame)),
+        (Some(dst), Some(src))
+    );
+    assert_eq!(ethernet::dst_mac(&frame[..5]), None);
+    assert_eq!(ethernet::src_mac(&frame[..11]), None);
     assert_eq!(frame[12..], IPV4_TCP[12..]);
     assert_eq!(dst.to_string(), "aa:bb:cc:dd:ee:ff");
 }
