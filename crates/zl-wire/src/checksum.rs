@@ -76,10 +76,24 @@ pub fn checksum(bytes: &[u8]) -> u16 {
 /// multiplication, where the folds took a dozen instructions on every received header
 /// (issue 14). Equal to the folded sum compared with `0xffff` (tested on every length and on
 /// random words).
+///
+/// The multiple is tested as `sum * 0xffff^-1 mod 2^64 <= (2^64 - 1) / 0xffff` (Granlund and
+/// Montgomery's divisibility test for an odd divisor: multiplying by the inverse maps the
+/// multiples `k * 0xffff` to exactly the `k` up to that bound), a multiply and a compare where
+/// the remainder took a wide multiply, a shift and two subtractions (issue 14).
 #[inline]
 pub fn verifies(header: &[u8]) -> bool {
     let sum = wide_sum(header, u32::from_ne_bytes);
-    sum != 0 && sum % 0xffff == 0
+    sum != 0 && is_multiple_of_ffff(sum)
+}
+
+/// `0xffff^-1` modulo `2^64`.
+const INV_FFFF: u64 = 0xfffe_fffe_fffe_ffff;
+
+/// `x % 0xffff == 0`, by the inverse (see [`verifies`]).
+#[inline(always)]
+const fn is_multiple_of_ffff(x: u64) -> bool {
+    x.wrapping_mul(INV_FFFF) <= u64::MAX / 0xffff
 }
 
 /// RFC 1624 eqn. 3: the new checksum after one 16-bit word of the covered data changes from
@@ -251,6 +265,29 @@ mod tests {
             ones_complement_sum(&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7]),
             0xddf2
         );
+    }
+
+    /// The inverse is one, and the divisibility test is `% 0xffff == 0`: on every multiple a
+    /// 20-octet header can sum to and its neighbours, around the top of the range, and on
+    /// random values.
+    #[test]
+    fn multiple_of_ffff_is_the_remainder() {
+        use proptest::prelude::*;
+        assert_eq!(0xffffu64.wrapping_mul(INV_FFFF), 1);
+        for k in 0..=5 * 0x1_0001u64 + 2 {
+            for x in [(k * 0xffff).saturating_sub(1), k * 0xffff, k * 0xffff + 1] {
+                assert_eq!(is_multiple_of_ffff(x), x % 0xffff == 0, "{x:#x}");
+            }
+        }
+        for x in (u64::MAX - 0x3_0000)..=u64::MAX {
+            assert_eq!(is_multiple_of_ffff(x), x % 0xffff == 0, "{x:#x}");
+        }
+        proptest!(ProptestConfig::with_cases(100_000), |(x in any::<u64>())| {
+            prop_assert_eq!(is_multiple_of_ffff(x), x % 0xffff == 0);
+            let m = (x / 0xffff) * 0xffff;
+            prop_assert!(is_multiple_of_ffff(m));
+            prop_assert_eq!(is_multiple_of_ffff(m.wrapping_add(1)), m.wrapping_add(1) % 0xffff == 0);
+        });
     }
 
     #[test]
