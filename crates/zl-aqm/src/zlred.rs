@@ -208,6 +208,13 @@ fn fires_and_p4<R: rand::RngCore + ?Sized>(rng: &mut R, i: &ZlRedInputs) -> (boo
     (fire.decide(rng), p4)
 }
 
+/// Marks the branch that calls it unlikely, for the compiler's block frequencies (what
+/// `std::hint::cold_path` does from Rust 1.95, above this crate's MSRV; hashbrown's stable
+/// form): a call to a cold function, inlined away.
+#[cold]
+#[inline(always)]
+fn cold_path() {}
+
 /// Whether a decision fires, up to its draw: known, or `u < p5` for a uniform draw `u`, decided
 /// as `u den < num` (see [`fires_and_p4`]). The draw is left to the caller, so that it can
 /// store the decision's state first: nothing but the two bounds then lives across the
@@ -254,11 +261,13 @@ fn fire_and_p4_positive<R: rand::RngCore + ?Sized>(
     // A NaN `num` (a hand-built config's NaN `p_max`) is no drop, as before.
     let fire = if num > 0.0 {
         if num >= den {
+            cold_path();
             Fire::Known(true)
         } else {
             Fire::Draw { num, den }
         }
     } else {
+        cold_path();
         Fire::Known(false)
     };
     (fire, p4)
@@ -530,7 +539,12 @@ impl ZlRed {
         let p_avg = self.p_avg();
         let q = queue.len_packets;
         // `fires_and_p4`'s first two tests, `p1 = 0` in integers.
+        // The exits without a draw are marked cold (here and in `fire_and_p4_positive`): the
+        // draw's block is then no cold call site to LLVM's inliner, which inlines the
+        // generator's `next_u64` there (it stayed a call, spills around it included, however it
+        // was wrapped). The exits run the same instructions either way.
         let (fire, p4) = if obs.occurrence == 0 || u64::from(q) < self.p1.zero_below {
+            cold_path();
             (Fire::Known(false), 0.0)
         } else {
             let p1 = self.p1.above_zero(q);
