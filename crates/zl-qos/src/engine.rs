@@ -622,7 +622,7 @@ impl<T> QosEngine<T> {
             // pop): how many of them it lets go, and when it lets the one it holds go. Then
             // those leave one by one.
             let (go, held_until) = match &mut self.shaper {
-                Some(s) => s.send_run(now, class.queue.lens().take(run as usize)),
+                Some(s) => s.send_run(now, class.queue.lens(run as usize)),
                 None => (run, None),
             };
             let (mut n, mut last_len) = (0u64, 0);

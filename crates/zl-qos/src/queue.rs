@@ -107,10 +107,12 @@ impl<T> ClassQueue<T> {
         }
     }
 
-    /// The lengths of the queued packets, head first.
+    /// The lengths of the first `n` queued packets (of all when fewer), head first.
     #[inline]
-    pub fn lens(&self) -> impl Iterator<Item = u32> + '_ {
-        self.ring.iter().map(|q| q.meta.len)
+    pub fn lens(&self, n: usize) -> impl Iterator<Item = u32> + '_ {
+        self.ring
+            .range(..n.min(self.ring.len()))
+            .map(|q| q.meta.len)
     }
 
     /// [`ClassQueue::view`], with `head_enqueued_at` left `None` unless `head_time` (for a
@@ -226,5 +228,27 @@ mod tests {
         }
         assert_eq!(q.view().idle_since, Some(Nanos(20)));
         assert_eq!(q.bytes(), 0);
+    }
+
+    #[test]
+    fn lens_are_the_first_n_head_first() {
+        let mut q = ClassQueue::new(
+            4,
+            Capacity {
+                packets: 4,
+                bytes: 10_000,
+            },
+        );
+        for (i, len) in [100, 200, 300].into_iter().enumerate() {
+            q.push(Nanos(i as u64), meta(len), i).unwrap();
+        }
+        q.pop(Nanos(5)).unwrap();
+        q.push(Nanos(6), meta(400), 3).unwrap();
+        q.push(Nanos(7), meta(500), 4).unwrap();
+        let lens = |n| q.lens(n).collect::<Vec<_>>();
+        assert_eq!(lens(0), Vec::<u32>::new());
+        assert_eq!(lens(2), [200, 300]);
+        assert_eq!(lens(4), [200, 300, 400, 500]);
+        assert_eq!(lens(9), [200, 300, 400, 500]);
     }
 }
