@@ -51,7 +51,7 @@ pub(crate) fn time_to_earn(rate_bps: u64, missing: u64) -> u64 {
 }
 
 /// One bucket: `tokens` units out of `depth`, refilled at `rate_bps`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Bucket {
     pub tokens: u64,
     pub depth: u64,

@@ -186,18 +186,14 @@ impl Shaper {
             return (0, None);
         }
         self.refill(now);
-        let (overhead, mut tokens, mut sent) = (self.overhead, self.bucket.tokens, 0u64);
+        // The bucket as a local for the run: its tokens stay in a register.
+        let (mut bucket, mut sent) = (self.bucket, 0u64);
         let refused = lens.find(|&len| {
-            let cost = units(len as u64 + overhead);
-            if tokens >= cost {
-                tokens -= cost;
-                sent += 1;
-                false
-            } else {
-                true
-            }
+            let fits = bucket.take(units(self.wire_bytes(len)));
+            sent += u64::from(fits);
+            !fits
         });
-        self.bucket.tokens = tokens;
+        self.bucket = bucket;
         (sent, refused.map(|len| self.next_send_time(now, len)))
     }
 }
