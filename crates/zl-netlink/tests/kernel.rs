@@ -30,17 +30,19 @@ fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
-/// Waits for the first event `pick` accepts.
+/// Waits for the first event `pick` accepts; a failure lists the events that came instead.
 fn wait_for<T>(f: &mut Follower, mut pick: impl FnMut(&KernelEvent) -> Option<T>) -> T {
     let deadline = Instant::now() + GIVE_UP_AFTER;
+    let mut seen = Vec::new();
     while Instant::now() < deadline {
         for e in f.next(Duration::from_millis(100)).unwrap() {
             if let Some(t) = pick(&e) {
                 return t;
             }
+            seen.push(e);
         }
     }
-    panic!("no matching event within {GIVE_UP_AFTER:?}");
+    panic!("no matching event within {GIVE_UP_AFTER:?}; the events seen: {seen:#?}");
 }
 
 #[test]
@@ -207,6 +209,10 @@ fn a_neighbour_the_kernel_is_asked_to_resolve_arrives_with_its_mac() {
     ])
     .unwrap();
     h.ip(&["link", "set", "h0", "up"]).unwrap();
+    // A probe sent before the link watcher has given r0 its carrier is dropped, and the
+    // kernel gives up on the entry after three: ask only once both ends are up.
+    r.wait_oper_up("r0", GIVE_UP_AFTER).unwrap();
+    h.wait_oper_up("h0", GIVE_UP_AFTER).unwrap();
     let h_mac = h.mac("h0").unwrap();
     let ifindex: u32 = r
         .exec(&["cat", "/sys/class/net/r0/ifindex"])

@@ -131,6 +131,27 @@ impl Netns {
         Ok(())
     }
 
+    /// Waits until `dev` is operationally up inside the namespace (`operstate` reads `up`), or
+    /// `within` has passed (an error naming the last state read). A veth end that was just set
+    /// up gets its carrier, and its qdisc, only when the kernel's link watcher runs: until
+    /// then it drops what it sends.
+    pub fn wait_oper_up(&self, dev: &str, within: std::time::Duration) -> io::Result<()> {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            let state = self.exec(&["cat", &format!("/sys/class/net/{dev}/operstate")])?;
+            if state.trim() == "up" {
+                return Ok(());
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("{dev} still {} after {within:?}", state.trim()),
+                ));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// A counter of `/sys/class/net/<dev>/statistics/<name>` as seen inside the namespace.
     pub fn link_stat(&self, dev: &str, name: &str) -> io::Result<u64> {
         let text = self.exec(&["cat", &format!("/sys/class/net/{dev}/statistics/{name}")])?;
