@@ -226,7 +226,7 @@ impl RxHalf for MemoryRx {
                 // The common case: the pool has a buffer for every frame and every template
                 // fits one, so no frame is dropped and the buffers come in one go.
                 let start = batch.len();
-                if *longest <= pool.buf_size() && pool.alloc_batch(take, batch) {
+                if *longest <= pool.buf_size() && pool.alloc_batch_to_fill(take, batch) {
                     // The templates' slice and the port's index held in registers: read
                     // through `self` they were loaded again for every frame, as the copies
                     // into the buffers might have changed them for all the compiler knows
@@ -241,6 +241,8 @@ impl RxHalf for MemoryRx {
                             .expect("every template fits a buffer of this pool (checked)");
                         buf.rx_time = now;
                         buf.in_port = index;
+                        // `alloc_batch_to_fill` left the tag as the buffer's last packet set it.
+                        buf.tag = 0;
                         rx.bytes += frame.len() as u64;
                     }
                     *next = i;
