@@ -172,6 +172,21 @@ fn count_to_f64(x: u64) -> f64 {
     }
 }
 
+/// `(a as f64, b as f64)`, bit for bit, for every pair: [`count_to_f64`] of each, with the one
+/// test for `2^63` the two share (F and T of one decision; the wide case, which no Zombie
+/// List's count reaches, out of the way as a cold path).
+#[inline(always)]
+fn counts_to_f64(a: u64, b: u64) -> (f64, f64) {
+    match i64::try_from(a | b) {
+        // Both below 2^63: each converts exactly as signed.
+        Ok(_) => (a as i64 as f64, b as i64 as f64),
+        Err(_) => {
+            cold_path();
+            (count_to_f64(a), count_to_f64(b))
+        }
+    }
+}
+
 /// The Bernoulli trial of one decision: true with probability `min(1, p5)`, drawing from `rng`
 /// only when `0 < p5 < 1`, as `happens(rng, zlred_probability(i).p5)` does.
 ///
@@ -244,7 +259,8 @@ fn fire_and_p4_positive<R: rand::RngCore + ?Sized>(
     i: &ZlRedInputs,
     p1: f64,
 ) -> (Fire, f64) {
-    let mean_occurrence = count_to_f64(i.total) * i.p_hit;
+    let (total, f) = counts_to_f64(i.total, i.occurrence);
+    let mean_occurrence = total * i.p_hit;
     // `T P > 0` implies `P > 0` (T >= 0), so `P > 0` needs no test of its own.
     if !(mean_occurrence > 0.0 && i.p_avg > 0.0) {
         // By value: the hot path then never stores the inputs to memory for this call.
@@ -252,7 +268,6 @@ fn fire_and_p4_positive<R: rand::RngCore + ?Sized>(
         return (Fire::Known(fire), p4);
     }
     let (h, d) = p3_fraction(i.hit, i.p_hit);
-    let f = count_to_f64(i.occurrence);
     let weight = if f > mean_occurrence { f * i.a } else { f };
     let top = p1 * h;
     let p4 = top * weight / (d * mean_occurrence);
@@ -795,6 +810,29 @@ mod tests {
             .chain([u64::MAX, i64::MAX as u64])
         {
             assert_eq!(count_to_f64(x).to_bits(), (x as f64).to_bits(), "{x}");
+        }
+    }
+
+    /// `counts_to_f64` is `as f64` of each, bit for bit, for pairs where neither, one or both
+    /// are at least 2^63 (each side of it, the powers of two and their neighbours, random
+    /// values of every magnitude).
+    #[test]
+    fn counts_to_f64_is_the_unsigned_conversion_of_each() {
+        let mut gen = Xoshiro256PlusPlus::seed_from_u64(34);
+        let mut values: Vec<u64> = (0..64)
+            .flat_map(|k| {
+                let p = 1u64 << k;
+                [p - 1, p, p + 1, p.wrapping_neg()]
+            })
+            .chain([0, u64::MAX, i64::MAX as u64, 1 << 63])
+            .collect();
+        values.extend((0..300).map(|_| gen.next_u64() >> gen.random_range(0..64)));
+        for &a in &values {
+            for &b in &values {
+                let (x, y) = counts_to_f64(a, b);
+                assert_eq!(x.to_bits(), (a as f64).to_bits(), "{a} {b}");
+                assert_eq!(y.to_bits(), (b as f64).to_bits(), "{a} {b}");
+            }
         }
     }
 
