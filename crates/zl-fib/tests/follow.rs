@@ -59,6 +59,9 @@ fn ip_route_changes_and_resolved_neighbours_reach_the_reader_within_a_second() {
     r.ip(&["link", "set", "r0", "up"]).unwrap();
     h.ip(&["addr", "add", "10.8.0.2/24", "dev", "h0"]).unwrap();
     h.ip(&["link", "set", "h0", "up"]).unwrap();
+    // The kernel drops a probe sent before r0 has its carrier and gives up after three.
+    r.wait_oper_up("r0", Duration::from_secs(5)).unwrap();
+    h.wait_oper_up("h0", Duration::from_secs(5)).unwrap();
     let h_mac = zl_wire::MacAddr(h.mac("h0").unwrap());
     let ifindex: u32 = r
         .exec(&["cat", "/sys/class/net/r0/ifindex"])

@@ -186,14 +186,44 @@ impl Shaper {
             return (0, None);
         }
         self.refill(now);
-        // The bucket as a local for the run: its tokens stay in a register.
-        let (mut bucket, mut sent) = (self.bucket, 0u64);
+        if self.bucket.tokens == u64::MAX {
+            return self.send_run_in_units(now, lens);
+        }
+        // In whole bytes: `tokens >= units(w)` exactly when `tokens / UNITS_PER_BYTE >= w`
+        // (and a `w` whose units saturate exceeds every `tokens` but `u64::MAX`), so each
+        // take is a compare of the wire bytes with the bytes left, no multiply.
+        let mut left = self.bucket.tokens / UNITS_PER_BYTE;
+        let whole = left;
+        let mut sent = 0u64;
         let refused = lens.find(|&len| {
-            let fits = bucket.take(units(self.wire_bytes(len)));
+            let w = self.wire_bytes(len);
+            let fits = w <= left;
+            if fits {
+                left -= w;
+            }
             sent += u64::from(fits);
             !fits
         });
-        self.bucket = bucket;
+        self.bucket.tokens -= (whole - left) * UNITS_PER_BYTE;
+        (sent, refused.map(|len| self.next_send_time(now, len)))
+    }
+
+    /// [`Shaper::send_run`] after the refill, one take of each packet's units at a time (a
+    /// full bucket of `u64::MAX` units, which only an unvalidated depth reaches, is where the
+    /// byte form differs: such a bucket takes a saturated cost).
+    #[cold]
+    fn send_run_in_units(
+        &mut self,
+        now: Nanos,
+        lens: impl Iterator<Item = u32>,
+    ) -> (u64, Option<Nanos>) {
+        let mut sent = 0u64;
+        let mut lens = lens;
+        let refused = lens.find(|&len| {
+            let fits = self.bucket.take(units(self.wire_bytes(len)));
+            sent += u64::from(fits);
+            !fits
+        });
         (sent, refused.map(|len| self.next_send_time(now, len)))
     }
 }

@@ -133,13 +133,19 @@ fn shaper_never_sends_oversize_and_engine_drops_it() {
 /// `Shaper::send_run` is `try_send` for each length in turn up to the first refused, then
 /// `next_send_time` of that one: the same count, the same time, the same shaper after
 /// (tokens and clock), over rates, depths, overheads, clocks that stand still or step back,
-/// empty runs and lengths that never fit.
+/// empty runs, lengths that never fit and a bucket of `u64::MAX` units (`send_run`'s cold path).
 #[test]
 fn send_run_is_repeated_try_send() {
     let mut r = Xoshiro256PlusPlus::seed_from_u64(14);
     for _ in 0..2_000 {
         let rate = [1_000_000u64, 100_000_000, 10_000_000_000][r.random_range(0..3)];
-        let burst = r.random_range(1_538u64..=20_000);
+        // Now and then a depth of `u64::MAX` units (no validated config has one: a full
+        // bucket then takes even a saturated cost) or one just below it.
+        let burst = match r.random_range(0..10) {
+            0 => u64::MAX,
+            1 => r.random_range(2_000_000_000..=2_305_843_009),
+            _ => r.random_range(1_538u64..=20_000),
+        };
         let overhead = [0u32, 20, 24][r.random_range(0..3)];
         let mut run = Shaper::new(rate, burst, overhead);
         let mut one = run.clone();
@@ -153,7 +159,7 @@ fn send_run_is_repeated_try_send() {
             let lens: Vec<u32> = (0..r.random_range(0..40))
                 .map(|_| match r.random_range(0..20) {
                     0 => u32::MAX,
-                    1 => burst as u32 + 1,
+                    1 => (burst as u32).saturating_add(1),
                     _ => mixed_len(&mut r),
                 })
                 .collect();
