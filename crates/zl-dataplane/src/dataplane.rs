@@ -454,12 +454,7 @@ impl Dataplane {
                 // the flow groups per packet. Then each packet goes to the receive stage
                 // straight from the batch (counted in the loop, it was copied through the
                 // stack twice on its way into the call; issue 14).
-                let mut bytes = 0;
-                for buf in rx.iter() {
-                    bytes += buf.len() as u64;
-                    self.fates.arrives(buf);
-                }
-                self.fates.received(n, bytes);
+                self.fates.received_burst(rx);
                 for buf in rx.drain() {
                     self.forward_and_admit(now, buf);
                 }
