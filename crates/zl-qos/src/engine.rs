@@ -637,8 +637,8 @@ impl<T> QosEngine<T> {
                     .on_dequeue(now, &view, &q.meta);
                 let s = &mut class.stats.per_color[q.meta.color.index()];
                 s.dequeued += 1;
-                s.dequeued_bytes += q.meta.len as u64;
                 s.sojourn.record(now - q.enqueued_at);
+                s.dequeued_bytes += q.meta.len as u64;
                 last_len = q.meta.len;
                 send(q.item);
                 n += 1;
