@@ -207,7 +207,7 @@ fn counts_to_f64(a: u64, b: u64) -> (f64, f64) {
 /// bit for bit: `p4 = (p1 h) F a' / (d T P)`), for `P_avg`'s update.
 ///
 /// The decision itself (`ZlRed::decide_on`) makes the first two tests in integers
-/// ([`P1Stages`]) and goes on in [`fire_and_p4_positive`]; this form, from the inputs alone,
+/// ([`P1Stages`]) and goes on in [`fires_positive`]; this form, from the inputs alone,
 /// is the one the tests check against `happens(rng, p5)`.
 #[cfg(test)]
 fn fires_and_p4<R: rand::RngCore + ?Sized>(rng: &mut R, i: &ZlRedInputs) -> (bool, f64) {
@@ -219,8 +219,9 @@ fn fires_and_p4<R: rand::RngCore + ?Sized>(rng: &mut R, i: &ZlRedInputs) -> (boo
     if p1 == 0.0 {
         return (false, 0.0);
     }
-    let (fire, p4) = fire_and_p4_positive(rng, i, p1);
-    (fire.decide(rng), p4)
+    let mut p4 = 0.0;
+    let fire = fires_positive(rng, i, p1, |x| p4 = x);
+    (fire, p4)
 }
 
 /// Marks the branch that calls it unlikely, for the compiler's block frequencies (what
@@ -230,42 +231,27 @@ fn fires_and_p4<R: rand::RngCore + ?Sized>(rng: &mut R, i: &ZlRedInputs) -> (boo
 #[inline(always)]
 fn cold_path() {}
 
-/// Whether a decision fires, up to its draw: known, or `u < p5` for a uniform draw `u`, decided
-/// as `u den < num` (see [`fires_and_p4`]). The draw is left to the caller, so that it can
-/// store the decision's state first: nothing but the two bounds then lives across the
-/// generator's call.
-#[derive(Clone, Copy, Debug)]
-enum Fire {
-    Known(bool),
-    Draw { num: f64, den: f64 },
-}
-
-impl Fire {
-    /// The outcome, drawing once from `rng` for `Draw`.
-    #[inline(always)]
-    fn decide<R: rand::RngCore + ?Sized>(self, rng: &mut R) -> bool {
-        match self {
-            Fire::Known(fire) => fire,
-            Fire::Draw { num, den } => uniform(rng) * den < num,
-        }
-    }
-}
-
-/// [`fires_and_p4`] once `F > 0` and `p1 != 0` (eq. 7's `p1` given), with the draw (if any) not
-/// yet made (the first arrivals' path draws at once, as before).
+/// [`fires_and_p4`] once `F > 0` and `p1 != 0` (eq. 7's `p1` given): whether the decision
+/// fires, with the arrival's `p4` handed to `settle` (which stores the decision's state) on
+/// every path, before the draw where there is one, so that nothing but the two bounds lives
+/// across the generator's call. The exits without a draw are cold; each path calls `settle`
+/// once, so the hot path branches on the compares themselves, with no "known or draw" value
+/// carried past the state's store (the first arrivals' path draws at once, as before).
 #[inline(always)]
-fn fire_and_p4_positive<R: rand::RngCore + ?Sized>(
+fn fires_positive<R: rand::RngCore + ?Sized>(
     rng: &mut R,
     i: &ZlRedInputs,
     p1: f64,
-) -> (Fire, f64) {
+    settle: impl FnOnce(f64),
+) -> bool {
     let (total, f) = counts_to_f64(i.total, i.occurrence);
     let mean_occurrence = total * i.p_hit;
     // `T P > 0` implies `P > 0` (T >= 0), so `P > 0` needs no test of its own.
     if !(mean_occurrence > 0.0 && i.p_avg > 0.0) {
         // By value: the hot path then never stores the inputs to memory for this call.
         let (fire, p4) = fires_and_p4_early(rng, *i, p1);
-        return (Fire::Known(fire), p4);
+        settle(p4);
+        return fire;
     }
     let (h, d) = p3_fraction(i.hit, i.p_hit);
     let weight = if f > mean_occurrence { f * i.a } else { f };
@@ -273,19 +259,20 @@ fn fire_and_p4_positive<R: rand::RngCore + ?Sized>(
     let p4 = top * weight / (d * mean_occurrence);
     let num = top * top * weight;
     let den = d * d * (mean_occurrence * i.p_avg);
+    settle(p4);
     // A NaN `num` (a hand-built config's NaN `p_max`) is no drop, as before.
-    let fire = if num > 0.0 {
+    if num > 0.0 {
         if num >= den {
             cold_path();
-            Fire::Known(true)
+            true
         } else {
-            Fire::Draw { num, den }
+            // The draw after the state's store (no other draw comes between them).
+            uniform(rng) * den < num
         }
     } else {
         cold_path();
-        Fire::Known(false)
-    };
-    (fire, p4)
+        false
+    }
 }
 
 /// [`fires_and_p4`] before `P(t)`, `T P(t)` and `P_avg` are all positive (the first arrivals):
@@ -554,29 +541,36 @@ impl ZlRed {
         let p_avg = self.p_avg();
         let q = queue.len_packets;
         // `fires_and_p4`'s first two tests, `p1 = 0` in integers.
-        // The exits without a draw are marked cold (here and in `fire_and_p4_positive`): the
+        // The exits without a draw are marked cold (here and in `fires_positive`): the
         // draw's block is then no cold call site to LLVM's inliner, which inlines the
         // generator's `next_u64` there (it stayed a call, spills around it included, however it
         // was wrapped). The exits run the same instructions either way.
-        let (fire, p4) = if obs.occurrence == 0 || u64::from(q) < self.p1.zero_below {
+        let fire = if obs.occurrence == 0 || u64::from(q) < self.p1.zero_below {
             cold_path();
-            (Fire::Known(false), 0.0)
+            self.settle(q, obs, p_avg, 0.0);
+            false
         } else {
             let p1 = self.p1.above_zero(q);
-            fire_and_p4_positive(rng, &self.cfg.inputs(q, obs, p_avg), p1)
+            let inputs = self.cfg.inputs(q, obs, p_avg);
+            fires_positive(rng, &inputs, p1, |p4| self.settle(q, obs, p_avg, p4))
         };
-        self.last = Some(LastArrival {
-            q: queue.len_packets,
-            obs: *obs,
-            p_avg,
-        });
-        self.p_avg = next_p_avg(p_avg, self.cfg.alpha, p4);
-        // The draw after the state's update (no other draw comes between them).
-        if fire.decide(rng) {
+        if fire {
             early_verdict(self.cfg.ecn, pkt)
         } else {
             Verdict::Enqueue
         }
+    }
+
+    /// Stores a decision's state: its inputs (for [`ZlRed::last_decision`]) and `P_avg` after
+    /// its `p4`. Before the decision's draw, if it makes one.
+    #[inline(always)]
+    fn settle(&mut self, q: u32, obs: &Observation, p_avg: f64, p4: f64) {
+        self.last = Some(LastArrival {
+            q,
+            obs: *obs,
+            p_avg,
+        });
+        self.p_avg = next_p_avg(p_avg, self.cfg.alpha, p4);
     }
 }
 

@@ -2,9 +2,9 @@
 //! and own MACs) or bridge -> the packet's AQM metadata. Everything a packet goes through
 //! before its egress port's QoS (classify, meter, admission, queue).
 //!
-//! [`Forwarder::forward`] is called by the single-thread loop (`Dataplane::process`) and by the
-//! receive workers of the multi-threaded split (`crate::mt`), so both forward with the same
-//! semantics and the same drop causes: `parse_error` (router mode: the frame is not Ethernet +
+//! [`Forwarder::forward`] is called by the single-thread loop (`Dataplane::forward_and_admit`)
+//! and by the receive workers of the multi-threaded split (`crate::mt`), so both forward with the
+//! same semantics and the same drop causes: `parse_error` (router mode: the frame is not Ethernet +
 //! IPv4/IPv6), `no_route` (no route matched, or a bridge port without a peer), `ttl_expired`,
 //! `too_big` (larger than the egress port's MTU: IPv4 with DF, or IPv6). A packet dropped as
 //! `no_route`, `ttl_expired` or `too_big` is left as it arrived, for the ICMP error about it
@@ -209,9 +209,10 @@ impl Forwarder {
     }
 
     /// [`Forwarder::forward`] with the parsed headers (its `Ingress::info`) written to `info`
-    /// instead of returned: for a caller that keeps them in place (`Dataplane::process`), so
-    /// that the ~140 bytes of a `PacketInfo` are not copied through the return values per
-    /// packet (`zl_wire::parse_into`). After an `Err`, `info` holds nothing of use.
+    /// instead of returned: for a caller that keeps them in place
+    /// (`Dataplane::forward_and_admit`), so that the ~140 bytes of a `PacketInfo` are not
+    /// copied through the return values per packet (`zl_wire::parse_into`). After an `Err`,
+    /// `info` holds nothing of use.
     #[inline]
     pub fn forward_in_place(
         &self,

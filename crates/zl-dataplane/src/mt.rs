@@ -20,7 +20,7 @@
 //! through [`Fates`]. With
 //! `rx_workers = N` the ports' receive sides are dealt to N receive workers (port `i` to
 //! worker `i mod N`); each worker owns its [`BufPool`] and forwards with the same
-//! `Forwarder::forward_in_place` as `Dataplane::process`, so routing, bridging and the drop causes
+//! `Forwarder::forward_in_place` as `Dataplane` does, so routing, bridging and the drop causes
 //! `parse_error`, `no_route`, `ttl_expired` are the same. A forwarded packet is observed once,
 //! on the receive worker, in its egress port's shared lock-free [`ZombieList`], and travels with
 //! that [`Observation`] and its parsed headers' rewritable parts ([`QosHeaders`], so the frame

@@ -226,7 +226,7 @@ impl RxHalf for MemoryRx {
                 // The common case: the pool has a buffer for every frame and every template
                 // fits one, so no frame is dropped and the buffers come in one go.
                 let start = batch.len();
-                if *longest <= pool.buf_size() && pool.alloc_batch(take, batch) {
+                if *longest <= pool.buf_size() && pool.alloc_batch_to_fill(take, batch) {
                     // The templates' slice and the port's index held in registers: read
                     // through `self` they were loaded again for every frame, as the copies
                     // into the buffers might have changed them for all the compiler knows
@@ -234,14 +234,26 @@ impl RxHalf for MemoryRx {
                     let templates: &[Vec<u8>] = templates;
                     let index = self.index;
                     let mut i = *next;
-                    for buf in batch.iter_mut().skip(start) {
-                        let frame = &templates[i];
-                        i = if i + 1 == templates.len() { 0 } else { i + 1 };
-                        buf.copy_from(frame)
-                            .expect("every template fits a buffer of this pool (checked)");
-                        buf.rx_time = now;
-                        buf.in_port = index;
-                        rx.bytes += frame.len() as u64;
+                    // The burst's buffers zipped with the templates from `i` on, as many runs
+                    // as it wraps around them: one bounds check and one wrap per run, not per
+                    // frame (issue 14). A run is never empty while `i` is below the templates'
+                    // count; past it (not reached) the run is empty and `i` wraps to 0.
+                    let mut rest = &mut batch.iter_mut().into_slice()[start..];
+                    while !rest.is_empty() {
+                        let run = &templates[i..];
+                        let k = run.len().min(rest.len());
+                        let (bufs, later) = std::mem::take(&mut rest).split_at_mut(k);
+                        for (buf, frame) in bufs.iter_mut().zip(run) {
+                            buf.copy_from(frame)
+                                .expect("every template fits a buffer of this pool (checked)");
+                            buf.rx_time = now;
+                            buf.in_port = index;
+                            // `alloc_batch_to_fill` left the tag of the buffer's last packet.
+                            buf.tag = 0;
+                            rx.bytes += frame.len() as u64;
+                        }
+                        rest = later;
+                        i = if i + k >= templates.len() { 0 } else { i + k };
                     }
                     *next = i;
                     rx.added = take;
