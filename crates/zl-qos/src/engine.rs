@@ -538,11 +538,18 @@ impl<T> QosEngine<T> {
             Verdict::ForcedDrop
         } else {
             let aqm = class.aqm.for_color(c.color);
-            // The head's enqueue time only for the policy that reads it.
-            let view = class.queue.view_for(aqm.policy().reads_head_time());
+            // The head's enqueue time only for the policy that reads it; any other borrows
+            // the view the queue keeps (no copy per arrival).
+            let with_head;
+            let view = if aqm.policy().reads_head_time() {
+                with_head = class.queue.view();
+                &with_head
+            } else {
+                class.queue.view_without_head()
+            };
             let arrival = Arrival {
                 now,
-                queue: &view,
+                queue: view,
                 pkt: &meta,
                 zombie: obs,
             };
@@ -637,8 +644,8 @@ impl<T> QosEngine<T> {
                     .on_dequeue(now, &view, &q.meta);
                 let s = &mut class.stats.per_color[q.meta.color.index()];
                 s.dequeued += 1;
-                s.dequeued_bytes += q.meta.len as u64;
                 s.sojourn.record(now - q.enqueued_at);
+                s.dequeued_bytes += q.meta.len as u64;
                 last_len = q.meta.len;
                 send(q.item);
                 n += 1;

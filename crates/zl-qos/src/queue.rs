@@ -40,9 +40,11 @@ pub struct Queued<T> {
 pub struct ClassQueue<T> {
     ring: VecDeque<Queued<T>>,
     max_packets: u32,
-    cap: Capacity,
-    bytes: u64,
-    idle_since: Option<Nanos>,
+    /// The [`QueueView`] an arrival sees, kept up to date by every push, pop and limit change
+    /// (its length, bytes, limits and idle time are this queue's own), with
+    /// `head_enqueued_at` left `None`: an arrival borrows it ([`ClassQueue::view_for`])
+    /// instead of copying six fields into a new one, and [`ClassQueue::view`] adds the head.
+    state: QueueView,
 }
 
 impl<T> ClassQueue<T> {
@@ -52,12 +54,14 @@ impl<T> ClassQueue<T> {
         ClassQueue {
             ring: VecDeque::with_capacity(max_packets as usize),
             max_packets,
-            cap: Capacity {
-                packets: cap.packets.min(max_packets),
-                bytes: cap.bytes,
+            state: QueueView {
+                len_packets: 0,
+                len_bytes: 0,
+                capacity_packets: cap.packets.min(max_packets),
+                capacity_bytes: cap.bytes,
+                head_enqueued_at: None,
+                idle_since: Some(Nanos::ZERO),
             },
-            bytes: 0,
-            idle_since: Some(Nanos::ZERO),
         }
     }
 
@@ -73,12 +77,15 @@ impl<T> ClassQueue<T> {
 
     /// Bytes queued.
     pub fn bytes(&self) -> u64 {
-        self.bytes
+        self.state.len_bytes
     }
 
     /// The limits in force now (a live buffer rule may change them).
     pub fn capacity(&self) -> Capacity {
-        self.cap
+        Capacity {
+            packets: self.state.capacity_packets,
+            bytes: self.state.capacity_bytes,
+        }
     }
 
     /// The ring's size: the most packets the queue can ever hold.
@@ -88,22 +95,16 @@ impl<T> ClassQueue<T> {
 
     /// Sets the active limits (packets clamped to `max_packets`).
     pub fn set_capacity(&mut self, cap: Capacity) {
-        self.cap = Capacity {
-            packets: cap.packets.min(self.max_packets),
-            bytes: cap.bytes,
-        };
+        self.state.capacity_packets = cap.packets.min(self.max_packets);
+        self.state.capacity_bytes = cap.bytes;
     }
 
     /// The state the AQM sees for an arrival now.
     #[inline]
     pub fn view(&self) -> QueueView {
         QueueView {
-            len_packets: self.ring.len() as u32,
-            len_bytes: self.bytes,
-            capacity_packets: self.cap.packets,
-            capacity_bytes: self.cap.bytes,
             head_enqueued_at: self.ring.front().map(|q| q.enqueued_at),
-            idle_since: self.idle_since,
+            ..self.state
         }
     }
 
@@ -120,18 +121,19 @@ impl<T> ClassQueue<T> {
     /// is then not read).
     #[inline]
     pub fn view_for(&self, head_time: bool) -> QueueView {
-        QueueView {
-            len_packets: self.ring.len() as u32,
-            len_bytes: self.bytes,
-            capacity_packets: self.cap.packets,
-            capacity_bytes: self.cap.bytes,
-            head_enqueued_at: if head_time {
-                self.ring.front().map(|q| q.enqueued_at)
-            } else {
-                None
-            },
-            idle_since: self.idle_since,
+        if head_time {
+            self.view()
+        } else {
+            self.state
         }
+    }
+
+    /// [`ClassQueue::view_for`]`(false)` borrowed: the view the queue keeps, whose
+    /// `head_enqueued_at` is `None` (an arrival for a policy that does not read it takes it
+    /// in place of a copy).
+    #[inline]
+    pub fn view_without_head(&self) -> &QueueView {
+        &self.state
     }
 
     /// Length in bytes of the head packet.
@@ -158,8 +160,9 @@ impl<T> ClassQueue<T> {
     #[inline]
     pub(crate) fn push_fitting(&mut self, now: Nanos, meta: PacketMeta, item: T) {
         debug_assert!(!self.view().is_full_for(meta.len));
-        self.bytes += meta.len as u64;
-        self.idle_since = None;
+        self.state.len_packets += 1;
+        self.state.len_bytes += meta.len as u64;
+        self.state.idle_since = None;
         self.ring.push_back(Queued {
             item,
             meta,
@@ -177,9 +180,10 @@ impl<T> ClassQueue<T> {
     #[inline]
     pub fn pop(&mut self, now: Nanos) -> Option<Queued<T>> {
         let q = self.ring.pop_front()?;
-        self.bytes -= q.meta.len as u64;
+        self.state.len_packets -= 1;
+        self.state.len_bytes -= q.meta.len as u64;
         if self.ring.is_empty() {
-            self.idle_since = Some(now);
+            self.state.idle_since = Some(now);
         }
         Some(q)
     }
@@ -216,6 +220,7 @@ mod tests {
         assert_eq!(v.head_enqueued_at, Some(Nanos(5)));
         assert_eq!(v.idle_since, None);
         assert_eq!(q.view_for(true), v);
+        assert_eq!(*q.view_without_head(), q.view_for(false));
         assert_eq!(
             q.view_for(false),
             QueueView {

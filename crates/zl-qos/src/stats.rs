@@ -85,7 +85,10 @@ impl SojournHistogram {
         self.buckets[Self::bucket_of(ns)] += 1;
         self.sum_ns += ns as u128;
         self.count += 1;
-        self.max_ns = self.max_ns.max(ns);
+        // A store only for a new longest sample (rare), not a select and a store per sample.
+        if ns > self.max_ns {
+            self.max_ns = ns;
+        }
     }
 
     /// Mean sojourn, zero when empty.

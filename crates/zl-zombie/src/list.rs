@@ -436,13 +436,13 @@ impl ZombieList {
                 if !draw::swap(rng, self.cfg.swap_below()) {
                     return false;
                 }
-                self.swap_in(i, w, flow, h, now, rng, ops)
+                self.swap_in(slot, w, flow, h, now, rng, ops)
             }
-            _ => self.compare_from(i, w, None, flow, h, now, rng, ops),
+            _ => self.compare_from(slot, w, None, flow, h, now, rng, ops),
         }
     }
 
-    /// Step 2's swap of zombie `i`, whose word `w` (as just read) holds another flow's tag,
+    /// Step 2's swap of the zombie in `slot` (the drawn one), whose word `w` (as just read) holds another flow's tag,
     /// the swap drawn: the overwrite of [`ZombieList::compare_from`] without its loop's set-up
     /// (most calls out of `compare` are this case). When the slot changed meanwhile, the loop
     /// goes on from the word read again, with the swap already drawn, as it would have.
@@ -450,7 +450,7 @@ impl ZombieList {
     #[allow(clippy::too_many_arguments)]
     fn swap_in<R: RngCore + ?Sized, S: OpSink>(
         &self,
-        i: usize,
+        slot: &Slot,
         w: u64,
         flow: FlowId,
         h: u64,
@@ -458,13 +458,12 @@ impl ZombieList {
         rng: &mut R,
         ops: &mut S,
     ) -> bool {
-        let slot = &self.slots[i];
         if !self.overwrite(slot, w, flow, h, now, ops) {
             return false;
         }
         ops.slot_read();
         let w = slot.word.load(Ordering::Acquire);
-        self.compare_from(i, w, Some(true), flow, h, now, rng, ops)
+        self.compare_from(slot, w, Some(true), flow, h, now, rng, ops)
     }
 
     /// Overwrites the zombie in `slot`, whose word was `w`, with `(flow, 0, now)`: one CAS, the
@@ -522,7 +521,7 @@ impl ZombieList {
         true
     }
 
-    /// Step 2 against zombie `i` from its word `w` as just read and the swap draw if already
+    /// Step 2 against the zombie in `slot` from its word `w` as just read and the swap draw if already
     /// made (`swap`). Every change to the slot is one CAS; the references it adds
     /// (table entry, T) are taken before the CAS and given back if it fails, the ones it drops
     /// are released after it succeeds; after a failed CAS the word is read again.
@@ -530,7 +529,7 @@ impl ZombieList {
     #[allow(clippy::too_many_arguments)]
     fn compare_from<R: RngCore + ?Sized, S: OpSink>(
         &self,
-        i: usize,
+        slot: &Slot,
         w: u64,
         mut swap: Option<bool>,
         flow: FlowId,
@@ -539,7 +538,6 @@ impl ZombieList {
         rng: &mut R,
         ops: &mut S,
     ) -> bool {
-        let slot = &self.slots[i];
         let mut first = Some(w);
         loop {
             let w = match first.take() {
