@@ -434,10 +434,11 @@ impl BufPool {
     /// go: one copy of the batch's slots.
     #[inline]
     pub fn free_batch(&mut self, batch: &mut Batch) {
+        // Every buffer tested, no early exit: a loop without a branch per buffer.
         let fits = self.free.len() + batch.len() <= self.total
-            && batch
-                .iter()
-                .all(|b| b.data.len() == self.buf_size && !b.carries_lent());
+            && batch.iter().fold(true, |fits, b| {
+                fits & (b.data.len() == self.buf_size) & !b.carries_lent()
+            });
         if fits {
             batch.move_into(&mut self.free);
         } else {
