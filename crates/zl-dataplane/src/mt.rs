@@ -1217,10 +1217,10 @@ where
                 got += n;
                 left = left.saturating_sub(n);
                 // What the port delivered before an error is forwarded like any burst. The
-                // burst is counted and its count published before any of it moves on.
+                // burst is counted (the single-thread loop's `Fates::received_burst`) and its
+                // count published before any of it moves on.
                 if n > 0 {
-                    let bytes = batch.iter().map(|b| b.len() as u64).sum();
-                    counts.received(n, bytes);
+                    counts.received_burst(&batch);
                     sh.leads[w].publish(&counts.totals);
                 }
                 for buf in batch.drain() {
@@ -1265,10 +1265,11 @@ where
     (counts, error)
 }
 
-/// The receive stage of one packet, as in the single-thread loop's `process`: forwarding,
-/// then the egress port's list observed once; the packet goes into its egress port's ring
-/// with the observation and its rewritable headers (or its drop is counted, and the ICMP
-/// error about it, when one is due, goes into its ingress port's ring).
+/// The receive stage of one packet (counted as received with its burst), as in the
+/// single-thread loop's `forward_and_admit`: forwarding, then the egress port's list observed
+/// once; the packet goes into its egress port's ring with the observation and its rewritable
+/// headers (or its drop is counted, and the ICMP error about it, when one is due, goes into its
+/// ingress port's ring).
 #[inline]
 fn forward_one(
     mut buf: PacketBuf,
@@ -1279,7 +1280,6 @@ fn forward_one(
     icmp: &mut IcmpSender,
     fates: &mut Fates,
 ) {
-    fates.arrives(&buf);
     let mut parsed = None;
     let meta = match state.forwarder.forward_in_place(&mut buf, &mut parsed) {
         Ok(meta) => meta,
