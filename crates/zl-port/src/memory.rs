@@ -236,8 +236,8 @@ impl RxHalf for MemoryRx {
                     let mut i = *next;
                     // The burst's buffers zipped with the templates from `i` on, as many runs
                     // as it wraps around them: one bounds check and one wrap per run, not per
-                    // frame (issue 14). A run is never empty while `i` is below the templates'
-                    // count; past it (not reached) the run is empty and `i` wraps to 0.
+                    // frame (issue 14). `i` stays below the templates' count (at least one
+                    // here: `take` is 0 without templates), so no run is empty.
                     let mut rest = &mut batch.iter_mut().into_slice()[start..];
                     while !rest.is_empty() {
                         let run = &templates[i..];

@@ -42,8 +42,9 @@ pub struct ClassQueue<T> {
     max_packets: u32,
     /// The [`QueueView`] an arrival sees, kept up to date by every push, pop and limit change
     /// (its length, bytes, limits and idle time are this queue's own), with
-    /// `head_enqueued_at` left `None`: an arrival borrows it ([`ClassQueue::view_for`])
-    /// instead of copying six fields into a new one, and [`ClassQueue::view`] adds the head.
+    /// `head_enqueued_at` left `None`: an arrival borrows it
+    /// ([`ClassQueue::view_without_head`]) instead of copying six fields into a new one, and
+    /// [`ClassQueue::view`] adds the head.
     state: QueueView,
 }
 
@@ -116,21 +117,10 @@ impl<T> ClassQueue<T> {
             .map(|q| q.meta.len)
     }
 
-    /// [`ClassQueue::view`], with `head_enqueued_at` left `None` unless `head_time` (for a
-    /// policy that does not read it, [`zl_aqm::AqmPolicy::reads_head_time`]: the ring's head
-    /// is then not read).
-    #[inline]
-    pub fn view_for(&self, head_time: bool) -> QueueView {
-        if head_time {
-            self.view()
-        } else {
-            self.state
-        }
-    }
-
-    /// [`ClassQueue::view_for`]`(false)` borrowed: the view the queue keeps, whose
-    /// `head_enqueued_at` is `None` (an arrival for a policy that does not read it takes it
-    /// in place of a copy).
+    /// [`ClassQueue::view`] without the head's enqueue time, borrowed: the view the queue
+    /// keeps, whose `head_enqueued_at` is `None`. For an arrival whose policy does not read
+    /// that field ([`zl_aqm::AqmPolicy::reads_head_time`]): neither the ring's head is read
+    /// nor the view copied.
     #[inline]
     pub fn view_without_head(&self) -> &QueueView {
         &self.state
@@ -219,19 +209,16 @@ mod tests {
         assert_eq!((v.len_packets, v.len_bytes), (3, 2400));
         assert_eq!(v.head_enqueued_at, Some(Nanos(5)));
         assert_eq!(v.idle_since, None);
-        assert_eq!(q.view_for(true), v);
-        assert_eq!(*q.view_without_head(), q.view_for(false));
-        assert_eq!(
-            q.view_for(false),
-            QueueView {
-                head_enqueued_at: None,
-                ..v
-            }
-        );
+        let without_head = |v: QueueView| QueueView {
+            head_enqueued_at: None,
+            ..v
+        };
+        assert_eq!(*q.view_without_head(), without_head(v));
         for _ in 0..3 {
             q.pop(Nanos(20)).unwrap();
         }
         assert_eq!(q.view().idle_since, Some(Nanos(20)));
+        assert_eq!(*q.view_without_head(), without_head(q.view()));
         assert_eq!(q.bytes(), 0);
     }
 

@@ -215,10 +215,9 @@ impl Shaper {
     fn send_run_in_units(
         &mut self,
         now: Nanos,
-        lens: impl Iterator<Item = u32>,
+        mut lens: impl Iterator<Item = u32>,
     ) -> (u64, Option<Nanos>) {
         let mut sent = 0u64;
-        let mut lens = lens;
         let refused = lens.find(|&len| {
             let fits = self.bucket.take(units(self.wire_bytes(len)));
             sent += u64::from(fits);

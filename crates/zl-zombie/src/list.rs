@@ -442,9 +442,9 @@ impl ZombieList {
         }
     }
 
-    /// Step 2's swap of the zombie in `slot` (the drawn one), whose word `w` (as just read) holds another flow's tag,
-    /// the swap drawn: the overwrite of [`ZombieList::compare_from`] without its loop's set-up
-    /// (most calls out of `compare` are this case). When the slot changed meanwhile, the loop
+    /// Step 2's swap of the zombie in `slot` (the drawn one), whose word `w` (as just read)
+    /// holds another flow's tag, the swap drawn: the overwrite of [`ZombieList::compare_from`]
+    /// without its loop's set-up (most calls out of `compare` are this case). When the slot changed meanwhile, the loop
     /// goes on from the word read again, with the swap already drawn, as it would have.
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
@@ -521,8 +521,8 @@ impl ZombieList {
         true
     }
 
-    /// Step 2 against the zombie in `slot` from its word `w` as just read and the swap draw if already
-    /// made (`swap`). Every change to the slot is one CAS; the references it adds
+    /// Step 2 against the zombie in `slot` from its word `w` as just read and the swap draw if
+    /// already made (`swap`). Every change to the slot is one CAS; the references it adds
     /// (table entry, T) are taken before the CAS and given back if it fails, the ones it drops
     /// are released after it succeeds; after a failed CAS the word is read again.
     #[inline(never)]
