@@ -64,19 +64,26 @@ fn lab(test: &str) -> Option<Lab> {
     }
     let lab = Lab::or_skip(test, &[SenderSpec::PLAIN])?;
     let (snd, rtr, rcv) = (&lab.senders[0], &lab.rtr, &lab.rcv);
+    // DAD off before IPv6 comes up on the (already up) links, so their link-local addresses
+    // are usable at once: the router's kernel solicits the neighbours zlrouter asks it for
+    // from its link-local address, and sends nothing while that is tentative.
     for (ns, dev) in [(rtr, "r0"), (rtr, "rx"), (snd, "g0"), (rcv, "s0")] {
-        ns.exec(&[
-            "sysctl",
-            "-qw",
-            &format!("net.ipv6.conf.{dev}.disable_ipv6=0"),
-        ])
-        .unwrap();
         ns.exec(&[
             "sysctl",
             "-qw",
             &format!("net.ipv6.conf.{dev}.accept_dad=0"),
         ])
         .unwrap();
+        ns.exec(&[
+            "sysctl",
+            "-qw",
+            &format!("net.ipv6.conf.{dev}.disable_ipv6=0"),
+        ])
+        .unwrap();
+    }
+    for dev in ["r0", "rx"] {
+        rtr.wait_link_local(dev, std::time::Duration::from_secs(5))
+            .unwrap();
     }
     rtr.ip(&["addr", "add", "10.9.1.1/24", "dev", "r0"])
         .unwrap();

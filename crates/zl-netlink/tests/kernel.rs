@@ -196,6 +196,11 @@ fn a_neighbour_the_kernel_is_asked_to_resolve_arrives_with_its_mac() {
         "nodad",
     ])
     .unwrap();
+    // The kernel solicits a neighbour it is asked for from r0's link-local address only once
+    // that has passed DAD (1-2 s, against the three probes a second apart it gives the entry):
+    // r0's link-local is made without DAD.
+    r.exec(&["sysctl", "-qw", "net.ipv6.conf.r0.accept_dad=0"])
+        .unwrap();
     r.ip(&["link", "set", "r0", "up"]).unwrap();
     h.ip(&["addr", "add", "10.8.0.2/24", "dev", "h0"]).unwrap();
     h.ip(&[
@@ -213,6 +218,7 @@ fn a_neighbour_the_kernel_is_asked_to_resolve_arrives_with_its_mac() {
     // kernel gives up on the entry after three: ask only once both ends are up.
     r.wait_oper_up("r0", GIVE_UP_AFTER).unwrap();
     h.wait_oper_up("h0", GIVE_UP_AFTER).unwrap();
+    r.wait_link_local("r0", GIVE_UP_AFTER).unwrap();
     let h_mac = h.mac("h0").unwrap();
     let ifindex: u32 = r
         .exec(&["cat", "/sys/class/net/r0/ifindex"])

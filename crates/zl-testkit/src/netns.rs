@@ -152,6 +152,33 @@ impl Netns {
         }
     }
 
+    /// Waits until `dev` has an IPv6 link-local address that is no longer tentative, or
+    /// `within` has passed (an error naming what `ip -6 addr` last showed). The kernel sends a
+    /// neighbour solicitation that no packet of its own asked for (RTM_NEWNEIGH with NTF_USE,
+    /// or a forwarded packet's next hop) only from a link-local address that has passed
+    /// duplicate address detection: until then it sends nothing, and after three retries
+    /// (3 s) it gives the entry up. Set `net.ipv6.conf.<dev>.accept_dad=0` before the address
+    /// is made (the link set up, or IPv6 enabled) to skip the 1-2 s of DAD.
+    pub fn wait_link_local(&self, dev: &str, within: std::time::Duration) -> io::Result<()> {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            let shown = self.ip(&["-6", "-o", "addr", "show", "dev", dev, "scope", "link"])?;
+            if shown.lines().any(|l| !l.contains("tentative")) {
+                return Ok(());
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "{dev} has no usable link-local address after {within:?}: {:?}",
+                        shown.trim()
+                    ),
+                ));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// A counter of `/sys/class/net/<dev>/statistics/<name>` as seen inside the namespace.
     pub fn link_stat(&self, dev: &str, name: &str) -> io::Result<u64> {
         let text = self.exec(&["cat", &format!("/sys/class/net/{dev}/statistics/{name}")])?;
