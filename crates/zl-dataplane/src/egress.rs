@@ -368,13 +368,13 @@ impl Egress {
         self.held_until = None;
         loop {
             let pending = &mut self.pending;
-            let mut bytes = 0;
+            let start = pending.len();
             let burst = self.qos.dequeue_burst(now, pending.room(), |b| {
-                bytes += fates.departs(&b);
                 // The burst is at most the batch's room.
                 pending.push_within_room(b);
             });
-            fates.departed(burst.sent, bytes);
+            // Counted after the burst, from the batch (the loop above only moves packets).
+            fates.departed_burst(self.pending.iter().skip(start));
             if burst.held_until.is_some() {
                 self.held_until = burst.held_until;
             }

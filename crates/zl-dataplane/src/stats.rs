@@ -258,6 +258,22 @@ impl Fates {
         len
     }
 
+    /// The packets a transmit burst took from their queues (`departs` for each, the totals
+    /// at once), the groups' pass made only when groups are configured: the burst's loop
+    /// then keeps neither the byte count nor the tag test (issue 14).
+    #[inline]
+    pub fn departed_burst<'a>(&mut self, burst: impl Iterator<Item = &'a PacketBuf> + Clone) {
+        let (n, bytes) = burst
+            .clone()
+            .fold((0, 0), |(n, bytes), b| (n + 1, bytes + b.len() as u64));
+        self.departed(n, bytes);
+        if !self.groups.is_empty() {
+            for b in burst {
+                self.departs(b);
+            }
+        }
+    }
+
     /// A burst of `n` packets of `bytes` left their queues, in the totals.
     #[inline]
     pub fn departed(&mut self, n: usize, bytes: u64) {
