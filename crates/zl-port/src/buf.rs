@@ -295,6 +295,25 @@ impl PacketBuf {
         self.len = frame.len() as u32;
         Ok(())
     }
+    /// Replaces the frame with the first `len` octets of `bytes` (at most `N`), copying all
+    /// `N`: a fixed-size copy with no test of the length (the octets past the frame are the
+    /// buffer's room, never part of the frame). A data room shorter than `N` takes nothing.
+    #[inline(always)]
+    pub(crate) fn copy_from_padded<const N: usize>(
+        &mut self,
+        bytes: &[u8; N],
+        len: u32,
+    ) -> Result<(), FrameTooLong> {
+        debug_assert!(len as usize <= N, "the frame is within the padded bytes");
+        self.release_lent();
+        let capacity = self.data.len();
+        let Some(room) = self.data.first_chunk_mut::<N>() else {
+            return Err(FrameTooLong { len: N, capacity });
+        };
+        *room = *bytes;
+        self.len = len;
+        Ok(())
+    }
     /// The whole data room, for ports that write a frame in place before [`Self::set_len`]
     /// (a lent frame is copied into it first).
     #[inline]
