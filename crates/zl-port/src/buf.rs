@@ -452,9 +452,11 @@ impl BufPool {
                 // The top of the stack becomes the batch's, the batch's empty storage the
                 // (empty) top; the rest comes from below.
                 batch.swap_storage(&mut self.recent);
+                batch.take_tail(&mut self.free, from);
+            } else {
+                batch.take_tail(&mut self.free, from);
+                batch.take_tail(&mut self.recent, 0);
             }
-            batch.take_tail(&mut self.free, from);
-            batch.take_tail(&mut self.recent, 0);
         }
         true
     }
