@@ -320,6 +320,15 @@ impl<'a> Arrival<'a> {
         }
     }
 
+    /// Copies of the packet and of the observation, for a call that is not inlined: an
+    /// [`Arrival`] built on them (by the callee, or in a cold branch) leaves the caller's own
+    /// packet and observation unborrowed by the call, so that a caller inlining the hot path
+    /// keeps them in registers instead of writing them to its stack for a call it rarely makes.
+    #[inline(always)]
+    pub(crate) fn detached(&self) -> (PacketMeta, Option<zl_zombie::Observation>) {
+        (*self.pkt, self.zombie.copied())
+    }
+
     /// True when the packet does not fit its queue ([`QueueView::is_full_for`]).
     #[inline]
     pub fn overflows(&self) -> bool {
@@ -375,7 +384,10 @@ impl<P: Aqm> Admission<P> {
         rng: &mut R,
     ) -> Verdict {
         if arrival.overflows() {
-            return self.tail_drop(arrival);
+            // The packet and the observation by value: the cold call then takes the address of
+            // its own copies, not of the caller's (see [`Arrival::detached`]).
+            let (pkt, zombie) = arrival.detached();
+            return self.tail_drop(arrival.now, arrival.queue, pkt, zombie);
         }
         let v = self.policy.decide(arrival, rng);
         debug_assert_ne!(v, Verdict::TailDrop, "a policy decided a tail drop");
@@ -393,8 +405,20 @@ impl<P: Aqm> Admission<P> {
     /// docs/performance/zl-aqm.md).
     #[cold]
     #[inline(never)]
-    fn tail_drop(&mut self, arrival: &Arrival<'_>) -> Verdict {
-        self.policy.on_tail_drop(arrival);
+    fn tail_drop(
+        &mut self,
+        now: Nanos,
+        queue: &QueueView,
+        pkt: PacketMeta,
+        zombie: Option<zl_zombie::Observation>,
+    ) -> Verdict {
+        let arrival = Arrival {
+            now,
+            queue,
+            pkt: &pkt,
+            zombie: zombie.as_ref(),
+        };
+        self.policy.on_tail_drop(&arrival);
         self.stats.tail_drops += 1;
         Verdict::TailDrop
     }

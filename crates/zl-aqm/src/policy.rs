@@ -196,7 +196,15 @@ impl Aqm for AqmPolicy {
         if let AqmPolicy::ZlRed(p) = self {
             return p.decide(arrival, rng);
         }
-        dispatch!(self, p => p.decide(arrival, rng))
+        // The others on copies of the packet and the observation (`Arrival::detached`): their
+        // out-of-line calls then borrow these, not the caller's.
+        let (pkt, zombie) = arrival.detached();
+        let arrival = Arrival {
+            pkt: &pkt,
+            zombie: zombie.as_ref(),
+            ..*arrival
+        };
+        dispatch!(self, p => p.decide(&arrival, rng))
     }
 
     #[inline]

@@ -602,7 +602,12 @@ impl Aqm for ZlRed {
     fn decide<R: rand::RngCore + ?Sized>(&mut self, a: &Arrival<'_>, rng: &mut R) -> Verdict {
         match a.zombie {
             Some(obs) => self.decide_on(rng, a.queue, a.pkt, obs),
-            None => self.observe_and_decide(a.now, rng, a.queue, a.pkt),
+            None => {
+                // On a copy of the packet (`Arrival::detached`): the call borrows it, not the
+                // caller's.
+                let (pkt, _) = a.detached();
+                self.observe_and_decide(a.now, rng, a.queue, &pkt)
+            }
         }
     }
 }
