@@ -72,17 +72,24 @@ impl Batch {
     pub fn iter_mut(&mut self) -> core::slice::IterMut<'_, PacketBuf> {
         self.pkts.iter_mut()
     }
-    /// Moves every packet to the end of `v`, in arrival order (one copy of the slots); the
-    /// batch is empty afterwards.
+    /// Trades storage with `v`: the batch holds what `v` held, `v` what the batch held. The
+    /// pool's top of stack and the batches are the only storage traded, and each has room
+    /// for a full batch, so a batch still never grows.
     #[inline]
-    pub(crate) fn move_into(&mut self, v: &mut Vec<PacketBuf>) {
-        v.append(&mut self.pkts);
+    pub(crate) fn swap_storage(&mut self, v: &mut Vec<PacketBuf>) {
+        debug_assert!(v.capacity() >= BATCH_CAPACITY, "storage for a full batch");
+        std::mem::swap(&mut self.pkts, v);
     }
     /// Moves the packets of `v` from index `from` on to the end of the batch, in order (the
     /// caller checks the room: [`BufPool::alloc_batch`]).
     #[inline]
     pub(crate) fn take_tail(&mut self, v: &mut Vec<PacketBuf>, from: usize) {
         self.pkts.extend(v.drain(from..));
+    }
+    /// The storage's room in packets (at least [`BATCH_CAPACITY`] whatever storage it traded).
+    #[cfg(test)]
+    pub(crate) fn storage_capacity(&self) -> usize {
+        self.pkts.capacity()
     }
     /// Takes every packet out, in arrival order; the batch is empty afterwards.
     #[inline]

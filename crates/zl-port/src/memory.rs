@@ -4,7 +4,8 @@
 use std::collections::VecDeque;
 
 use crate::{
-    Batch, BufPool, Halves, Port, PortCounters, PortError, Readiness, RxHalf, SplitPort, TxHalf,
+    Batch, BufPool, Halves, PacketBuf, Port, PortCounters, PortError, Readiness, RxHalf, SplitPort,
+    TxHalf,
 };
 use zl_core::Nanos;
 
@@ -15,6 +16,8 @@ enum Source {
     /// frame is stamped with the `now` of the `recv` call, like a live port.
     Cycle {
         templates: Vec<Vec<u8>>,
+        /// The templates padded to [`SHORT`] octets, when none is longer (else empty).
+        short: Vec<ShortFrame>,
         /// The longest template's length.
         longest: usize,
         next: usize,
@@ -22,6 +25,54 @@ enum Source {
     },
     /// Frames with their own timestamps, in order: a virtual-time port.
     Timed(VecDeque<(Nanos, Vec<u8>)>),
+}
+
+/// The longest template a [`ShortFrame`] holds: the minimum Ethernet frame.
+const SHORT: usize = 64;
+
+/// A template of at most [`SHORT`] octets, zero-padded to that: copied into a buffer as one
+/// fixed-size copy, with no test of its length per frame (issue 14: the tests cost about 4
+/// instructions a frame in the pipeline benchmark).
+#[derive(Debug)]
+struct ShortFrame {
+    bytes: [u8; SHORT],
+    len: u32,
+}
+
+impl ShortFrame {
+    /// `frame` padded, if it is at most [`SHORT`] octets.
+    fn new(frame: &[u8]) -> Option<ShortFrame> {
+        let mut bytes = [0; SHORT];
+        bytes.get_mut(..frame.len())?.copy_from_slice(frame);
+        Some(ShortFrame {
+            bytes,
+            len: frame.len() as u32,
+        })
+    }
+}
+
+/// Fills `bufs` with `templates` from index `i` on, cycling, as many runs as it wraps around
+/// them: one bounds check and one wrap per run, not per frame (issue 14). `i` is below the
+/// templates' count (at least one where `bufs` is not empty), so no run is empty. Returns the
+/// index that comes next.
+#[inline(always)]
+fn fill_in_runs<T>(
+    mut bufs: &mut [PacketBuf],
+    templates: &[T],
+    mut i: usize,
+    mut fill: impl FnMut(&mut PacketBuf, &T),
+) -> usize {
+    while !bufs.is_empty() {
+        let run = &templates[i..];
+        let k = run.len().min(bufs.len());
+        let (now, later) = std::mem::take(&mut bufs).split_at_mut(k);
+        for (buf, frame) in now.iter_mut().zip(run) {
+            fill(buf, frame);
+        }
+        bufs = later;
+        i = if i + k >= templates.len() { 0 } else { i + k };
+    }
+    i
 }
 
 /// A port backed by memory. Receiving copies a stored frame into a pool buffer (the same work
@@ -73,6 +124,11 @@ impl MemoryPort {
         let source = Source::Cycle {
             remaining: if templates.is_empty() { 0 } else { count },
             longest: templates.iter().map(Vec::len).max().unwrap_or(0),
+            short: templates
+                .iter()
+                .map(|t| ShortFrame::new(t))
+                .collect::<Option<Vec<_>>>()
+                .unwrap_or_default(),
             templates,
             next: 0,
         };
@@ -213,6 +269,7 @@ impl RxHalf for MemoryRx {
         match &mut self.source {
             Source::Cycle {
                 templates,
+                short,
                 longest,
                 next,
                 remaining,
@@ -233,29 +290,30 @@ impl RxHalf for MemoryRx {
                     // (issue 14).
                     let templates: &[Vec<u8>] = templates;
                     let index = self.index;
-                    let mut i = *next;
-                    // The burst's buffers zipped with the templates from `i` on, as many runs
-                    // as it wraps around them: one bounds check and one wrap per run, not per
-                    // frame (issue 14). `i` stays below the templates' count (at least one
-                    // here: `take` is 0 without templates), so no run is empty.
-                    let mut rest = &mut batch.iter_mut().into_slice()[start..];
-                    while !rest.is_empty() {
-                        let run = &templates[i..];
-                        let k = run.len().min(rest.len());
-                        let (bufs, later) = std::mem::take(&mut rest).split_at_mut(k);
-                        for (buf, frame) in bufs.iter_mut().zip(run) {
+                    // The burst's buffers zipped with the templates from `next` on (`take` is
+                    // 0 without templates).
+                    let bufs = &mut batch.iter_mut().into_slice()[start..];
+                    let stamp = |buf: &mut PacketBuf| {
+                        buf.rx_time = now;
+                        buf.in_port = index;
+                        // `alloc_batch_to_fill` left the tag of the buffer's last packet.
+                        buf.tag = 0;
+                    };
+                    *next = if !short.is_empty() && pool.buf_size() >= SHORT {
+                        fill_in_runs(bufs, short, *next, |buf, frame| {
+                            buf.copy_from_padded(&frame.bytes, frame.len)
+                                .expect("every buffer of this pool holds a short frame (checked)");
+                            stamp(buf);
+                            rx.bytes += u64::from(frame.len);
+                        })
+                    } else {
+                        fill_in_runs(bufs, templates, *next, |buf, frame| {
                             buf.copy_from(frame)
                                 .expect("every template fits a buffer of this pool (checked)");
-                            buf.rx_time = now;
-                            buf.in_port = index;
-                            // `alloc_batch_to_fill` left the tag of the buffer's last packet.
-                            buf.tag = 0;
+                            stamp(buf);
                             rx.bytes += frame.len() as u64;
-                        }
-                        rest = later;
-                        i = if i + k >= templates.len() { 0 } else { i + k };
-                    }
-                    *next = i;
+                        })
+                    };
                     rx.added = take;
                     return Ok(self.count(rx));
                 }
@@ -356,6 +414,37 @@ mod tests {
         let (n, rest, c) = burst(&mut BufPool::new(64, 128), long);
         assert_eq!((n, c.rx_too_long), (21, 11), "frames 1, 4, .., 31 too long");
         assert!(rest.iter().all(|f| f.0[0] != 2));
+    }
+
+    /// Templates of at most 64 octets (copied padded, `ShortFrame`) give the frames, stamps
+    /// and byte count the general copy gives: in a pool of 64-octet or larger buffers, whose
+    /// buffers held longer frames before, and in one of 62-octet buffers (the general copy).
+    #[test]
+    fn short_templates_are_copied_as_they_are() {
+        let templates = vec![vec![1; 60], vec![2; 1], vec![3; 62], vec![], vec![5; 33]];
+        for buf_size in [64, 128, 62] {
+            let mut pool = BufPool::new(64, buf_size);
+            let mut batch = Batch::new();
+            let mut port = MemoryPort::cycling("m", 3, vec![vec![9; 62]], 32);
+            port.recv(Nanos(1), &mut pool, &mut batch).unwrap();
+            pool.free_batch(&mut batch);
+            let mut port = MemoryPort::cycling("m", 3, templates.clone(), 100);
+            assert_eq!(port.recv(Nanos(5), &mut pool, &mut batch).unwrap(), 32);
+            for (i, b) in batch.iter().enumerate() {
+                let want = (&templates[i % 5][..], Nanos(5), 3, 0);
+                assert_eq!(
+                    (b.as_slice(), b.rx_time, b.in_port, b.tag),
+                    want,
+                    "{buf_size}: frame {i}"
+                );
+            }
+            let bytes: u64 = (0..32).map(|i| templates[i % 5].len() as u64).sum();
+            assert_eq!(port.counters().rx_bytes, bytes, "{buf_size}");
+            // The next burst goes on where this one stopped.
+            pool.free_batch(&mut batch);
+            port.recv(Nanos(6), &mut pool, &mut batch).unwrap();
+            assert_eq!(batch.iter().next().unwrap().as_slice(), &templates[2][..]);
+        }
     }
 
     #[test]

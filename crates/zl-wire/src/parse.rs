@@ -338,8 +338,9 @@ pub fn parse_into_common(frame: &[u8], cfg: &ParseConfig, out: &mut Option<Packe
     parse_plain_ipv4(frame, cfg, out)
 }
 
-/// The common case in one straight pass: an untagged Ethernet frame carrying IPv4 without
-/// options, valid as far as [`parse_any`] checks it, written to `*out` (true). False, with
+/// The common case in one straight pass: an untagged Ethernet frame of at least 38 octets
+/// carrying IPv4 without options, valid as far as [`parse_any`] checks it, written to `*out`
+/// (true). False, with
 /// `out` untouched, sends every other frame (tagged, IPv6, options, and any frame `parse_any`
 /// would reject) the general way, so that both give the same result for every frame (tested
 /// against each other on mutated frames). Always inlined: it is the data plane's parse of
@@ -349,10 +350,14 @@ pub fn parse_into_common(frame: &[u8], cfg: &ParseConfig, out: &mut Option<Packe
 fn parse_plain_ipv4(frame: &[u8], cfg: &ParseConfig, out: &mut Option<PacketInfo>) -> bool {
     const L3: usize = ethernet::HEADER_LEN;
     const L4: usize = L3 + ipv4::MIN_HEADER_LEN;
-    let Some(head) = frame.get(..L4) else {
+    // The headers with the layer-4 ports (TCP and UDP both start with them): a frame too short
+    // for them goes the general way, and the ports are read from the fixed-size head with no
+    // bounds check of their own (issue 14).
+    const HEAD: usize = L4 + 4;
+    let Some(head) = frame.get(..HEAD) else {
         return false;
     };
-    let Ok(head): Result<&[u8; L4], _> = head.try_into() else {
+    let Ok(head): Result<&[u8; HEAD], _> = head.try_into() else {
         return false;
     };
     if be16(head, 12) != ethertype::IPV4 || head[L3] != 0x45 {
@@ -362,7 +367,7 @@ fn parse_plain_ipv4(frame: &[u8], cfg: &ParseConfig, out: &mut Option<PacketInfo
     if ip_len < ipv4::MIN_HEADER_LEN || ip_len > frame.len() - L3 {
         return false;
     }
-    if cfg.verify_ipv4_checksum && !crate::checksum::verifies(&head[L3..]) {
+    if cfg.verify_ipv4_checksum && !crate::checksum::verifies(&head[L3..L4]) {
         return false;
     }
     let flags_frag = be16(head, L3 + ipv4::FLAGS_FRAG);
@@ -389,8 +394,8 @@ fn parse_plain_ipv4(frame: &[u8], cfg: &ParseConfig, out: &mut Option<PacketInfo
                 }
             }
             Some(Ports {
-                src: be16(frame, L4),
-                dst: be16(frame, L4 + 2),
+                src: be16(head, L4),
+                dst: be16(head, L4 + 2),
             })
         }
         _ => None,
