@@ -9,17 +9,19 @@ use zl_core::{Color, Nanos};
 /// Number of histogram buckets.
 pub const SOJOURN_BUCKETS: usize = 24;
 
-/// Per bit length `l` of a sojourn in ns (`0 ..= 64`): `(above, base)`, its bucket being
-/// `base`, plus one when the sojourn exceeds `above` ([`SojournHistogram::bucket_of`]). With
+/// Per count of leading zero bits `z` of a sojourn in ns (`0 ..= 64`; indexed by `z`, one
+/// operation less per sample than by the bit length `l = 64 - z`): `(above, base)`, its
+/// bucket being `base`, plus one when the sojourn exceeds `above`
+/// ([`SojournHistogram::bucket_of`]). With
 /// `j = l - 10`: `base = j` and `above = 1000 * 2^j - 1` while `0 <= j <= 22`; below that
 /// (under 1 µs) bucket 0, above it (the last bucket's `2^22` µs passed) bucket 23, `above`
 /// then `u64::MAX` (never exceeded).
-const BUCKET_BY_BITS: [(u64, u8); 65] = {
+const BUCKET_BY_ZEROS: [(u64, u8); 65] = {
     let mut t = [(u64::MAX, 0u8); 65];
     let mut l = 10;
     while l <= 64 {
         let j = l - 10;
-        t[l] = if j < SOJOURN_BUCKETS - 1 {
+        t[64 - l] = if j < SOJOURN_BUCKETS - 1 {
             ((1000u64 << j) - 1, j as u8)
         } else {
             (u64::MAX, (SOJOURN_BUCKETS - 1) as u8)
@@ -61,11 +63,11 @@ impl SojournHistogram {
     /// Without the division (a multiply and shifts per departing packet): from the bit length
     /// `l` of `ns` itself, since `1000 * 2^j` lies in `[2^(j+9), 2^(j+10))`, `ns` is at least
     /// `1000 * 2^j` for every `j < l - 10` and below it for every `j > l - 10`, so one compare
-    /// against `1000 * 2^(l-10)` decides ([`BUCKET_BY_BITS`]; `bucket_of_is_the_divided_form`
+    /// against `1000 * 2^(l-10)` decides ([`BUCKET_BY_ZEROS`]; `bucket_of_is_the_divided_form`
     /// holds it against `ns / 1000` at every boundary).
     #[inline]
     pub fn bucket_of(ns: u64) -> usize {
-        let (above, base) = BUCKET_BY_BITS[(u64::BITS - ns.leading_zeros()) as usize];
+        let (above, base) = BUCKET_BY_ZEROS[ns.leading_zeros() as usize];
         base as usize + (ns > above) as usize
     }
 
