@@ -340,12 +340,11 @@ pub fn parse_into_common(frame: &[u8], cfg: &ParseConfig, out: &mut Option<Packe
 
 /// The common case in one straight pass: an untagged Ethernet frame of at least 38 octets
 /// carrying IPv4 without options, valid as far as [`parse_any`] checks it, written to `*out`
-/// (true). False, with
-/// `out` untouched, sends every other frame (tagged, IPv6, options, and any frame `parse_any`
-/// would reject) the general way, so that both give the same result for every frame (tested
-/// against each other on mutated frames). Always inlined: it is the data plane's parse of
-/// every packet, and as a call it cost its caller about 6 instructions per packet (spills and
-/// the call; measured in the pipeline bench).
+/// (true). False, with `out` untouched, sends every other frame (shorter, tagged, IPv6,
+/// options, and any frame `parse_any` would reject) the general way, so that both give the
+/// same result for every frame (tested against each other on mutated frames). Always inlined:
+/// it is the data plane's parse of every packet, and as a call it cost its caller about 6
+/// instructions per packet (spills and the call; measured in the pipeline bench).
 #[inline(always)]
 fn parse_plain_ipv4(frame: &[u8], cfg: &ParseConfig, out: &mut Option<PacketInfo>) -> bool {
     const L3: usize = ethernet::HEADER_LEN;
