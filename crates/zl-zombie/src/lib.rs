@@ -59,9 +59,7 @@
 //!
 //! # Memory orderings
 //! Slot CAS: AcqRel, so the entry's key (published with release when the entry was claimed)
-//! is visible to whoever acquires the slot word. The drawn zombie's word is loaded relaxed
-//! (a miss by tag reads nothing it refers to; a swap's CAS acquires it) and an acquire fence
-//! follows before its entry's key is read. Entry state word: acquire loads, AcqRel
+//! is visible to whoever acquires the slot word. Entry state word: acquire loads, AcqRel
 //! RMWs, release store when a claimed entry goes live. T: AcqRel RMWs (its value orders
 //! nothing else; AcqRel keeps `total_occurrence` after one's own update). P(t): relaxed,
 //! it carries no other data. Every ordering is chosen next to its atomic in the code.

@@ -7,7 +7,7 @@ use crate::draw;
 use crate::naive::Zombie;
 use crate::ops::{NoOps, OpCounts, OpSink};
 use crate::params::{OccurrenceMode, ZombieConfig, ZOMBIE_COUNT_BITS};
-use crate::primitive::{fence, AtomicU64, AtomicUsize, Ordering, Padded};
+use crate::primitive::{AtomicU64, AtomicUsize, Ordering, Padded};
 use crate::table::{mix, OccurrenceTable};
 
 /// What one arrival learned from the Zombie List (docs/algorithms/zombie-list.md).
@@ -427,11 +427,9 @@ impl ZombieList {
     ) -> bool {
         let slot = &self.slots[i];
         ops.slot_read();
-        // Relaxed: a miss reads nothing the word refers to, and a swap's CAS acquires the word
-        // it replaces. Only the entry's key, which `compare_from` reads, needs the acquire,
-        // taken there by the fence below. (An acquire load here also kept the compiler from
-        // carrying the generator's state in registers from the zombie's draw to the swap's.)
-        let w = slot.word.load(Ordering::Relaxed);
+        // Acquire pairs with the AcqRel CAS that wrote the word, so the referenced entry's key
+        // is visible.
+        let w = slot.word.load(Ordering::Acquire);
         match decode(w) {
             // A different tag is a miss for sure.
             Some((_, t, _)) if t != tag(h) => {
@@ -440,12 +438,7 @@ impl ZombieList {
                 }
                 self.swap_in(slot, w, flow, h, now, rng, ops)
             }
-            _ => {
-                // Pairs with the AcqRel CAS that wrote the word (read by the relaxed load
-                // above), so the referenced entry's key is visible.
-                fence(Ordering::Acquire);
-                self.compare_from(slot, w, None, flow, h, now, rng, ops)
-            }
+            _ => self.compare_from(slot, w, None, flow, h, now, rng, ops),
         }
     }
 

@@ -3,9 +3,9 @@
 //! `tests/loom.rs` explores the interleavings of the very code the data plane runs.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
+pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
+pub(crate) use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// Keeps a hot shared word on its own cache line pair, so that the global counters (T, P(t),
 /// the list length) do not false-share with each other or with the arrays next to them.
