@@ -414,9 +414,9 @@ impl BufPool {
 
     /// Hands out `n` buffers at once onto the end of `batch`, each as [`BufPool::alloc`]
     /// hands one out (length 0, no tag), taken from the top of the free stack in one go
-    /// instead of `n` pops and pushes; true when it did. Takes none (false) when fewer than `n` are free or
-    /// `batch` has room for fewer: the caller then allocates one at a time, where `alloc`
-    /// counts each failure. The buffers are those `n` calls of `alloc` would hand out, in no
+    /// instead of `n` pops and pushes; true when it did. Takes none (false) when fewer than
+    /// `n` are free or `batch` has room for fewer: the caller then allocates one at a time,
+    /// where `alloc` counts each failure. The buffers are those `n` calls of `alloc` would hand out, in no
     /// set order (all free buffers are alike); into an empty batch, the last freed burst comes
     /// by a swap of storage, not by moves.
     #[inline]

@@ -12,10 +12,9 @@ pub const SOJOURN_BUCKETS: usize = 24;
 /// Per count of leading zero bits `z` of a sojourn in ns (`0 ..= 64`; indexed by `z`, one
 /// operation less per sample than by the bit length `l = 64 - z`): `(above, base)`, its
 /// bucket being `base`, plus one when the sojourn exceeds `above`
-/// ([`SojournHistogram::bucket_of`]). With
-/// `j = l - 10`: `base = j` and `above = 1000 * 2^j - 1` while `0 <= j <= 22`; below that
-/// (under 1 µs) bucket 0, above it (the last bucket's `2^22` µs passed) bucket 23, `above`
-/// then `u64::MAX` (never exceeded).
+/// ([`SojournHistogram::bucket_of`]). With `j = l - 10`: `base = j` and
+/// `above = 1000 * 2^j - 1` while `0 <= j <= 22`; below that (under 1 µs) bucket 0, above it
+/// (the last bucket's `2^22` µs passed) bucket 23, `above` then `u64::MAX` (never exceeded).
 const BUCKET_BY_ZEROS: [(u64, u8); 65] = {
     let mut t = [(u64::MAX, 0u8); 65];
     let mut l = 10;

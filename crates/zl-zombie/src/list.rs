@@ -444,8 +444,9 @@ impl ZombieList {
 
     /// Step 2's swap of the zombie in `slot` (the drawn one), whose word `w` (as just read)
     /// holds another flow's tag, the swap drawn: the overwrite of [`ZombieList::compare_from`]
-    /// without its loop's set-up (most calls out of `compare` are this case). When the slot changed meanwhile, the loop
-    /// goes on from the word read again, with the swap already drawn, as it would have.
+    /// without its loop's set-up (most calls out of `compare` are this case). When the slot
+    /// changed meanwhile, the loop goes on from the word read again, with the swap already
+    /// drawn, as it would have.
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
     fn swap_in<R: RngCore + ?Sized, S: OpSink>(
