@@ -2,9 +2,11 @@
 //! and own MACs) or bridge -> the packet's AQM metadata. Everything a packet goes through
 //! before its egress port's QoS (classify, meter, admission, queue).
 //!
-//! [`Forwarder::forward`] is called by the single-thread loop (`Dataplane::forward_and_admit`)
-//! and by the receive workers of the multi-threaded split (`crate::mt`), so both forward with the
-//! same semantics and the same drop causes: `parse_error` (router mode: the frame is not Ethernet +
+//! [`Forwarder::forward_in_place`] (the common frame's [`Forwarder::forward_plain`], else
+//! [`Forwarder::forward_general`]) is called by the single-thread loop
+//! (`Dataplane::forward_and_admit`, which calls the two halves itself) and by the receive
+//! workers of the multi-threaded split (`crate::mt`), so both forward with the same semantics
+//! and the same drop causes: `parse_error` (router mode: the frame is not Ethernet +
 //! IPv4/IPv6), `no_route` (no route matched, or a bridge port without a peer), `ttl_expired`,
 //! `too_big` (larger than the egress port's MTU: IPv4 with DF, or IPv6). A packet dropped as
 //! `no_route`, `ttl_expired` or `too_big` is left as it arrived, for the ICMP error about it
@@ -15,7 +17,7 @@ use zl_aqm::PacketMeta;
 
 use zl_core::{Color, Nanos};
 use zl_port::PacketBuf;
-use zl_wire::{IpVersion, MacAddr, PacketInfo, ParseConfig, TtlOutcome};
+use zl_wire::{IpVersion, MacAddr, PacketInfo, ParseConfig, PlainIpv4, TtlOutcome};
 
 use crate::config::Forwarding;
 use crate::icmp::{IcmpCounters, IcmpKind, IcmpParams, IcmpPorts, IcmpSender, PortL3};
@@ -139,17 +141,6 @@ impl Forwarder {
         sender.reply(now, buf, info, cause, self, counters)
     }
 
-    /// Whether `info`'s packet exceeds the MTU of `port` and may not be fragmented (IPv4
-    /// with DF, or IPv6).
-    #[inline]
-    fn too_big(&self, port: u16, frame: &[u8], info: &PacketInfo) -> bool {
-        self.mtu(port).is_some_and(|mtu| {
-            info.ip_len > mtu as usize
-                && (info.ip_version == IpVersion::V6
-                    || zl_wire::icmp::ipv4_dont_fragment(frame, info))
-        })
-    }
-
     /// Kernel routing: routes by `fib` from now on.
     pub fn set_kernel_fib(&mut self, fib: KernelFib) {
         self.kernel = Some(fib);
@@ -209,9 +200,8 @@ impl Forwarder {
     }
 
     /// [`Forwarder::forward`] with the parsed headers (its `Ingress::info`) written to `info`
-    /// instead of returned: for a caller that keeps them in place
-    /// (`Dataplane::forward_and_admit`), so that the ~140 bytes of a `PacketInfo` are not
-    /// copied through the return values per packet (`zl_wire::parse_into`). After an `Err`,
+    /// instead of returned: for a caller that keeps them in place, so that the ~140 bytes of
+    /// a `PacketInfo` are not copied through the return values per packet. After an `Err`,
     /// `info` holds nothing of use.
     #[inline]
     pub fn forward_in_place(
@@ -219,37 +209,60 @@ impl Forwarder {
         buf: &mut PacketBuf,
         info: &mut Option<PacketInfo>,
     ) -> Result<PacketMeta, DropCause> {
-        // The common frame and every other one continue through separate copies of the same
-        // steps (`forward_parsed`), so that the first sees the parse's constant fields
-        // (offsets, IP version) as constants (issue 14).
-        if zl_wire::parse_into_common(buf.as_slice(), &self.parse, info) {
-            return self.forward_parsed::<true>(buf, Ok(()), info);
+        if let Some(mut plain) = PlainIpv4::parse(buf.as_slice(), &self.parse) {
+            let meta = self.forward_plain(buf, &mut plain);
+            *info = Some(plain.info());
+            return meta;
         }
-        let parsed = zl_wire::parse_into_general(buf.as_slice(), &self.parse, info);
-        self.forward_parsed::<false>(buf, parsed, info)
+        self.forward_general(buf, info)
     }
 
-    /// [`Forwarder::forward_in_place`] after the parse (`parsed`, with `info` `Some` exactly
-    /// when it is `Ok`); `PLAIN` when `zl_wire::parse_into_common` took the frame, so that
-    /// the TTL decrement uses that frame's constant offsets
-    /// (`zl_wire::decrement_ttl_plain_ipv4`) rather than reading them back from `info`.
+    /// [`Forwarder::forward_in_place`] of the common frame (untagged IPv4 without options),
+    /// its headers as [`PlainIpv4::parse`] read them from `buf` (`plain`, its TTL rewritten
+    /// as `info`'s would be): for a caller that keeps them in its registers and builds the
+    /// whole `PacketInfo` ([`PlainIpv4::info`]) only when it needs one, such as the ICMP
+    /// error about a dropped packet (`Dataplane::forward_and_admit`; issue 14).
+    #[inline]
+    pub fn forward_plain(
+        &self,
+        buf: &mut PacketBuf,
+        plain: &mut PlainIpv4,
+    ) -> Result<PacketMeta, DropCause> {
+        self.forward_parsed(buf, Ok(()), Some(plain))
+    }
+
+    /// [`Forwarder::forward_in_place`] of a frame [`PlainIpv4::parse`] declined: the general
+    /// parse (`zl_wire::parse_into_general`), then the same steps.
+    #[inline]
+    pub fn forward_general(
+        &self,
+        buf: &mut PacketBuf,
+        info: &mut Option<PacketInfo>,
+    ) -> Result<PacketMeta, DropCause> {
+        let parsed = zl_wire::parse_into_general(buf.as_slice(), &self.parse, info);
+        self.forward_parsed(buf, parsed, info.as_mut())
+    }
+
+    /// The forwarding steps after the parse (`parsed`, with `info` `Some` exactly when it is
+    /// `Ok`), on either form of the parsed headers ([`Parsed`]): the common frame's
+    /// [`PlainIpv4`], whose offsets and version are constants, or a whole [`PacketInfo`].
     #[inline(always)]
-    fn forward_parsed<const PLAIN: bool>(
+    fn forward_parsed<H: Parsed>(
         &self,
         buf: &mut PacketBuf,
         parsed: Result<(), zl_wire::ParseError>,
-        info: &mut Option<PacketInfo>,
+        info: Option<&mut H>,
     ) -> Result<PacketMeta, DropCause> {
         let len = buf.len() as u32;
         // Each way below reads the headers through the one reference it takes here.
-        let ((port, mac), info) = match (&self.forwarding, parsed, info.as_mut()) {
+        let ((port, mac), info) = match (&self.forwarding, parsed, info) {
             // The next hop's port and MAC only (not its gateway address): all that is read.
-            (Forwarding::Router(table), Ok(()), Some(info)) => match table.lookup_ref(info.dst) {
+            (Forwarding::Router(table), Ok(()), Some(info)) => match table.lookup_ref(info.dst()) {
                 Some(nh) => ((nh.port, nh.mac), info),
                 None => return Err(DropCause::NoRoute),
             },
             (Forwarding::Kernel(_), Ok(()), Some(info)) => {
-                match self.kernel_fib().map(|f| f.decide(info.dst)) {
+                match self.kernel_fib().map(|f| f.decide(info.dst())) {
                     Some(zl_fib::Decision::Forward { port, mac }) => ((port, mac), info),
                     // The caller holds it for the next hop (`Forwarder::unresolved`) or
                     // counts it.
@@ -265,7 +278,7 @@ impl Forwarder {
                     Some(p) => {
                         buf.out_port = p;
                         Ok(match info {
-                            Some(i) => self.meta::<PLAIN>(len, i),
+                            Some(i) => i.meta(len, &self.priority),
                             None => PacketMeta {
                                 len,
                                 ..PacketMeta::default()
@@ -283,16 +296,13 @@ impl Forwarder {
         };
         // After the TTL check (an expiring packet gets Time Exceeded, as in Linux's
         // `ip_forward`), before the decrement (the error quotes the packet as it came).
-        if info.ttl > 1 && self.too_big(port, buf.as_slice(), info) {
+        if info.ttl() > 1
+            && (self.mtu(port)).is_some_and(|mtu| info.too_big(mtu as usize, buf.as_slice()))
+        {
             buf.out_port = port;
             return Err(DropCause::TooBig);
         }
-        let decremented = if PLAIN {
-            zl_wire::decrement_ttl_plain_ipv4(buf.as_mut_slice(), info)
-        } else {
-            zl_wire::decrement_ttl(buf.as_mut_slice(), info)
-        };
-        match decremented {
+        match info.decrement_ttl(buf.as_mut_slice()) {
             Ok(TtlOutcome::Forwarded { .. }) => {}
             Ok(TtlOutcome::Expired) | Err(_) => return Err(DropCause::TtlExpired),
         }
@@ -300,27 +310,89 @@ impl Forwarder {
             return Err(DropCause::ParseError);
         }
         buf.out_port = port;
-        Ok(self.meta::<PLAIN>(len, info))
+        Ok(info.meta(len, &self.priority))
     }
+}
 
-    /// The AQM's view of a packet of `len` bytes whose headers parsed as `i` (color green
-    /// until metered); `PLAIN` when `zl_wire::parse_into_common` took the frame: IPv4, so no
-    /// congestion-control extension header (`i.cc_ext` is `None`), known without reading it.
-    #[inline]
-    fn meta<const PLAIN: bool>(&self, len: u32, i: &PacketInfo) -> PacketMeta {
-        let (has_cc_ext, weight) = if PLAIN {
-            debug_assert!(i.cc_ext.is_none());
-            (false, self.priority.default_weight())
-        } else {
-            (i.cc_ext.is_some(), self.priority.weight(i))
-        };
+/// What forwarding reads from and rewrites in a packet's parsed headers, in either form: the
+/// common frame's [`PlainIpv4`] (offsets, version and the absence of a congestion-control
+/// header known as constants) or a whole [`PacketInfo`].
+trait Parsed {
+    /// The destination address.
+    fn dst(&self) -> IpAddr;
+    /// The TTL or hop limit.
+    fn ttl(&self) -> u8;
+    /// Whether the packet is longer than `mtu` and may not be fragmented (IPv4 with DF, or
+    /// IPv6).
+    fn too_big(&self, mtu: usize, frame: &[u8]) -> bool;
+    /// `zl_wire::decrement_ttl` of `frame`, these headers updated.
+    fn decrement_ttl(&mut self, frame: &mut [u8]) -> Result<TtlOutcome, zl_wire::MutateError>;
+    /// The AQM's view of a packet of `len` bytes with these headers (color green until
+    /// metered).
+    fn meta(&self, len: u32, priority: &PriorityMap) -> PacketMeta;
+}
+
+impl Parsed for PlainIpv4 {
+    #[inline(always)]
+    fn dst(&self) -> IpAddr {
+        IpAddr::V4(self.dst)
+    }
+    #[inline(always)]
+    fn ttl(&self) -> u8 {
+        self.ttl
+    }
+    #[inline(always)]
+    fn too_big(&self, mtu: usize, frame: &[u8]) -> bool {
+        usize::from(self.ip_len) > mtu
+            && frame
+                .get(PlainIpv4::L3_OFFSET + 6)
+                .is_some_and(|flags| flags & 0x40 != 0)
+    }
+    #[inline(always)]
+    fn decrement_ttl(&mut self, frame: &mut [u8]) -> Result<TtlOutcome, zl_wire::MutateError> {
+        zl_wire::decrement_ttl_plain(frame, self)
+    }
+    #[inline(always)]
+    fn meta(&self, len: u32, priority: &PriorityMap) -> PacketMeta {
         PacketMeta {
             len,
-            flow: i.flow,
-            ecn: i.ecn(),
-            has_cc_ext,
-            priority: self.priority.priority(i),
-            weight,
+            flow: self.flow,
+            ecn: self.ecn(),
+            has_cc_ext: false,
+            priority: priority.of_tos(self.tos),
+            weight: priority.default_weight(),
+            color: Color::Green,
+        }
+    }
+}
+
+impl Parsed for PacketInfo {
+    #[inline(always)]
+    fn dst(&self) -> IpAddr {
+        self.dst
+    }
+    #[inline(always)]
+    fn ttl(&self) -> u8 {
+        self.ttl
+    }
+    #[inline(always)]
+    fn too_big(&self, mtu: usize, frame: &[u8]) -> bool {
+        self.ip_len > mtu
+            && (self.ip_version == IpVersion::V6 || zl_wire::icmp::ipv4_dont_fragment(frame, self))
+    }
+    #[inline(always)]
+    fn decrement_ttl(&mut self, frame: &mut [u8]) -> Result<TtlOutcome, zl_wire::MutateError> {
+        zl_wire::decrement_ttl(frame, self)
+    }
+    #[inline(always)]
+    fn meta(&self, len: u32, priority: &PriorityMap) -> PacketMeta {
+        PacketMeta {
+            len,
+            flow: self.flow,
+            ecn: self.ecn(),
+            has_cc_ext: self.cc_ext.is_some(),
+            priority: priority.priority(self),
+            weight: priority.weight(self),
             color: Color::Green,
         }
     }

@@ -14,10 +14,10 @@
 //! [`MtRouter`] holds the same parts as the single-thread [`crate::Dataplane`], built by the
 //! same builder (`crate::build::build_threaded`): ports, one [`Egress`] per port, the
 //! [`Forwarder`], the generator flow groups. The single-thread loop is its one-worker case
-//! without the ring: both run the same receive stage (`Forwarder::forward_in_place`, the
-//! egress port's list observed once) and the same egress stage ([`Egress::admit`],
-//! [`Egress::transmit`], [`Egress::tick`], [`Egress::shutdown`]), and count every fate
-//! through [`Fates`]. With
+//! without the ring: both run the same receive stage (`Forwarder::forward_in_place`, whose
+//! two halves the single-thread loop calls itself, then the egress port's list observed
+//! once) and the same egress stage ([`Egress::admit`], [`Egress::transmit`],
+//! [`Egress::tick`], [`Egress::shutdown`]), and count every fate through [`Fates`]. With
 //! `rx_workers = N` the ports' receive sides are dealt to N receive workers (port `i` to
 //! worker `i mod N`); each worker owns its [`BufPool`] and forwards with the same
 //! `Forwarder::forward_in_place` as `Dataplane` does, so routing, bridging and the drop causes

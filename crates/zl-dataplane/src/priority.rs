@@ -155,6 +155,7 @@ impl PriorityMap {
         self.default_weight
     }
     /// `pri` of a TOS / traffic-class octet.
+    #[inline]
     pub fn of_tos(&self, tos: u8) -> u8 {
         self.by_tos[tos as usize]
     }

@@ -67,11 +67,11 @@ pub use ethernet::{set_macs, EthernetInfo, MacAddr, VlanTag, MAX_VLAN_TAGS};
 pub use flow::{FlowKey, FlowKeyKind, Ports};
 pub use icmp::{error_allowed, write_error, write_error_in_place, IcmpBuildError, IcmpError};
 pub use mutate::{
-    decrement_ttl, decrement_ttl_plain_ipv4, mark, set_cc_ext_ecn, set_ce, set_dscp, MarkOutcome,
-    QosHeaders, TtlOutcome,
+    decrement_ttl, decrement_ttl_plain, decrement_ttl_plain_ipv4, mark, set_cc_ext_ecn, set_ce,
+    set_dscp, MarkOutcome, QosHeaders, TtlOutcome,
 };
 pub use parse::{
     parse, parse_into, parse_into_common, parse_into_general, Fragment, IpVersion, PacketInfo,
-    ParseConfig, ParseConfigError,
+    ParseConfig, ParseConfigError, PlainIpv4,
 };
 pub use zl_core::{Ecn, FlowId};

@@ -19,7 +19,7 @@ use crate::error::{Header, MutateError};
 use crate::ethernet;
 use crate::ipv4;
 use crate::ipv6;
-use crate::parse::{IpVersion, PacketInfo};
+use crate::parse::{IpVersion, PacketInfo, PlainIpv4};
 
 /// The result of an ECN marking attempt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -267,7 +267,7 @@ fn set_dscp_at(frame: &mut [u8], site: &mut TosSite<'_>, dscp: u8) -> Result<(),
 /// came, so the caller can quote it in an ICMP Time Exceeded.
 #[inline]
 pub fn decrement_ttl(frame: &mut [u8], info: &mut PacketInfo) -> Result<TtlOutcome, MutateError> {
-    decrement_ttl_at(frame, info, info.l3_offset, info.ip_version)
+    decrement_ttl_at(frame, &mut info.ttl, info.l3_offset, info.ip_version)
 }
 
 /// [`decrement_ttl`] for a packet that [`parse_into_common`](crate::parse_into_common) took
@@ -285,25 +285,37 @@ pub fn decrement_ttl_plain_ipv4(
         info.l3_offset == ethernet::HEADER_LEN && info.ip_version == IpVersion::V4,
         "not a frame parse_into_common took"
     );
-    decrement_ttl_at(frame, info, ethernet::HEADER_LEN, IpVersion::V4)
+    decrement_ttl_at(frame, &mut info.ttl, ethernet::HEADER_LEN, IpVersion::V4)
 }
 
-/// [`decrement_ttl`] with the IP header at `l3_offset`, of `ip_version` (`info`'s own).
+/// [`decrement_ttl`] for the common frame as [`PlainIpv4`] holds it: the same rewrite of
+/// `frame` and the same outcome as [`decrement_ttl`] on its [`PlainIpv4::info`], and
+/// `plain.ttl` as that would leave the info's.
+#[inline]
+pub fn decrement_ttl_plain(
+    frame: &mut [u8],
+    plain: &mut PlainIpv4,
+) -> Result<TtlOutcome, MutateError> {
+    decrement_ttl_at(frame, &mut plain.ttl, PlainIpv4::L3_OFFSET, IpVersion::V4)
+}
+
+/// [`decrement_ttl`] of the TTL `current` (the parsed headers' own, updated) with the IP
+/// header at `l3_offset`, of `ip_version`.
 #[inline(always)]
 fn decrement_ttl_at(
     frame: &mut [u8],
-    info: &mut PacketInfo,
+    current: &mut u8,
     l3_offset: usize,
     ip_version: IpVersion,
 ) -> Result<TtlOutcome, MutateError> {
-    if info.ttl <= 1 {
+    if *current <= 1 {
         return Ok(TtlOutcome::Expired);
     }
-    let ttl = info.ttl - 1;
+    let ttl = *current - 1;
     let ip = ip_header_mut(frame, l3_offset, ip_version)?;
     match ip_version {
         // TTL and protocol share one 16-bit word: only its high octet drops by one (the frame's
-        // TTL is `info.ttl`, as parsed from it), so the checksum update needs neither word
+        // TTL is `*current`, as parsed from it), so the checksum update needs neither word
         // (`checksum::update_high_octet_decrement`), here on the field in the machine's byte
         // order (`checksum::update_high_octet_decrement_ne`: no byte swaps).
         IpVersion::V4 => {
@@ -314,6 +326,6 @@ fn decrement_ttl_at(
         }
         IpVersion::V6 => ip[ipv6::HOP_LIMIT] = ttl,
     }
-    info.ttl = ttl;
+    *current = ttl;
     Ok(TtlOutcome::Forwarded { ttl })
 }

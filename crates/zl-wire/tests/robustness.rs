@@ -120,8 +120,8 @@ fn samples_satisfy_the_contract() {
     }
 }
 
-/// `decrement_ttl_plain_ipv4` on a frame `parse_into_common` took leaves the same frame, info
-/// and outcome as `decrement_ttl`.
+/// `decrement_ttl_plain_ipv4` on a frame `parse_into_common` took, and `decrement_ttl_plain`
+/// on its `PlainIpv4`, leave the same frame, headers and outcome as `decrement_ttl`.
 fn check_plain_decrement(frame: &[u8]) {
     let mut taken = None;
     if !parse_into_common(frame, &ParseConfig::default(), &mut taken) {
@@ -130,11 +130,18 @@ fn check_plain_decrement(frame: &[u8]) {
     let mut info = taken.unwrap();
     let (mut f1, mut f2) = (frame.to_vec(), frame.to_vec());
     let mut i2 = info;
+    let mut plain = PlainIpv4::parse(frame, &ParseConfig::default()).expect("taken");
+    assert_eq!(plain.info(), info, "the plain form is the same parse");
+    let mut f3 = frame.to_vec();
     let r1 = decrement_ttl(&mut f1, &mut info);
     let r2 = decrement_ttl_plain_ipv4(&mut f2, &mut i2);
+    let r3 = decrement_ttl_plain(&mut f3, &mut plain);
     assert_eq!(r1, r2);
     assert_eq!(f1, f2);
     assert_eq!(info, i2);
+    assert_eq!(r1, r3);
+    assert_eq!(f1, f3);
+    assert_eq!(info, plain.info());
 }
 
 proptest! {
