@@ -67,8 +67,9 @@ pub struct Forwarder {
     kernel: Option<KernelFib>,
     parse: ParseConfig,
     priority: PriorityMap,
-    /// Each port's own MAC, by port index: the source MAC of routed frames leaving it.
-    macs: Vec<MacAddr>,
+    /// Each port's own MAC (the source MAC of routed frames leaving it) and egress MTU, by
+    /// port index.
+    egress: Vec<EgressL2>,
     /// Each port's configured addresses and egress MTU, by port index (none: no MTU check,
     /// no configured ICMP source address).
     l3: Vec<PortL3>,
@@ -92,7 +93,7 @@ impl Forwarder {
             kernel,
             parse,
             priority,
-            macs,
+            egress: macs.into_iter().map(EgressL2::new).collect(),
             l3: Vec::new(),
             icmp: IcmpParams::default(),
         }
@@ -101,6 +102,9 @@ impl Forwarder {
     /// Sets the ports' configured addresses and egress MTUs (by port index) and the ICMP
     /// settings (`crate::icmp`).
     pub fn set_l3(&mut self, l3: Vec<PortL3>, icmp: IcmpParams) {
+        for (p, e) in self.egress.iter_mut().enumerate() {
+            e.mtu = l3.get(p).and_then(|l| l.mtu).unwrap_or(u32::MAX);
+        }
         self.l3 = l3;
         self.icmp = icmp;
     }
@@ -296,14 +300,12 @@ impl Forwarder {
         };
         // A route to a port that does not exist (only through `Dataplane::new` with
         // hand-built parts; the config checks its routes) goes nowhere.
-        let Some(src) = self.macs.get(port as usize) else {
+        let Some(EgressL2 { mac: src, mtu }) = self.egress.get(port as usize) else {
             return Err(DropCause::NoRoute);
         };
         // After the TTL check (an expiring packet gets Time Exceeded, as in Linux's
         // `ip_forward`), before the decrement (the error quotes the packet as it came).
-        if info.ttl() > 1
-            && (self.mtu(port)).is_some_and(|mtu| info.too_big(mtu as usize, buf.as_slice()))
-        {
+        if info.ttl() > 1 && info.too_big(*mtu as usize, buf.as_slice()) {
             buf.out_port = port;
             return Err(DropCause::TooBig);
         }
@@ -316,6 +318,22 @@ impl Forwarder {
         }
         buf.out_port = port;
         Ok(info.meta(len, &self.priority))
+    }
+}
+
+/// A port's own MAC and egress MTU, looked up together for each routed packet (issue 14: the
+/// MTU on its own, in the port's `PortL3`, took a second bounds check and an `Option` test:
+/// 908.4 -> 904.4 instructions per packet in the pipeline bench).
+#[derive(Clone, Copy, Debug)]
+struct EgressL2 {
+    mac: MacAddr,
+    /// The port's MTU; `u32::MAX` when it has none (no IP packet is longer).
+    mtu: u32,
+}
+
+impl EgressL2 {
+    fn new(mac: MacAddr) -> Self {
+        EgressL2 { mac, mtu: u32::MAX }
     }
 }
 
@@ -416,7 +434,7 @@ impl IcmpPorts for Forwarder {
         })
     }
     fn mac(&self, port: u16) -> Option<MacAddr> {
-        self.macs.get(port as usize).copied()
+        self.egress.get(port as usize).map(|e| e.mac)
     }
     fn mtu(&self, port: u16) -> Option<u32> {
         self.l3.get(port as usize).and_then(|l| l.mtu)
