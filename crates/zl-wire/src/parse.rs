@@ -407,7 +407,10 @@ impl PlainIpv4 {
             return None;
         }
         let ip_len = be16(head, L3 + ipv4::TOTAL_LEN);
-        if usize::from(ip_len) < ipv4::MIN_HEADER_LEN || usize::from(ip_len) > frame.len() - L3 {
+        // `ip_len < 20 || ip_len > frame.len() - L3` as one comparison: below 20 the
+        // difference wraps past any frame (the frame is at least `HEAD` octets; issue 14:
+        // 904.4 -> 901.4 instructions per packet in the pipeline bench).
+        if usize::from(ip_len).wrapping_sub(ipv4::MIN_HEADER_LEN) > frame.len() - L4 {
             return None;
         }
         if cfg.verify_ipv4_checksum && !crate::checksum::verifies(&head[L3..L4]) {
