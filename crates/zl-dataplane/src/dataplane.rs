@@ -500,9 +500,12 @@ impl Dataplane {
     /// instructions per packet in the pipeline bench).
     #[inline(never)]
     fn forward_burst(&mut self, now: Nanos, burst: &mut Batch) {
-        for buf in burst.drain() {
-            self.forward_and_admit(now, buf);
-        }
+        // `for_each`, not a `for` loop: the loop kept the drain's position on the stack and
+        // copied each buffer out through it (issue 14: 885.1 -> 873.4 instructions per packet
+        // in the pipeline bench).
+        burst
+            .drain()
+            .for_each(|buf| self.forward_and_admit(now, buf));
     }
 
     /// The receive stage (`crate::forward`, then the egress port's list observed once) and
