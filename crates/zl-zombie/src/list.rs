@@ -315,10 +315,19 @@ impl ZombieList {
         ops: &mut S,
     ) -> Observation {
         let h = mix(flow.0);
-        self.table.prefetch(h);
+        // The first bucket found once, for the prefetch and the F lookup.
+        let home = self.table.home(h);
+        home.prefetch();
         let hit = self.update_list(flow, h, now, rng, ops);
         let p = self.update_p(hit, ops);
-        let (occurrence, total) = self.read_occurrence(flow, h, ops);
+        let (occurrence, total) = match self.cfg.occurrence() {
+            OccurrenceMode::Table => (
+                self.table.occurrence_from(home, flow, h, ops),
+                // Acquire: as in `read_occurrence`.
+                self.total.0.load(Ordering::Acquire),
+            ),
+            OccurrenceMode::Scan => self.scan(flow, ops),
+        };
         Observation {
             hit,
             p,

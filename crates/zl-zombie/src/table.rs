@@ -148,6 +148,21 @@ struct Bucket {
 #[derive(Debug)]
 struct Metas([AtomicU64; ENTRIES_PER_BUCKET]);
 
+/// A flow's first bucket: its keys and its state words.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Home<'a> {
+    bucket: &'a Bucket,
+    metas: &'a Metas,
+}
+
+impl Home<'_> {
+    /// [`OccurrenceTable::prefetch`] of this bucket.
+    #[inline]
+    pub(crate) fn prefetch(self) {
+        self.bucket.spill.load(Ordering::Relaxed);
+    }
+}
+
 /// A flow's probe sequence over the buckets.
 #[derive(Clone, Copy)]
 struct Probe {
@@ -454,8 +469,7 @@ impl OccurrenceTable {
     /// needs no `black_box`, which stored the value to the stack.
     #[inline]
     pub(crate) fn prefetch(&self, h: u64) {
-        let first = self.probe_hashed(h).first;
-        self.buckets[first].spill.load(Ordering::Relaxed);
+        self.home(h).prefetch();
     }
 
     /// Adds `n` references to `e`, on which the caller already holds one.
@@ -496,9 +510,32 @@ impl OccurrenceTable {
     /// common case carries none of the walk's set-up (the step, the bucket count).
     #[inline(always)]
     pub(crate) fn occurrence<S: OpSink>(&self, flow: FlowId, h: u64, ops: &mut S) -> u64 {
+        self.occurrence_from(self.home(h), flow, h, ops)
+    }
+
+    /// `h`'s first bucket (its keys and state words), found once for an observation's
+    /// prefetch and its F lookup: the lookup after the list's atomics then does not load the
+    /// table's fields and bounds-check the index again.
+    #[inline(always)]
+    pub(crate) fn home(&self, h: u64) -> Home<'_> {
         let first = self.probe_hashed(h).first;
-        let bucket = &self.buckets[first];
-        let f = bucket_occurrence(bucket, &self.metas[first], flow, ops);
+        Home {
+            bucket: &self.buckets[first],
+            metas: &self.metas[first],
+        }
+    }
+
+    /// [`OccurrenceTable::occurrence`] from `h`'s [`OccurrenceTable::home`].
+    #[inline(always)]
+    pub(crate) fn occurrence_from<S: OpSink>(
+        &self,
+        home: Home<'_>,
+        flow: FlowId,
+        h: u64,
+        ops: &mut S,
+    ) -> u64 {
+        let bucket = home.bucket;
+        let f = bucket_occurrence(bucket, home.metas, flow, ops);
         ops.table_probe();
         if bucket.spill.load(Ordering::Acquire) == 0 {
             return f;
