@@ -408,11 +408,10 @@ const UNFAIRNESS_SHARE: f64 = 0.5;
 const PAIRS: usize = 2;
 
 /// The share of the rate the link must carry for a run to count: below it the router was
-/// starved of CPU. Measured: 0.95 and above under a load average of up to 8 on the machine of
-/// sessions 2-14; 0.81..0.99 at a load average of about 2 on CI's machines in November 2026
-/// (the queue never empty, so the router, not an AQM, left the link idle), with every
-/// fairness check still holding by a wide margin; 24..27 of 45 Mbit/s (0.53..0.60, srtt 1.2 s)
-/// at a load average of 15.
+/// starved of CPU. Measured: 0.95 and above under a load average of up to 8 until November
+/// 2026; then 0.81..0.99 in two CI runs at a load average of about 2 (the queue never empty,
+/// so the router, not an AQM, left the link idle), with every fairness check still holding by
+/// a wide margin; 24..27 of 45 Mbit/s (0.53..0.60, srtt 1.2 s) at a load average of 15.
 const LINK_KEPT_UP: f64 = 0.8;
 
 /// The share of queue-length samples (taken every 8 polls) that may find the queue empty: an
