@@ -245,14 +245,12 @@ impl Egress {
         if let (Some(d), Some(h)) = (class.remark, headers.as_deref_mut()) {
             h.set_dscp(buf.as_mut_slice(), d);
         }
-        let tag = buf.tag;
         let tracked = match (&mut self.flows, &self.zombie) {
             (Some(t), Some(list)) => t.arrives(
                 now,
                 meta.flow,
                 observed.filter(|o| o.hit).map(|o| o.occurrence),
-                buf.as_slice(),
-                tag,
+                &buf,
                 list,
             ),
             _ => None,

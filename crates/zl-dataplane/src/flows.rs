@@ -181,23 +181,25 @@ impl FlowTable {
     /// a hit in the list (parsing `frame` for its key) and counts the packet when the flow is
     /// tracked. Returns the flow's counters, for [`Tracked::decided`] once the egress has
     /// decided (no second lookup).
+    ///
+    /// The packet as an [`Arriving`] (its buffer): its bytes are read only to claim a flow, so
+    /// the buffer's `as_slice` length check is not on every packet's path (issue 14).
     #[inline]
     pub fn arrives(
         &mut self,
         now: Nanos,
         flow: FlowId,
         hit_with: Option<u64>,
-        frame: &[u8],
-        tag: u32,
+        packet: &impl Arriving,
         list: &ZombieList,
     ) -> Option<Tracked<'_>> {
         let way = match self.find(flow) {
             Some(w) => w,
-            None => self.claim(now, flow, hit_with?, frame, tag, list)?,
+            None => self.claim(now, flow, hit_with?, packet.bytes(), packet.tag(), list)?,
         };
         let c = &mut self.counters[way % WAYS];
         c.packets += 1;
-        c.bytes += frame.len() as u64;
+        c.bytes += packet.frame_len() as u64;
         Some(Tracked(c))
     }
 
@@ -315,6 +317,48 @@ pub fn key_text(key: &FlowKey, kind: FlowKeyKind) -> String {
     }
 }
 
+/// A packet as [`FlowTable::arrives`] reads it: its length, its bytes (read only to claim
+/// its flow) and its source's label.
+pub trait Arriving {
+    /// The frame's length in octets.
+    fn frame_len(&self) -> usize;
+    /// The frame's bytes.
+    fn bytes(&self) -> &[u8];
+    /// The source's label (`PacketBuf::tag`).
+    fn tag(&self) -> u32;
+}
+
+impl Arriving for zl_port::PacketBuf {
+    #[inline(always)]
+    fn frame_len(&self) -> usize {
+        zl_port::PacketBuf::len(self)
+    }
+    #[inline(always)]
+    fn bytes(&self) -> &[u8] {
+        self.as_slice()
+    }
+    #[inline(always)]
+    fn tag(&self) -> u32 {
+        self.tag
+    }
+}
+
+/// A frame's bytes with its label.
+impl Arriving for (&[u8], u32) {
+    #[inline(always)]
+    fn frame_len(&self) -> usize {
+        self.0.len()
+    }
+    #[inline(always)]
+    fn bytes(&self) -> &[u8] {
+        self.0
+    }
+    #[inline(always)]
+    fn tag(&self) -> u32 {
+        self.1
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -368,8 +412,7 @@ mod tests {
                 Nanos(n),
                 ids[i],
                 obs.hit.then_some(obs.occurrence),
-                &frames[i],
-                0,
+                &(&frames[i][..], 0),
                 &list,
             );
             if let Some(t) = way {
@@ -420,7 +463,7 @@ mod tests {
         for id in (0..3 * FLOW_SETS as u64).chain([u64::MAX, u64::MAX - 1]) {
             assert!(
                 table
-                    .arrives(Nanos(1), FlowId(id), None, &[], 0, &list)
+                    .arrives(Nanos(1), FlowId(id), None, &(&[][..], 0), &list)
                     .is_none(),
                 "{id}"
             );
@@ -428,16 +471,22 @@ mod tests {
         }
         let f = frame([10, 0, 9, 1]);
         let id = zl_wire::parse(&f, &parse).unwrap().flow;
-        assert!(table.arrives(Nanos(2), id, Some(3), &f, 7, &list).is_some());
+        assert!(table
+            .arrives(Nanos(2), id, Some(3), &(&f[..], 7), &list)
+            .is_some());
         assert_eq!(table.find(id), Some(FlowTable::set_of(id)));
-        assert!(table.arrives(Nanos(3), id, None, &f, 7, &list).is_some());
+        assert!(table
+            .arrives(Nanos(3), id, None, &(&f[..], 7), &list)
+            .is_some());
         let r = table.record(id).unwrap();
         assert_eq!(
             (r.packets, r.bytes, r.tag, r.first_seen),
             (2, 128, 7, Nanos(2))
         );
         let next = FlowId(id.0 ^ FLOW_SETS as u64);
-        assert!(table.arrives(Nanos(4), next, None, &f, 0, &list).is_none());
+        assert!(table
+            .arrives(Nanos(4), next, None, &(&f[..], 0), &list)
+            .is_none());
     }
 
     #[test]
