@@ -2,10 +2,10 @@
 //! and own MACs) or bridge -> the packet's AQM metadata. Everything a packet goes through
 //! before its egress port's QoS (classify, meter, admission, queue).
 //!
-//! [`Forwarder::forward_in_place`]'s two halves (the common frame's
-//! [`Forwarder::forward_plain`], else [`Forwarder::forward_general`]) are called by the
-//! single-thread loop (`Dataplane::forward_and_admit`) and by the receive workers of the
-//! multi-threaded split (`crate::mt`'s `forward_one`), each calling them itself, so both forward with the same semantics
+//! [`Forwarder::forward_in_place`] (the common frame's [`Forwarder::forward_plain`], else
+//! [`Forwarder::forward_general`]) is called by the single-thread loop
+//! (`Dataplane::forward_and_admit`, which calls the two halves itself) and by the receive
+//! workers of the multi-threaded split (`crate::mt`), so both forward with the same semantics
 //! and the same drop causes: `parse_error` (router mode: the frame is not Ethernet +
 //! IPv4/IPv6), `no_route` (no route matched, or a bridge port without a peer), `ttl_expired`,
 //! `too_big` (larger than the egress port's MTU: IPv4 with DF, or IPv6). A packet dropped as

@@ -14,13 +14,13 @@
 //! [`MtRouter`] holds the same parts as the single-thread [`crate::Dataplane`], built by the
 //! same builder (`crate::build::build_threaded`): ports, one [`Egress`] per port, the
 //! [`Forwarder`], the generator flow groups. The single-thread loop is its one-worker case
-//! without the ring: both run the same receive stage (the two halves of
-//! `Forwarder::forward_in_place`, called by each loop itself, then the egress port's list
-//! observed once) and the same egress stage ([`Egress::admit`], [`Egress::transmit`],
+//! without the ring: both run the same receive stage (`Forwarder::forward_in_place`, whose
+//! two halves the single-thread loop calls itself, then the egress port's list observed
+//! once) and the same egress stage ([`Egress::admit`], [`Egress::transmit`],
 //! [`Egress::tick`], [`Egress::shutdown`]), and count every fate through [`Fates`]. With
 //! `rx_workers = N` the ports' receive sides are dealt to N receive workers (port `i` to
 //! worker `i mod N`); each worker owns its [`BufPool`] and forwards with the same
-//! `Forwarder::forward_plain` / `forward_general` as `Dataplane` does, so routing, bridging and the drop causes
+//! `Forwarder::forward_in_place` as `Dataplane` does, so routing, bridging and the drop causes
 //! `parse_error`, `no_route`, `ttl_expired` are the same. A forwarded packet is observed once,
 //! on the receive worker, in its egress port's shared lock-free [`ZombieList`], and travels with
 //! that [`Observation`] and its parsed headers' rewritable parts ([`QosHeaders`], so the frame
@@ -95,7 +95,7 @@ use zl_port::{
     BATCH_CAPACITY, DEFAULT_BUF_SIZE,
 };
 use zl_qos::{QosConfigError, QosEngine, QosParams};
-use zl_wire::{IpVersion, PlainIpv4, QosHeaders};
+use zl_wire::QosHeaders;
 use zl_zombie::{Observation, ZombieConfig, ZombieList};
 
 use crate::build::{stream_seed, BoxedPort};
@@ -1281,32 +1281,8 @@ fn forward_one(
     fates: &mut Fates,
 ) {
     let mut parsed = None;
-    // As the single-thread loop: the common frame's parse kept as a `PlainIpv4`, the whole
-    // `PacketInfo` made only for a packet forwarding drops, from the frame again (unchanged,
-    // or with its TTL and checksum rewritten consistently), for its ICMP error.
-    let forwarded = match PlainIpv4::parse(buf.as_slice(), state.forwarder.parse_config()) {
-        Some(mut plain) => match state.forwarder.forward_plain(&mut buf, &mut plain) {
-            Ok(meta) => {
-                let headers = QosHeaders {
-                    l3_offset: PlainIpv4::L3_OFFSET,
-                    ip_version: IpVersion::V4,
-                    tos: plain.tos,
-                    cc_ext: None,
-                };
-                Ok((meta, Some(headers)))
-            }
-            Err(cause) => {
-                parsed = zl_wire::parse(buf.as_slice(), state.forwarder.parse_config()).ok();
-                Err(cause)
-            }
-        },
-        None => state
-            .forwarder
-            .forward_general(&mut buf, &mut parsed)
-            .map(|meta| (meta, parsed.as_ref().map(QosHeaders::of))),
-    };
-    let (meta, headers) = match forwarded {
-        Ok(forwarded) => forwarded,
+    let meta = match state.forwarder.forward_in_place(&mut buf, &mut parsed) {
+        Ok(meta) => meta,
         Err(cause) => {
             fates.dropped(&buf, cause);
             let kind = (state.forwarder).icmp_error(
@@ -1347,7 +1323,7 @@ fn forward_one(
     let item = Item {
         buf,
         meta,
-        headers,
+        headers: parsed.as_ref().map(QosHeaders::of),
         obs,
         icmp: None,
     };
