@@ -75,7 +75,7 @@ fn state(meta: u64) -> u64 {
 /// F lookup's path (issue 14).
 #[inline]
 fn is_live(meta: u64) -> bool {
-    debug_assert!(state(meta) != 3);
+    debug_assert!(matches!(state(meta), EMPTY | LIVE | FROZEN));
     meta & (LIVE << STATE_SHIFT) != 0
 }
 
@@ -338,14 +338,8 @@ impl OccurrenceTable {
         let mut probes = 0;
         let mut left = self.buckets.len();
         loop {
-            debug_assert!(b < self.buckets.len() && b < self.metas.len());
-            // SAFETY: `b` is `p.first` or `(b + step) & mask`, so at most `mask`, and `new`
-            // sets `mask = buckets.len() - 1` with `metas.len() == buckets.len()` (neither
-            // changes after). Unchecked: pipeline bench 869.4 -> 866.4 instructions per packet
-            // (issue 14).
-            #[allow(unsafe_code)]
-            let (bucket, metas) =
-                unsafe { (self.buckets.get_unchecked(b), self.metas.get_unchecked(b)) };
+            // Unchecked: pipeline bench 869.4 -> 866.4 instructions per packet (issue 14).
+            let (bucket, metas) = self.bucket_masked(b);
             for (s, (key, meta)) in bucket.keys.iter().zip(&metas.0).enumerate() {
                 probes += 1;
                 // Relaxed: only a filter; the checks below decide.
@@ -533,19 +527,23 @@ impl OccurrenceTable {
     /// table's fields and bounds-check the index again. Without bounds checks (pipeline
     /// bench: 871.6 -> 869.4 instructions per packet; issue 14).
     #[inline(always)]
-    #[allow(unsafe_code)]
     pub(crate) fn home(&self, h: u64) -> Home<'_> {
-        let first = self.probe_hashed(h).first;
-        debug_assert!(first < self.buckets.len() && first < self.metas.len());
-        // SAFETY: `first` is `h & mask`, and `new` sets `mask = buckets.len() - 1` with
-        // `buckets.len()` a power of two and `metas.len() == buckets.len()`; neither array
-        // nor `mask` changes after `new`. So `first < buckets.len() == metas.len()`.
-        unsafe {
-            Home {
-                bucket: self.buckets.get_unchecked(first),
-                metas: self.metas.get_unchecked(first),
-            }
-        }
+        let (bucket, metas) = self.bucket_masked(self.probe_hashed(h).first);
+        Home { bucket, metas }
+    }
+
+    /// Bucket `b & mask`'s keys and state words, without a bounds check (issue 14). Every
+    /// caller's index is masked already, so the mask here folds into theirs.
+    #[inline(always)]
+    #[allow(unsafe_code)]
+    fn bucket_masked(&self, b: usize) -> (&Bucket, &Metas) {
+        let b = b & self.mask;
+        debug_assert!(b < self.buckets.len() && b < self.metas.len());
+        // SAFETY: `new` sets `mask = buckets.len() - 1` with `buckets.len()` a power of two
+        // and `metas.len() == buckets.len()`, and none of the three changes after `new` (the
+        // fields are private and never assigned again). So `b & mask < buckets.len() ==
+        // metas.len()`.
+        unsafe { (self.buckets.get_unchecked(b), self.metas.get_unchecked(b)) }
     }
 
     /// [`OccurrenceTable::occurrence`] from `h`'s [`OccurrenceTable::home`].
