@@ -253,12 +253,35 @@ fn fires_positive<R: rand::RngCore + ?Sized>(
         settle(p4);
         return fire;
     }
-    let (h, d) = p3_fraction(i.hit, i.p_hit);
     let weight = if f > mean_occurrence { f * i.a } else { f };
-    let top = p1 * h;
+    // `(p1 h, d)` of `p3_fraction`. A miss (almost every arrival) has `h = 1` and `d = c`, and
+    // `x * 1.0` is `x` bit for bit, so it skips both multiplies; the rare hit goes on in a copy
+    // of the rest of its own, off the hot path (issue 14: the shared form multiplied by a
+    // selected 1.0 twice and selected the two factors on every decision).
+    if i.hit {
+        cold_path();
+        let (h, d) = p3_fraction(true, i.p_hit);
+        return fires_on(rng, p1 * h, d, weight, mean_occurrence, i.p_avg, settle);
+    }
+    let (_, c) = p3_fraction(false, i.p_hit);
+    fires_on(rng, p1, c, weight, mean_occurrence, i.p_avg, settle)
+}
+
+/// [`fires_positive`]'s common case from `top = p1 h` and `d` (see [`p3_fraction`]), the
+/// weight `F a'`, `T P` and `P_avg`, all positive but `top`.
+#[inline(always)]
+fn fires_on<R: rand::RngCore + ?Sized>(
+    rng: &mut R,
+    top: f64,
+    d: f64,
+    weight: f64,
+    mean_occurrence: f64,
+    p_avg: f64,
+    settle: impl FnOnce(f64),
+) -> bool {
     let p4 = top * weight / (d * mean_occurrence);
     let num = top * top * weight;
-    let den = d * d * (mean_occurrence * i.p_avg);
+    let den = d * d * (mean_occurrence * p_avg);
     settle(p4);
     // A NaN `num` (a hand-built config's NaN `p_max`) is no drop, as before.
     if num > 0.0 {
