@@ -253,7 +253,14 @@ fn fires_positive<R: rand::RngCore + ?Sized>(
         settle(p4);
         return fire;
     }
-    let weight = if f > mean_occurrence { f * i.a } else { f };
+    // A branch, not the select LLVM made of it (a compare, three masks and a multiply on
+    // every decision), for the rarer misbehaving flow.
+    let weight = if f > mean_occurrence {
+        cold_path();
+        f * i.a
+    } else {
+        f
+    };
     // `(p1 h, d)` of `p3_fraction`. A miss (almost every arrival) has `h = 1` and `d = c`, and
     // `x * 1.0` is `x` bit for bit, so it skips both multiplies; the rare hit goes on in a copy
     // of the rest of its own, off the hot path (issue 14: the shared form multiplied by a
