@@ -459,6 +459,11 @@ impl ZombieList {
     /// without its loop's set-up (most calls out of `compare` are this case). When the slot
     /// changed meanwhile, the loop goes on from the word read again, with the swap already
     /// drawn, as it would have.
+    ///
+    /// The common case (the flow's live entry taken at once, the slot's CAS done) calls
+    /// nothing; every other case goes on in a cold function, called last with this one's
+    /// arguments, so this one saves no registers on its way in and out (issue 14). The same
+    /// atomic operations in the same order as [`ZombieList::overwrite`] and the loop.
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
     fn swap_in<R: RngCore + ?Sized, S: OpSink>(
@@ -471,9 +476,54 @@ impl ZombieList {
         rng: &mut R,
         ops: &mut S,
     ) -> bool {
-        if !self.overwrite(slot, w, flow, h, now, ops) {
+        let Some(e_new) = self.table.reserve_live(flow, h, ops) else {
+            return self.swap_in_any(slot, w, flow, h, now, rng, ops);
+        };
+        if !self.overwrite_reserved(slot, w, e_new, h, now, ops) {
             return false;
         }
+        self.swap_again(slot, flow, h, now, rng, ops)
+    }
+
+    /// [`ZombieList::swap_in`] when the flow has no live entry to take at once: the
+    /// overwrite through [`OccurrenceTable::reserve_any`] (what `reserve` does after
+    /// `reserve_live` found nothing, which changed nothing).
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn swap_in_any<R: RngCore + ?Sized, S: OpSink>(
+        &self,
+        slot: &Slot,
+        w: u64,
+        flow: FlowId,
+        h: u64,
+        now: Nanos,
+        rng: &mut R,
+        ops: &mut S,
+    ) -> bool {
+        let Some(e_new) = self.table.reserve_any(flow, h, ops) else {
+            self.table_full.fetch_add(1, Ordering::Relaxed);
+            return false;
+        };
+        if !self.overwrite_reserved(slot, w, e_new, h, now, ops) {
+            return false;
+        }
+        self.swap_again(slot, flow, h, now, rng, ops)
+    }
+
+    /// [`ZombieList::swap_in`] after its CAS failed (the slot changed meanwhile): the loop
+    /// from the word read again, the swap drawn.
+    #[cold]
+    #[inline(never)]
+    fn swap_again<R: RngCore + ?Sized, S: OpSink>(
+        &self,
+        slot: &Slot,
+        flow: FlowId,
+        h: u64,
+        now: Nanos,
+        rng: &mut R,
+        ops: &mut S,
+    ) -> bool {
         ops.slot_read();
         let w = slot.word.load(Ordering::Acquire);
         self.compare_from(slot, w, Some(true), flow, h, now, rng, ops)
@@ -498,6 +548,21 @@ impl ZombieList {
             self.table_full.fetch_add(1, Ordering::Relaxed);
             return false;
         };
+        self.overwrite_reserved(slot, w, e_new, h, now, ops)
+    }
+
+    /// [`ZombieList::overwrite`] once the new entry `e_new` (of the flow whose hash is `h`) is
+    /// reserved.
+    #[inline(always)]
+    fn overwrite_reserved<S: OpSink>(
+        &self,
+        slot: &Slot,
+        w: u64,
+        e_new: usize,
+        h: u64,
+        now: Nanos,
+        ops: &mut S,
+    ) -> bool {
         // T changes by `1 - (c_old + 1) = -c_old`, applied after the CAS: a decrease can
         // wait (T only overstates meanwhile). Into an empty slot it is `+1`, taken first.
         if w == 0 {
