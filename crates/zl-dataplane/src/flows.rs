@@ -71,8 +71,11 @@ pub struct TopFlow {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Counters {
     packets: u64,
-    bytes: u64,
+    // Between the two counters every packet adds to: side by side, LLVM paired their adds
+    // into one vector add, six instructions where three do (issue 14: 836.6 -> 834.0
+    // instructions per packet in the pipeline bench).
     marked: u64,
+    bytes: u64,
     drops: [u64; DropCause::ALL.len()],
 }
 

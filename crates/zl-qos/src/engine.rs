@@ -607,7 +607,8 @@ impl<T> QosEngine<T> {
     /// the burst, so once [`Scheduler::peek`] has chosen a class, it would choose it again
     /// for the next [`Scheduler::run_quota`] packets the class holds (a WRR class's credit,
     /// or all of them when it is the only weighted class with packets), and is asked again
-    /// only after them. The shaper then goes over the run's lengths in the ring
+    /// only after them ([`Scheduler::next_run`]: the class and that count in one call). The
+    /// shaper then goes over the run's lengths in the ring
     /// ([`Shaper::send_run`]: the `try_send`s `dequeue` would make, up to the first it
     /// refuses), the packets it lets go are popped and counted one by one, as
     /// [`QosEngine::dequeue`] does, and the run is charged at its end as those `peek`s and
@@ -618,11 +619,10 @@ impl<T> QosEngine<T> {
         let mut sent = 0;
         while sent < max {
             let classes = &self.classes;
-            let Some(ci) = self.sched.peek(|i| classes[i].queue.head_len()) else {
+            let Some((ci, quota)) = self.sched.next_run(|i| classes[i].queue.head_len()) else {
                 break;
             };
-            let run = (self.sched.run_quota(ci, |i| !classes[i].queue.is_empty()))
-                .min((max - sent) as u64);
+            let run = quota.min((max - sent) as u64);
             let class = &mut self.classes[ci];
             let run = run.min(class.queue.len() as u64);
             // The shaper first, over the run's lengths as they lie in the ring (one pass, no

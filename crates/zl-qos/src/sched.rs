@@ -145,6 +145,42 @@ impl Scheduler {
         }
     }
 
+    /// [`Scheduler::peek`] and, for the class it returns, [`Scheduler::run_quota`], in one
+    /// call: the class to serve next and how many packets in a row it sends before `peek`
+    /// would choose otherwise. `head` as for `peek`; a class is backlogged when its head is
+    /// `Some`. The transmit burst asks it once per run: against `peek` then `run_quota`, the
+    /// pipeline bench measured 836.6 -> 831.8 instructions per packet (issue 14). Its round
+    /// loop runs `0..n + 1` where `peek` runs `0..=n`; `peek` changed to one body with this
+    /// measured +8 on the receive side, into which the cut-through inlines `peek`.
+    #[inline(always)]
+    pub fn next_run(&mut self, head: impl Fn(usize) -> Option<u32>) -> Option<(usize, u64)> {
+        for &c in &self.strict {
+            if head(c).is_some() {
+                return Some((c, u64::MAX));
+            }
+        }
+        let n = self.weighted.len();
+        if n == 0 {
+            return None;
+        }
+        match self.mode {
+            SchedMode::Wrr => {
+                // At most one full pass past the current class, as in `peek`.
+                for _ in 0..n + 1 {
+                    let c = self.weighted[self.cur];
+                    if self.credit > 0 && head(c).is_some() {
+                        let others = self.weighted.iter().any(|&o| o != c && head(o).is_some());
+                        return Some((c, if others { self.credit } else { u64::MAX }));
+                    }
+                    self.cur = next_index(self.cur, n);
+                    self.credit = self.quantum[self.cur];
+                }
+                None
+            }
+            SchedMode::Drr => self.peek_drr(&head).map(|c| (c, 1)),
+        }
+    }
+
     /// [`Scheduler::peek`]'s DRR round, kept out of line so that the strict and WRR paths
     /// inline into the dequeue loop.
     fn peek_drr(&mut self, head: &impl Fn(usize) -> Option<u32>) -> Option<usize> {
@@ -340,6 +376,38 @@ mod tests {
         assert_eq!(s.peek(all), Some(0));
         assert_eq!(s.run_quota(0, |c| c < 3), 1);
         assert_eq!(s.run_quota(3, |c| c < 3), u64::MAX, "a strict class");
+    }
+
+    /// `next_run` is `peek` then `run_quota` (same class, same quota, same state after), over
+    /// WRR and DRR rounds with strict classes, every mix of empty and busy queues, mid-round.
+    #[test]
+    fn next_run_is_peek_then_run_quota() {
+        let classes = [
+            SchedClass::Weighted { quantum: 1 },
+            SchedClass::Strict { rank: 0 },
+            SchedClass::Weighted { quantum: 4 },
+            SchedClass::Weighted { quantum: 5 },
+        ];
+        for mode in [SchedMode::Wrr, SchedMode::Drr] {
+            let mut s = Scheduler::new(mode, &classes);
+            for step in 0..400u32 {
+                // Which classes hold a packet: a mask that walks every mix.
+                let busy = (step * 7 + step / 16) % 16;
+                let head = |c: usize| (busy & (1 << c) != 0).then_some(64 + c as u32);
+                let mut one = s.clone();
+                let want = one
+                    .peek(head)
+                    .map(|c| (c, one.run_quota(c, |o| head(o).is_some())));
+                assert_eq!(s.next_run(head), want, "{mode:?} step {step}");
+                assert_eq!(
+                    (s.cur, s.credit, &s.deficit),
+                    (one.cur, one.credit, &one.deficit)
+                );
+                if let Some((c, _)) = want {
+                    s.commit(c, 64, false);
+                }
+            }
+        }
     }
 
     #[test]
