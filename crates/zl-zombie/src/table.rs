@@ -140,6 +140,52 @@ fn bucket_occurrence<S: OpSink>(bucket: &Bucket, metas: &Metas, flow: FlowId, op
     f
 }
 
+/// What [`reserve_in_bucket`] found.
+enum InBucket {
+    /// The flow's live entry in this slot of the bucket, its count raised.
+    Taken(usize),
+    /// No entry keyed the flow here: the walk goes on if the bucket spilled.
+    Absent,
+    /// An entry keyed the flow in the way (not live, its key changed, the CAS failed).
+    Stop,
+}
+
+/// [`OccurrenceTable::reserve_live`]'s step over one bucket (keys `bucket`, state words
+/// `metas`): the first entry keyed `flow`, taken by one CAS if it is live. On success it
+/// counts `probes` (the entries and spill counters read before this bucket) and this
+/// bucket's entries up to the match as probes, and one write for the CAS.
+#[inline(always)]
+fn reserve_in_bucket<S: OpSink>(
+    bucket: &Bucket,
+    metas: &Metas,
+    flow: FlowId,
+    probes: usize,
+    ops: &mut S,
+) -> InBucket {
+    for (s, (key, meta)) in bucket.keys.iter().zip(&metas.0).enumerate() {
+        // Relaxed: only a filter; the checks below decide.
+        if key.load(Ordering::Relaxed) != flow.0 {
+            continue;
+        }
+        let m = meta.load(Ordering::Acquire);
+        if !is_live(m) || key.load(Ordering::Relaxed) != flow.0 {
+            return InBucket::Stop;
+        }
+        if meta
+            .compare_exchange(m, m + 1, Ordering::AcqRel, Ordering::Relaxed)
+            .is_err()
+        {
+            return InBucket::Stop;
+        }
+        for _ in 0..probes + s + 1 {
+            ops.table_probe();
+        }
+        ops.table_write();
+        return InBucket::Taken(s);
+    }
+    InBucket::Absent
+}
+
 /// One entry: its key and its state word, which live in the two arrays.
 #[derive(Debug)]
 struct Entry<'a> {
@@ -333,54 +379,67 @@ impl OccurrenceTable {
     /// the state word's generation makes the CAS fail. On success it counts the operations
     /// `reserve_any` would have counted for the same walk: one probe per entry examined
     /// before the match and per spill counter read, one write for the CAS.
+    ///
+    /// The flow's first bucket is read in line; a walk on past it (its spill counter not 0,
+    /// rare in a table at most half full) goes on in [`OccurrenceTable::reserve_live_spilled`],
+    /// out of line, with the same loads in the same order (issue 14: the walk's set-up held
+    /// registers a swap then saved and restored on every call).
     #[inline(always)]
-    fn reserve_live<S: OpSink>(&self, flow: FlowId, h: u64, ops: &mut S) -> Option<usize> {
+    pub(crate) fn reserve_live<S: OpSink>(
+        &self,
+        flow: FlowId,
+        h: u64,
+        ops: &mut S,
+    ) -> Option<usize> {
+        let b = self.probe_hashed(h).first;
+        // Unchecked: pipeline bench 869.4 -> 866.4 instructions per packet (issue 14).
+        let (bucket, metas) = self.bucket_masked(b);
+        match reserve_in_bucket(bucket, metas, flow, 0, ops) {
+            InBucket::Taken(s) => return Some(b * ENTRIES_PER_BUCKET + s),
+            InBucket::Stop => return None,
+            InBucket::Absent => {}
+        }
+        if bucket.spill.load(Ordering::Acquire) == 0 || self.buckets.len() == 1 {
+            return None;
+        }
+        self.reserve_live_spilled(flow, h, ops)
+    }
+
+    /// The rest of [`OccurrenceTable::reserve_live`]'s walk, after a first bucket that held no
+    /// entry keyed `flow` and spilled: `b_1, b_2, ...` until a bucket nothing spilled past, or
+    /// every bucket visited.
+    #[cold]
+    #[inline(never)]
+    fn reserve_live_spilled<S: OpSink>(&self, flow: FlowId, h: u64, ops: &mut S) -> Option<usize> {
         let p = self.probe_hashed(h);
         let mut b = p.first;
-        // Entries examined and spill counters read so far, for the op counts.
-        let mut probes = 0;
-        let mut left = self.buckets.len();
-        loop {
-            // Unchecked: pipeline bench 869.4 -> 866.4 instructions per packet (issue 14).
+        // The first bucket's entries and spill counter, for the op counts.
+        let mut probes = ENTRIES_PER_BUCKET + 1;
+        for _ in 1..self.buckets.len() {
+            b = b.wrapping_add(p.step) & self.mask;
             let (bucket, metas) = self.bucket_masked(b);
-            for (s, (key, meta)) in bucket.keys.iter().zip(&metas.0).enumerate() {
-                probes += 1;
-                // Relaxed: only a filter; the checks below decide.
-                if key.load(Ordering::Relaxed) != flow.0 {
-                    continue;
-                }
-                let m = meta.load(Ordering::Acquire);
-                if !is_live(m) || key.load(Ordering::Relaxed) != flow.0 {
-                    return None;
-                }
-                if meta
-                    .compare_exchange(m, m + 1, Ordering::AcqRel, Ordering::Relaxed)
-                    .is_err()
-                {
-                    return None;
-                }
-                for _ in 0..probes {
-                    ops.table_probe();
-                }
-                ops.table_write();
-                return Some(b * ENTRIES_PER_BUCKET + s);
+            match reserve_in_bucket(bucket, metas, flow, probes, ops) {
+                InBucket::Taken(s) => return Some(b * ENTRIES_PER_BUCKET + s),
+                InBucket::Stop => return None,
+                InBucket::Absent => {}
             }
-            probes += 1;
+            probes += ENTRIES_PER_BUCKET + 1;
             if bucket.spill.load(Ordering::Acquire) == 0 {
                 return None;
             }
-            left -= 1;
-            if left == 0 {
-                return None;
-            }
-            b = b.wrapping_add(p.step) & self.mask;
         }
+        None
     }
 
     /// [`OccurrenceTable::reserve`], every case: the flow's live entry, or its dead one
     /// revived, or a new one claimed.
     #[inline(never)]
-    fn reserve_any<S: OpSink>(&self, flow: FlowId, h: u64, ops: &mut S) -> Option<usize> {
+    pub(crate) fn reserve_any<S: OpSink>(
+        &self,
+        flow: FlowId,
+        h: u64,
+        ops: &mut S,
+    ) -> Option<usize> {
         let p = self.probe_hashed(h);
         let buckets = self.buckets.len();
         'retry: loop {
