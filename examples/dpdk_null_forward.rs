@@ -241,7 +241,7 @@ fn null_port(eal: &Eal, n: u16, dst: [u8; 3], zero_copy: bool) -> Res<DpdkPort> 
 
 /// The data plane on two prefilled net_null ports for `secs`: forwarded packets per second,
 /// and the fate line's drops (none expected: the ports keep up with each other).
-fn pipeline(eal: &'static Eal, secs: f64, variant: Variant) -> Res<(f64, u64)> {
+fn pipeline(eal: &'static Eal, secs: f64, variant: Variant) -> Res<Outcome> {
     let (cfg, zero_copy) = match variant {
         Variant::Router => (RouterConfig::from_toml(PIPELINE)?, false),
         Variant::Bridge { zero_copy } => (RouterConfig::from_toml(&bridge_config())?, zero_copy),
@@ -264,13 +264,22 @@ fn pipeline(eal: &'static Eal, secs: f64, variant: Variant) -> Res<(f64, u64)> {
     })
 }
 
+/// What one timed router run did.
+struct Outcome {
+    /// Forwarded packets per second.
+    rate: f64,
+    /// Packets forwarded in all (a profiler's divisor).
+    forwarded: u64,
+    /// Drops other than `shutdown`.
+    dropped: u64,
+}
+
 /// Runs a router with `run` (given the stop flag, raised after `secs`, and the start of its
-/// monotonic clock), which returns the router's totals: forwarded packets per second, and the
-/// drops other than `shutdown`.
+/// monotonic clock), which returns the router's totals.
 fn for_seconds(
     secs: f64,
     run: impl FnOnce(&AtomicBool, Instant) -> Res<zl_dataplane::FateCounters>,
-) -> Res<(f64, u64)> {
+) -> Res<Outcome> {
     let stop = std::sync::Arc::new(AtomicBool::new(false));
     let timer = {
         let stop = stop.clone();
@@ -283,10 +292,11 @@ fn for_seconds(
     let t = run(&stop, start)?;
     let elapsed = start.elapsed().as_secs_f64();
     timer.join().map_err(|_| "timer thread")?;
-    Ok((
-        t.forwarded as f64 / elapsed,
-        t.dropped() - t.drops_of(zl_dataplane::DropCause::Shutdown),
-    ))
+    Ok(Outcome {
+        rate: t.forwarded as f64 / elapsed,
+        forwarded: t.forwarded,
+        dropped: t.dropped() - t.drops_of(zl_dataplane::DropCause::Shutdown),
+    })
 }
 
 /// The port's own paths on two prefilled net_null ports: (`forward_to`, `Port` trait) packets
@@ -350,14 +360,22 @@ fn main() -> Res<()> {
     let result = match only.as_deref() {
         None => compare(eal, secs, rounds, core),
         // Only the data plane / the Port trait path, for a profiler.
-        Some("pipeline") => pipeline(eal, secs, Variant::Router).map(|(pipe, dropped)| {
-            println!("pipeline {:.2} Mpps, drops {dropped}", pipe / 1e6);
+        Some("pipeline") => pipeline(eal, secs, Variant::Router).map(|o| {
+            println!(
+                "pipeline {:.2} Mpps, forwarded {}, drops {}",
+                o.rate / 1e6,
+                o.forwarded,
+                o.dropped
+            );
         }),
-        Some("bridge-zc") => {
-            pipeline(eal, secs, Variant::Bridge { zero_copy: true }).map(|(pipe, dropped)| {
-                println!("bridge zero-copy {:.2} Mpps, drops {dropped}", pipe / 1e6);
-            })
-        }
+        Some("bridge-zc") => pipeline(eal, secs, Variant::Bridge { zero_copy: true }).map(|o| {
+            println!(
+                "bridge zero-copy {:.2} Mpps, forwarded {}, drops {}",
+                o.rate / 1e6,
+                o.forwarded,
+                o.dropped
+            );
+        }),
         Some("port") => port_paths(eal, secs, false, false).map(|(_, copy)| {
             println!("Port trait {:.2} Mpps", copy / 1e6);
         }),
@@ -401,9 +419,9 @@ fn compare(eal: &'static Eal, secs: f64, rounds: usize, core: u32) -> Res<()> {
             Variant::Bridge { zero_copy: false },
             Variant::Bridge { zero_copy: true },
         ] {
-            let (pipe, dropped) = pipeline(eal, secs, variant)?;
-            drops += dropped;
-            rates.push(pipe);
+            let run = pipeline(eal, secs, variant)?;
+            drops += run.dropped;
+            rates.push(run.rate);
         }
         print!("{:<6} {:>8.2} M", round, reference / 1e6);
         for r in &rates {
@@ -460,7 +478,7 @@ fn threaded(
     secs: f64,
     (rx, tx): (usize, usize),
     cpus: &[usize],
-) -> Res<(f64, u64)> {
+) -> Res<Outcome> {
     let cfg = RouterConfig::from_toml(&scaling_config(rx, tx))?;
     let mut supply =
         |i: usize, p: &zl_dataplane::config::PortParams| -> Result<Option<BoxedPort>, BuildError> {
@@ -515,7 +533,11 @@ fn scaling(eal: &'static Eal, secs: f64, rounds: usize, cpus: &[usize]) -> Res<(
     for round in 0..rounds {
         let mut base = 0.0;
         for (i, &layout) in layouts.iter().enumerate() {
-            let (rate, drops) = threaded(eal, secs, layout, cpus)?;
+            let Outcome {
+                rate,
+                dropped: drops,
+                ..
+            } = threaded(eal, secs, layout, cpus)?;
             if i == 0 {
                 base = rate;
             }
