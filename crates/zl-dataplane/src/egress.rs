@@ -227,13 +227,16 @@ impl Egress {
     /// link keeps up would hold up to a burst (32) that an AQM reads as congestion (ZL-RED's
     /// `th_min` is 5). It is counted as forwarded here, as `transmit` counts what it dequeues.
     /// A discarded packet is counted with its cause and handed back for the caller to recycle.
+    /// Either way the packet is moved out of `buf` ([`PacketBuf::take`], left hollow) only
+    /// when its verdict is known, straight into its queue (see
+    /// `QosEngine::enqueue_classified_taken`).
     #[inline]
     #[allow(clippy::too_many_arguments)]
     pub fn admit<R: RngCore + ?Sized, H: Rewrite>(
         &mut self,
         now: Nanos,
         rng: &mut R,
-        mut buf: PacketBuf,
+        buf: &mut PacketBuf,
         meta: PacketMeta,
         mut headers: Option<&mut H>,
         observed: Option<&Observation>,
@@ -250,19 +253,19 @@ impl Egress {
                 now,
                 meta.flow,
                 observed.filter(|o| o.hit).map(|o| o.occurrence),
-                &buf,
+                buf,
                 list,
             ),
             _ => None,
         };
         let mut marked = false;
         let color = class.color;
-        let result = self.qos.enqueue_classified_observed(
+        let result = self.qos.enqueue_classified_taken(
             now,
             rng,
             &class,
             meta,
-            buf,
+            || buf.take(),
             |b| {
                 if let Some(h) = headers {
                     marked = h.mark(b.as_mut_slice());

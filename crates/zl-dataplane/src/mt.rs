@@ -1019,7 +1019,7 @@ fn admit_from_ring(
         let Some(item) = ring.pop() else { break };
         n += 1;
         let Item {
-            buf,
+            mut buf,
             meta,
             mut headers,
             obs,
@@ -1031,7 +1031,15 @@ fn admit_from_ring(
             }
             continue;
         }
-        let dropped = egress.admit(now, rng, buf, meta, headers.as_mut(), obs.as_ref(), fates);
+        let dropped = egress.admit(
+            now,
+            rng,
+            &mut buf,
+            meta,
+            headers.as_mut(),
+            obs.as_ref(),
+            fates,
+        );
         if let Some(b) = dropped {
             returns.give(b);
         }

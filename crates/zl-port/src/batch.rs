@@ -91,6 +91,12 @@ impl Batch {
     pub(crate) fn storage_capacity(&self) -> usize {
         self.pkts.capacity()
     }
+    /// Drops every packet left (hollow ones, [`PacketBuf::take`]n); the batch is empty
+    /// afterwards.
+    #[inline]
+    pub fn clear(&mut self) {
+        self.pkts.clear();
+    }
     /// Takes every packet out, in arrival order; the batch is empty afterwards.
     #[inline]
     pub fn drain(&mut self) -> std::vec::Drain<'_, PacketBuf> {
@@ -145,6 +151,28 @@ impl RxTally {
 mod tests {
     use super::*;
     use crate::BufPool;
+
+    #[test]
+    fn a_packet_taken_in_place_leaves_a_hollow_buffer_clear_drops() {
+        let mut pool = BufPool::new(2, 64);
+        let mut batch = Batch::new();
+        for i in 0..2u8 {
+            let mut b = pool.alloc().unwrap();
+            b.copy_from(&[i, 7]).unwrap();
+            b.tag = u32::from(i) + 1;
+            batch.push(b).unwrap();
+        }
+        let taken: Vec<PacketBuf> = batch.iter_mut().map(PacketBuf::take).collect();
+        assert_eq!(taken[1].as_slice(), &[1, 7]);
+        assert_eq!(taken[1].tag, 2);
+        assert!(batch.iter().all(|b| b.as_slice().is_empty() && b.tag == 0));
+        batch.clear();
+        assert!(batch.is_empty());
+        for b in taken {
+            pool.free(b);
+        }
+        assert_eq!(pool.available(), 2);
+    }
 
     #[test]
     fn batch_holds_exactly_its_capacity_in_order() {

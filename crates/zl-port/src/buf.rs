@@ -154,6 +154,32 @@ impl Drop for PacketBuf {
 }
 
 impl PacketBuf {
+    /// A buffer of no room and no frame (no allocation): what [`PacketBuf::take`] leaves, and
+    /// a new pool buffer's every field but its room.
+    #[inline]
+    fn hollow() -> Self {
+        PacketBuf {
+            data: Box::default(),
+            len: 0,
+            #[cfg(feature = "lend")]
+            lent: None,
+            #[cfg(feature = "lend")]
+            lender: 0,
+            rx_time: Nanos::ZERO,
+            in_port: 0,
+            out_port: 0,
+            tag: 0,
+        }
+    }
+    /// Moves the packet out, leaving a hollow buffer (no room, no frame, nothing allocated)
+    /// in its place: for a caller that works on a packet where it lies in a batch and moves
+    /// it out only where it goes (a queue), [`Batch::clear`] dropping the hollow ones.
+    ///
+    /// [`Batch::clear`]: crate::Batch::clear
+    #[inline]
+    pub fn take(&mut self) -> PacketBuf {
+        std::mem::replace(self, PacketBuf::hollow())
+    }
     /// The frame's bytes.
     #[inline]
     pub fn as_slice(&self) -> &[u8] {
@@ -363,15 +389,7 @@ impl BufPool {
         for _ in 0..count {
             free.push(PacketBuf {
                 data: vec![0u8; buf_size].into_boxed_slice(),
-                len: 0,
-                #[cfg(feature = "lend")]
-                lent: None,
-                #[cfg(feature = "lend")]
-                lender: 0,
-                rx_time: Nanos::ZERO,
-                in_port: 0,
-                out_port: 0,
-                tag: 0,
+                ..PacketBuf::hollow()
             });
         }
         BufPool {

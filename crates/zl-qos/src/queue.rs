@@ -138,7 +138,7 @@ impl<T> ClassQueue<T> {
         if self.view().is_full_for(meta.len) {
             return Err(item);
         }
-        self.push_fitting(now, meta, item);
+        self.push_fitting(now, meta, move || item);
         Ok(())
     }
 
@@ -146,15 +146,31 @@ impl<T> ClassQueue<T> {
     /// [`ClassQueue::view`]`.is_full_for` (the engine's arrival path, through
     /// [`zl_aqm::Admission`]). Past the bounds the ring
     /// still holds the packet, growing beyond its reservation: a caller's bug costs memory,
-    /// not a lost packet.
+    /// not a lost packet. The item is taken (`take`) only once the ring has its room, so a
+    /// caller's item moves once, from where it lies into the ring (issue 14: taken before the
+    /// room check, the 40-byte buffer went through the stack around the growing call).
     #[inline]
-    pub(crate) fn push_fitting(&mut self, now: Nanos, meta: PacketMeta, item: T) {
+    pub(crate) fn push_fitting(&mut self, now: Nanos, meta: PacketMeta, take: impl FnOnce() -> T) {
         debug_assert!(!self.view().is_full_for(meta.len));
         self.state.len_packets += 1;
         self.state.len_bytes += meta.len as u64;
         self.state.idle_since = None;
+        if self.ring.len() == self.ring.capacity() {
+            return self.push_growing(now, meta, take);
+        }
         self.ring.push_back(Queued {
-            item,
+            item: take(),
+            meta,
+            enqueued_at: now,
+        });
+    }
+
+    /// [`ClassQueue::push_fitting`] into a full ring (it grows): off the arrival path.
+    #[cold]
+    #[inline(never)]
+    fn push_growing(&mut self, now: Nanos, meta: PacketMeta, take: impl FnOnce() -> T) {
+        self.ring.push_back(Queued {
+            item: take(),
             meta,
             enqueued_at: now,
         });
