@@ -171,14 +171,26 @@ impl PacketBuf {
             tag: 0,
         }
     }
-    /// Moves the packet out, leaving a hollow buffer (no room, no frame, nothing allocated)
-    /// in its place: for a caller that works on a packet where it lies in a batch and moves
-    /// it out only where it goes (a queue), [`Batch::clear`] dropping the hollow ones.
+    /// Moves the packet out, leaving a hollow buffer (no room, no frame, nothing allocated;
+    /// its stamps and ports as they were) in its place: for a caller that works on a packet
+    /// where it lies in a batch and moves it out only where it goes (a queue), [`Batch::clear`]
+    /// dropping the hollow ones. Only the room and the length are written over (issue 14: a
+    /// whole hollow buffer written in, 820.8 against 810.1 instructions per packet in the
+    /// pipeline bench).
     ///
     /// [`Batch::clear`]: crate::Batch::clear
     #[inline]
     pub fn take(&mut self) -> PacketBuf {
-        std::mem::replace(self, PacketBuf::hollow())
+        let taken = PacketBuf {
+            data: std::mem::take(&mut self.data),
+            ..*self
+        };
+        self.len = 0;
+        #[cfg(feature = "lend")]
+        {
+            self.lent = None;
+        }
+        taken
     }
     /// The frame's bytes.
     #[inline]
