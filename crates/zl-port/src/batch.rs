@@ -91,10 +91,15 @@ impl Batch {
     pub(crate) fn storage_capacity(&self) -> usize {
         self.pkts.capacity()
     }
-    /// Drops every packet left (hollow ones, [`PacketBuf::take`]n); the batch is empty
-    /// afterwards.
+    /// Drops every packet left, which must all be hollow ([`PacketBuf::take`]n: a buffer
+    /// dropped here would be lost to its pool); the batch is empty afterwards. Debug builds
+    /// check it.
     #[inline]
     pub fn clear(&mut self) {
+        debug_assert!(
+            self.pkts.iter().all(PacketBuf::is_hollow),
+            "Batch::clear drops only hollow buffers (a pool buffer would be lost)"
+        );
         self.pkts.clear();
     }
     /// Takes every packet out, in arrival order; the batch is empty afterwards.
@@ -165,13 +170,25 @@ mod tests {
         let taken: Vec<PacketBuf> = batch.iter_mut().map(PacketBuf::take).collect();
         assert_eq!(taken[1].as_slice(), &[1, 7]);
         assert_eq!(taken[1].tag, 2);
-        assert!(batch.iter().all(|b| b.as_slice().is_empty()));
+        assert!(batch
+            .iter()
+            .all(|b| b.is_hollow() && b.as_slice().is_empty()));
         batch.clear();
         assert!(batch.is_empty());
         for b in taken {
             pool.free(b);
         }
         assert_eq!(pool.available(), 2);
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "hollow")]
+    fn clear_refuses_a_pool_buffer_in_debug_builds() {
+        let mut pool = BufPool::new(1, 64);
+        let mut batch = Batch::new();
+        batch.push(pool.alloc().unwrap()).unwrap();
+        batch.clear();
     }
 
     #[test]

@@ -192,6 +192,12 @@ impl PacketBuf {
         }
         taken
     }
+    /// Whether the buffer is hollow (what [`PacketBuf::take`] leaves): no room and no lent
+    /// frame, so dropping it loses nothing.
+    #[inline]
+    pub fn is_hollow(&self) -> bool {
+        self.data.is_empty() && !self.carries_lent()
+    }
     /// The frame's bytes.
     #[inline]
     pub fn as_slice(&self) -> &[u8] {
