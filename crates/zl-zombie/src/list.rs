@@ -715,10 +715,11 @@ impl ZombieList {
             self.cfg.alpha(),
             hit,
         );
-        if next.to_bits() != bits {
-            ops.total_write();
-            shard.store(next.to_bits(), Ordering::Relaxed);
-        }
+        // Stored even when unchanged: a test skipping the store cost a compare, a branch and
+        // a jump on every arrival (pipeline 808.1 -> 804.9 instructions per packet, issue 14),
+        // and only this shard's threads write its line.
+        ops.total_write();
+        shard.store(next.to_bits(), Ordering::Relaxed);
         next
     }
 
