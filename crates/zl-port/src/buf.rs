@@ -154,8 +154,9 @@ impl Drop for PacketBuf {
 }
 
 impl PacketBuf {
-    /// A buffer of no room and no frame (no allocation): what [`PacketBuf::take`] leaves, and
-    /// a new pool buffer's every field but its room.
+    /// A buffer of no room and no frame (no allocation), every other field zero: a new pool
+    /// buffer's every field but its room. ([`PacketBuf::take`] leaves a buffer as hollow, but
+    /// writes only its room and length over.)
     #[inline]
     fn hollow() -> Self {
         PacketBuf {
