@@ -101,19 +101,33 @@
 #![warn(missing_docs)]
 
 mod check;
+pub mod codel;
+pub mod dualpi2;
+pub mod fq_codel;
+pub mod isolation;
 pub mod nonlinear_model;
 pub mod nonlinear_red;
+pub mod pie;
 mod policy;
 pub mod priority_ecn;
+pub mod queues;
 pub mod red;
 pub mod sojourn;
 pub mod sred;
 pub mod tail_drop;
 pub mod zlred;
 
+pub use codel::{Codel, CodelConfig, CodelParams, CodelState, CodelStats};
+pub use dualpi2::{DualPi2, DualPi2Config, DualPi2Params, DualPi2Stats};
+pub use fq_codel::{FqCodel, FqCodelConfig, FqCodelParams, FqCodelStats, HostIsolation};
+pub use isolation::{
+    BoxState, BoxedFlow, Isolated, IsolationConfig, IsolationParams, IsolationStats, PenaltyEpisode,
+};
 pub use nonlinear_red::{NonlinearRed, NonlinearRedConfig, NonlinearRedParams};
-pub use policy::{AqmParams, AqmPolicy, BuildContext};
+pub use pie::{Pie, PieConfig, PieEstimator, PieParams};
+pub use policy::{AqmParams, AqmPolicy, BuildContext, QueueDiscipline};
 pub use priority_ecn::{PriorityEcnRed, PriorityEcnRedConfig, PriorityEcnRedParams};
+pub use queues::{Departure, Discard, Discipline, IsolateBy, Next, Queued, SubQueues};
 pub use red::{CountTerm, QueueUnit, Red, RedConfig, RedParams, RedRegion};
 pub use sojourn::{Sojourn, SojournColorParams, SojournConfig, SojournParams};
 pub use sred::{Sred, SredConfig, SredParams, SredTerms};
@@ -141,6 +155,11 @@ pub struct PacketMeta {
     pub weight: u8,
     /// Drop precedence after metering (green when the class is not metered).
     pub color: Color,
+    /// A 16-bit hash of the source address, for per-host isolation ([`IsolateBy::SrcHost`],
+    /// FQ-CoDel's host modes); 0 where the caller does not parse it.
+    pub src_host: u16,
+    /// A 16-bit hash of the destination address, as `src_host`.
+    pub dst_host: u16,
 }
 
 impl PacketMeta {
@@ -432,6 +451,11 @@ impl<P: Aqm> Admission<P> {
     /// The counters of every verdict so far.
     pub fn stats(&self) -> &AqmStats {
         &self.stats
+    }
+
+    /// Takes over counters kept so far (they go on across a reconfiguration).
+    pub fn inherit_stats(&mut self, stats: AqmStats) {
+        self.stats = stats;
     }
 
     /// The policy, for reading its own state (averages, the latest terms, its Zombie List).

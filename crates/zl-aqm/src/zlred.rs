@@ -386,6 +386,9 @@ pub struct ZlRedParams {
     /// The Zombie List (M = 1000, p_swap = 0.25, alpha = 1/M, occurrence table). Used when
     /// the build context supplies no shared list; validated either way.
     pub zombie: ZombieParams,
+    /// Flow isolation: the flows eq. (4) flags go to a penalty sub-queue served at their fair
+    /// share (`crate::isolation`). Default none: ZL-RED as in its paper.
+    pub isolation: Option<crate::isolation::IsolationParams>,
 }
 
 impl Default for ZlRedParams {
@@ -396,6 +399,7 @@ impl Default for ZlRedParams {
             a: 1.0,
             ecn: false,
             zombie: ZombieParams::default(),
+            isolation: None,
         }
     }
 }

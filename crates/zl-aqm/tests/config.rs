@@ -306,7 +306,7 @@ fn unknown_keys_and_kinds_are_refused() {
             "name = \"x\"\n[aqm]\nkind = \"red\"\nmax_pp = 0.1\n",
             "max_pp",
         ),
-        ("name = \"x\"\n[aqm]\nkind = \"codel\"\n", "codel"),
+        ("name = \"x\"\n[aqm]\nkind = \"cake\"\n", "cake"),
         (
             "name = \"x\"\n[aqm]\nkind = \"tail-drop\"\nlimit = 3\n",
             "limit",

@@ -8,8 +8,8 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use zl_aqm::zlred::zlred_probability;
 use zl_aqm::{
     Admission, AqmParams, Arrival, BuildContext, Color, Ecn, FlowId, Nanos, NonlinearRedParams,
-    PacketMeta, PriorityEcnRedParams, QueueView, RedParams, SojournParams, SredParams,
-    TailDropParams, Verdict, ZlRedInputs, ZlRedParams,
+    PacketMeta, PieEstimator, PieParams, PriorityEcnRedParams, QueueView, RedParams, SojournParams,
+    SredParams, TailDropParams, Verdict, ZlRedInputs, ZlRedParams,
 };
 use zl_zombie::ZombieParams;
 
@@ -43,6 +43,15 @@ fn all_params() -> Vec<AqmParams> {
         AqmParams::Sojourn(SojournParams {
             w: 0.5,
             ..SojournParams::default()
+        }),
+        AqmParams::Pie(PieParams {
+            ecn: true,
+            max_burst_ms: 0.0,
+            ..PieParams::default()
+        }),
+        AqmParams::Pie(PieParams {
+            estimator: PieEstimator::Timestamp,
+            ..PieParams::default()
         }),
     ]
 }
@@ -85,6 +94,8 @@ fn arb_arrival() -> impl Strategy<Value = (u64, QueueView, PacketMeta)> {
                         priority: pri,
                         weight: w,
                         color: Color::ALL[color],
+                        src_host: (flow >> 8) as u16,
+                        dst_host: flow as u16,
                     },
                 )
             },
