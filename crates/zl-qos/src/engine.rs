@@ -16,12 +16,18 @@
 
 use std::sync::Arc;
 
-use zl_aqm::{Admission, AqmPolicy, AqmStats, Arrival, BuildContext, PacketMeta, Verdict};
+use rand::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
+use zl_aqm::{
+    Admission, AqmPolicy, AqmStats, Arrival, BuildContext, Discipline, PacketMeta, QueueDiscipline,
+    Verdict,
+};
 use zl_core::{Color, Nanos};
 use zl_zombie::{Observation, ZombieList};
 
 use crate::classify::{standard_remark, DscpTable, Lookup};
 use crate::error::QosConfigError;
+use crate::held::{self, Discarded, Held};
 use crate::meter::Meter;
 use crate::params::{ClassParams, QosParams};
 use crate::queue::{Capacity, ClassQueue};
@@ -91,40 +97,61 @@ pub enum Dequeue<T> {
 }
 
 /// A class's admission: one policy for every color, or one per color, each behind the common
-/// bounds check and counters ([`Admission`]).
+/// bounds check and counters ([`Admission`]), deciding on the class's FIFO; or a discipline
+/// holding the class's packets in queues of its own (`crate::held`).
 // `Shared`, the common case, is read in place on every arrival (boxing it would add a pointer
-// load per packet); the three per-color policies are boxed.
+// load per packet); the three per-color policies and the discipline are boxed.
 #[allow(clippy::large_enum_variant)]
-enum ClassAqm {
+pub(crate) enum ClassAqm<T> {
     Shared(Admission<AqmPolicy>),
     ByColor(Box<[Admission<AqmPolicy>; 3]>),
+    Queues(Box<Held<T>>),
 }
 
-impl ClassAqm {
-    fn get(&self, c: Color) -> &Admission<AqmPolicy> {
+impl<T> ClassAqm<T> {
+    fn stats_for(&self, c: Color) -> AqmStats {
         match self {
-            ClassAqm::Shared(p) => p,
-            ClassAqm::ByColor(ps) => &ps[c.index()],
+            ClassAqm::Shared(p) => *p.stats(),
+            ClassAqm::ByColor(ps) => *ps[c.index()].stats(),
+            ClassAqm::Queues(h) => h.stats,
         }
     }
 
+    /// The FIFO policy deciding for color `c`. Only for a FIFO class: the engine sends a held
+    /// class's arrivals down `crate::held` before it asks.
     #[inline]
     fn for_color(&mut self, c: Color) -> &mut Admission<AqmPolicy> {
         match self {
             ClassAqm::Shared(p) => p,
             ClassAqm::ByColor(ps) => &mut ps[c.index()],
+            ClassAqm::Queues(_) => unreachable!("a held class has no FIFO policy"),
         }
+    }
+
+    /// A packet of color `c` left the class's FIFO (`queue` as it is after): the FIFO policy's
+    /// dequeue hook. A held class's discipline saw its departure when it chose the packet.
+    #[inline]
+    fn on_dequeue(&mut self, c: Color, now: Nanos, queue: &zl_aqm::QueueView, meta: &PacketMeta) {
+        match self {
+            ClassAqm::Shared(p) => p.on_dequeue(now, queue, meta),
+            ClassAqm::ByColor(ps) => ps[c.index()].on_dequeue(now, queue, meta),
+            ClassAqm::Queues(_) => {}
+        }
+    }
+
+    fn is_held(&self) -> bool {
+        matches!(self, ClassAqm::Queues(_))
     }
 }
 
-struct Class<T> {
-    queue: ClassQueue<T>,
+pub(crate) struct Class<T> {
+    pub(crate) queue: ClassQueue<T>,
     meter: Option<Meter>,
-    drop_red: bool,
+    pub(crate) drop_red: bool,
     remark: Option<[u8; 3]>,
-    aqm: ClassAqm,
+    pub(crate) aqm: ClassAqm<T>,
     live: Option<LiveSqrtN>,
-    stats: ClassStats,
+    pub(crate) stats: ClassStats,
 }
 
 /// The Diffserv pipeline of one egress port, generic over the queued item type.
@@ -137,26 +164,38 @@ pub struct QosEngine<T> {
     classifier_stats: ClassifierStats,
     /// Some class is sized by the `sqrt-n-live` rule (takes the flow estimate).
     live_sized: bool,
+    /// Some class holds its packets in a discipline of its own (`crate::held`).
+    held_classes: bool,
+    /// Packets a discipline discarded after admitting them, until the caller takes them
+    /// ([`QosEngine::take_discarded`]).
+    discards: Vec<Discarded<T>>,
+    /// Sets the congestion mark on an item a discipline marks as it leaves
+    /// ([`QosEngine::set_marker`]).
+    marker: Option<fn(&mut T) -> bool>,
+    /// The random source of the disciplines' dequeue-time decisions (DualPI2's), its own
+    /// stream so that the arrivals' draws do not depend on when the link takes packets
+    /// ([`QosEngine::seed_dequeue`]).
+    dequeue_rng: Xoshiro256PlusPlus,
 }
 
 /// A class as configured, everything but its queue's contents and its counters: what a live
 /// reconfiguration ([`QosUpdate`]) replaces.
-struct ClassSetup {
+struct ClassSetup<T> {
     max_packets: u32,
     cap: Capacity,
     meter: Option<Meter>,
     drop_red: bool,
     remark: Option<[u8; 3]>,
-    aqm: ClassAqm,
+    aqm: ClassAqm<T>,
     live: Option<LiveSqrtN>,
 }
 
-fn build_class(
+fn build_class<T>(
     i: usize,
     p: &ClassParams,
     link_rate_bps: u64,
     zombies: Option<&Arc<ZombieList>>,
-) -> Result<(ClassSetup, SchedClass), QosConfigError> {
+) -> Result<(ClassSetup<T>, SchedClass), QosConfigError> {
     let key = |k: &str| format!("classes[{i}].{k}");
     let sched = match (p.weight, p.strict_rank) {
         (Some(0), None) => return Err(QosConfigError::new(key("weight"), "must be > 0")),
@@ -205,7 +244,8 @@ fn build_class(
         None if meter.is_some() => standard_remark(&p.name),
         None => None,
     };
-    let mut ctx = BuildContext::new(link_rate_bps, cap.packets);
+    let mut ctx =
+        BuildContext::new(link_rate_bps, cap.packets).with_buffer(p.max_packets, cap.bytes);
     if let Some(list) = zombies {
         ctx = ctx.with_zombie_list(Arc::clone(list));
     }
@@ -224,26 +264,47 @@ fn build_class(
                 "set at most one of `aqm` and `aqm_by_color`",
             ))
         }
+        (Some(a), None) if a.holds_queues() => {
+            let disc = a
+                .build_discipline(&ctx)
+                .map_err(aqm_err(key("aqm")))?
+                .expect("holds_queues: a discipline");
+            ClassAqm::Queues(Box::new(Held::new(disc)))
+        }
         (Some(a), None) => {
             ClassAqm::Shared(Admission::new(a.build(&ctx).map_err(aqm_err(key("aqm")))?))
         }
-        (None, Some(b)) => ClassAqm::ByColor(Box::new([
-            Admission::new(
-                b.green
-                    .build(&ctx)
-                    .map_err(aqm_err(key("aqm_by_color.green")))?,
-            ),
-            Admission::new(
-                b.yellow
-                    .build(&ctx)
-                    .map_err(aqm_err(key("aqm_by_color.yellow")))?,
-            ),
-            Admission::new(
-                b.red
-                    .build(&ctx)
-                    .map_err(aqm_err(key("aqm_by_color.red")))?,
-            ),
-        ])),
+        (None, Some(b)) => {
+            for (color, a) in [("green", &b.green), ("yellow", &b.yellow), ("red", &b.red)] {
+                if a.holds_queues() {
+                    return Err(QosConfigError::new(
+                        key(&format!("aqm_by_color.{color}.kind")),
+                        format!(
+                            "`{}` holds the class's packets in queues of its own, so it cannot \
+                             be one color's policy: set it as the class's `aqm`",
+                            a.kind()
+                        ),
+                    ));
+                }
+            }
+            ClassAqm::ByColor(Box::new([
+                Admission::new(
+                    b.green
+                        .build(&ctx)
+                        .map_err(aqm_err(key("aqm_by_color.green")))?,
+                ),
+                Admission::new(
+                    b.yellow
+                        .build(&ctx)
+                        .map_err(aqm_err(key("aqm_by_color.yellow")))?,
+                ),
+                Admission::new(
+                    b.red
+                        .build(&ctx)
+                        .map_err(aqm_err(key("aqm_by_color.red")))?,
+                ),
+            ]))
+        }
         (None, None) => ClassAqm::Shared(Admission::new(
             zl_aqm::AqmParams::default()
                 .build(&ctx)
@@ -270,15 +331,15 @@ fn build_class(
 /// over its predecessor's state when it is the same policy ([`AqmPolicy::inherit_state`]).
 /// The classes themselves (their number, names and ring sizes `max_packets`) cannot change:
 /// the rings hold the queued packets.
-pub struct QosUpdate {
-    classes: Vec<ClassSetup>,
+pub struct QosUpdate<T> {
+    classes: Vec<ClassSetup<T>>,
     names: Vec<String>,
     table: DscpTable,
     sched: Scheduler,
     shaper: Option<Shaper>,
 }
 
-impl QosUpdate {
+impl<T> QosUpdate<T> {
     /// Validates `p` and builds what [`QosEngine::apply`] installs; SRED and ZL-RED policies
     /// decide on `list` when given (as [`QosEngine::with_zombie_list`]), on their own lists
     /// otherwise.
@@ -354,6 +415,9 @@ impl<T> QosEngine<T> {
         let u = QosUpdate::new(p, zombies)?;
         let classes: Vec<Class<T>> = (u.classes.into_iter())
             .map(|c| Class {
+                // A held class's packets live in its discipline, its ring holds only the head
+                // slot; the ring is reserved at full size all the same, so that a
+                // reconfiguration to a FIFO policy queues without growing it.
                 queue: ClassQueue::new(c.max_packets, c.cap),
                 meter: c.meter,
                 drop_red: c.drop_red,
@@ -365,13 +429,137 @@ impl<T> QosEngine<T> {
             .collect();
         Ok(QosEngine {
             live_sized: classes.iter().any(|c| c.live.is_some()),
+            held_classes: classes.iter().any(|c| c.aqm.is_held()),
             classes,
             names: u.names,
             table: u.table,
             sched: u.sched,
             shaper: u.shaper,
             classifier_stats: ClassifierStats::default(),
+            discards: Vec::with_capacity(64),
+            marker: None,
+            dequeue_rng: Xoshiro256PlusPlus::seed_from_u64(0),
         })
+    }
+
+    /// Sets how a discipline's dequeue-time congestion mark (CoDel's, FQ-CoDel's and DualPI2's
+    /// ECN marks) is applied to an item: `mark` sets CE (or the extension header's ECN bit) and
+    /// returns true when the item leaves marked. Without one, such a mark is not applied (a
+    /// simulator's items need none: the discipline's counters say what it marked).
+    pub fn set_marker(&mut self, mark: fn(&mut T) -> bool) {
+        self.marker = Some(mark);
+    }
+
+    /// Seeds the random stream of the disciplines' dequeue-time decisions (a data plane
+    /// derives it from its run's seed; default 0).
+    pub fn seed_dequeue(&mut self, seed: u64) {
+        self.dequeue_rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    }
+
+    /// True when a discipline has discarded packets the caller has not taken yet.
+    #[inline]
+    pub fn has_discarded(&self) -> bool {
+        !self.discards.is_empty()
+    }
+
+    /// Hands every packet a discipline discarded after admitting it (counted in its class's
+    /// `dequeue_drops` or `overflow_drops`) to `f`, oldest first. A caller that admits or
+    /// sends through a class holding its own queues takes them after each call, to count and
+    /// free them.
+    pub fn take_discarded(&mut self, f: impl FnMut(Discarded<T>)) {
+        self.discards.drain(..).for_each(f);
+    }
+
+    /// The discipline of class `class`, when its policy holds its own queues (for reports:
+    /// FQ-CoDel's lists, DualPI2's probability, the isolation's penalty box).
+    pub fn discipline(&self, class: usize) -> Option<&QueueDiscipline<T>> {
+        match &self.classes.get(class)?.aqm {
+            ClassAqm::Queues(h) => Some(&h.disc),
+            _ => None,
+        }
+    }
+
+    /// The policy deciding on class `class`'s FIFO, when it has one policy for every color
+    /// (for reports: PIE's probability).
+    pub fn fifo_policy(&self, class: usize) -> Option<&AqmPolicy> {
+        match &self.classes.get(class)?.aqm {
+            ClassAqm::Shared(a) => Some(a.policy()),
+            _ => None,
+        }
+    }
+
+    /// The `kind` of class `class`'s AQM as configured (`by-color` for one policy per color).
+    pub fn aqm_kind(&self, class: usize) -> Option<&'static str> {
+        Some(match &self.classes.get(class)?.aqm {
+            ClassAqm::Shared(a) => a.policy().kind(),
+            ClassAqm::ByColor(_) => "by-color",
+            ClassAqm::Queues(h) => h.disc.kind(),
+        })
+    }
+
+    /// The context a held class's operations take: the discards, the marker, the dequeue
+    /// stream.
+    fn held_ctx(&mut self) -> (&mut Vec<Class<T>>, held::Ctx<'_, T>) {
+        (
+            &mut self.classes,
+            held::Ctx {
+                discards: &mut self.discards,
+                marker: self.marker,
+                rng: &mut self.dequeue_rng,
+            },
+        )
+    }
+
+    /// Fills the empty head slot of every held class whose discipline has a packet it may send
+    /// at `now`, and returns the earliest time one that holds packets may send (a rate-limited
+    /// sub-queue's).
+    #[cold]
+    #[inline(never)]
+    fn refill_held(&mut self, now: Nanos) -> Option<Nanos> {
+        let mut earliest: Option<Nanos> = None;
+        let (classes, ctx) = self.held_ctx();
+        let held::Ctx {
+            discards,
+            marker,
+            rng,
+        } = ctx;
+        for (ci, class) in classes.iter_mut().enumerate() {
+            let ClassAqm::Queues(h) = &class.aqm else {
+                continue;
+            };
+            if !class.queue.is_empty() || h.disc.len_packets() == 0 {
+                continue;
+            }
+            if h.hold.is_some_and(|t| t > now) {
+                earliest =
+                    Some(earliest.map_or(h.hold.unwrap_or(now), |e| e.min(h.hold.unwrap_or(now))));
+                continue;
+            }
+            held::refill(
+                class,
+                ci,
+                now,
+                held::Ctx {
+                    discards,
+                    marker,
+                    rng,
+                },
+            );
+            if let ClassAqm::Queues(h) = &class.aqm {
+                if let (true, Some(t)) = (class.queue.is_empty(), h.hold) {
+                    earliest = Some(earliest.map_or(t, |e| e.min(t)));
+                }
+            }
+        }
+        earliest
+    }
+
+    /// After a held class's head slot was taken at `now`: the discipline's next packet.
+    #[cold]
+    #[inline(never)]
+    fn after_held_departure(&mut self, ci: usize, now: Nanos) {
+        let (classes, ctx) = self.held_ctx();
+        held::refill(&mut classes[ci], ci, now, ctx);
     }
 
     /// Installs a new configuration (built off the packet path: [`QosUpdate`]) while packets
@@ -381,14 +569,48 @@ impl<T> QosEngine<T> {
     /// table, the scheduler and the shaper. An update whose classes differ (number, names,
     /// ring sizes, or one policy for every color against one per color) is refused naming
     /// the key, and nothing changes.
-    pub fn apply(&mut self, u: QosUpdate) -> Result<(), QosConfigError> {
+    pub fn apply(&mut self, u: QosUpdate<T>) -> Result<(), QosConfigError> {
         self.check(&u)?;
         for (c, mut n) in self.classes.iter_mut().zip(u.classes) {
-            match (&mut n.aqm, &c.aqm) {
+            match (&mut n.aqm, &mut c.aqm) {
                 (ClassAqm::Shared(new), ClassAqm::Shared(old)) => new.take_over(old),
                 (ClassAqm::ByColor(new), ClassAqm::ByColor(old)) => {
                     for (new, old) in new.iter_mut().zip(old.iter()) {
                         new.take_over(old);
+                    }
+                }
+                // A FIFO class becomes a held one: its packets move into the discipline in
+                // their order, with no decision (nothing queued is dropped); the head slot is
+                // filled at the next dequeue.
+                (ClassAqm::Queues(new), ClassAqm::Shared(old)) => {
+                    new.stats = *old.stats();
+                    new.disc.set_capacity(n.cap.packets, n.cap.bytes);
+                    while let Some(q) = c.queue.pop(Nanos::ZERO) {
+                        if let Err(q) = new.disc.adopt(q) {
+                            c.queue.push_held(q);
+                            break;
+                        }
+                    }
+                }
+                // A held class becomes a FIFO: its head slot stays first, then the discipline's
+                // packets in the order it can tell.
+                (ClassAqm::Shared(new), ClassAqm::Queues(old)) => {
+                    new.inherit_stats(old.stats);
+                    let queue = &mut c.queue;
+                    old.disc.drain(|q| queue.push_held(q));
+                }
+                (ClassAqm::Queues(new), ClassAqm::Queues(old)) => {
+                    new.stats = old.stats;
+                    new.disc.inherit_state(&old.disc);
+                    new.disc.set_capacity(n.cap.packets, n.cap.bytes);
+                    let mut leftover = Vec::new();
+                    old.disc.drain(|q| {
+                        if let Err(q) = new.disc.adopt(q) {
+                            leftover.push(q);
+                        }
+                    });
+                    for q in leftover {
+                        c.queue.push_held(q);
                     }
                 }
                 _ => unreachable!("checked above"),
@@ -401,6 +623,7 @@ impl<T> QosEngine<T> {
             c.live = n.live;
         }
         self.live_sized = self.classes.iter().any(|c| c.live.is_some());
+        self.held_classes = self.classes.iter().any(|c| c.aqm.is_held());
         self.table = u.table;
         self.sched = u.sched;
         self.shaper = u.shaper;
@@ -409,7 +632,7 @@ impl<T> QosEngine<T> {
 
     /// Whether [`QosEngine::apply`] would install `u`: the same classes (number, names, ring
     /// sizes, and for each one policy for every color or one per color, as now).
-    pub fn check(&self, u: &QosUpdate) -> Result<(), QosConfigError> {
+    pub fn check(&self, u: &QosUpdate<T>) -> Result<(), QosConfigError> {
         if u.names.len() != self.names.len() {
             return Err(QosConfigError::new(
                 "classes",
@@ -441,7 +664,7 @@ impl<T> QosEngine<T> {
                     ),
                 ));
             }
-            if matches!(c.aqm, ClassAqm::Shared(_)) != matches!(n.aqm, ClassAqm::Shared(_)) {
+            if matches!(c.aqm, ClassAqm::ByColor(_)) != matches!(n.aqm, ClassAqm::ByColor(_)) {
                 return Err(QosConfigError::new(
                     format!("classes[{i}].aqm_by_color"),
                     "one policy for every color <-> one per color: the per-color counters would \
@@ -557,6 +780,14 @@ impl<T> QosEngine<T> {
                 item: take(),
             });
         };
+        if class.aqm.is_held() {
+            let ctx = held::Ctx {
+                discards: &mut self.discards,
+                marker: self.marker,
+                rng: &mut self.dequeue_rng,
+            };
+            return held::enqueue(class, ctx, now, rng, c, meta, take, mark, obs, shaper_fits);
+        }
         let mut verdict = if class.drop_red && c.color == Color::Red {
             Verdict::ForcedDrop
         } else {
@@ -643,6 +874,13 @@ impl<T> QosEngine<T> {
     #[inline]
     pub fn dequeue_burst(&mut self, now: Nanos, max: usize, mut send: impl FnMut(T)) -> Burst {
         let mut sent = 0;
+        // A held class whose head slot is empty (its discipline held its packets back, or a
+        // reconfiguration just filled it) is given its turn to fill it first.
+        let held_hold = if self.held_classes {
+            self.refill_held(now)
+        } else {
+            None
+        };
         while sent < max {
             let classes = &self.classes;
             let Some((ci, quota)) = self.sched.next_run(|i| classes[i].queue.head_len()) else {
@@ -664,10 +902,7 @@ impl<T> QosEngine<T> {
                     break;
                 };
                 let view = class.queue.view();
-                class
-                    .aqm
-                    .for_color(q.meta.color)
-                    .on_dequeue(now, &view, &q.meta);
+                class.aqm.on_dequeue(q.meta.color, now, &view, &q.meta);
                 let s = &mut class.stats.per_color[q.meta.color.index()];
                 s.dequeued += 1;
                 s.sojourn.record(now - q.enqueued_at);
@@ -676,6 +911,12 @@ impl<T> QosEngine<T> {
                 send(q.item);
                 n += 1;
             }
+            // A held class's head slot left: its discipline chooses the next packet now, when
+            // the link is free for it (once per run; a held class's run is its one head).
+            if n > 0 && class.aqm.is_held() {
+                self.after_held_departure(ci, now);
+            }
+            let class = &self.classes[ci];
             if n > 0 {
                 self.sched
                     .commit_run(ci, n, last_len, class.queue.is_empty());
@@ -693,7 +934,7 @@ impl<T> QosEngine<T> {
         }
         Burst {
             sent,
-            held_until: None,
+            held_until: if sent < max { held_hold } else { None },
         }
     }
 
@@ -752,14 +993,34 @@ impl<T> QosEngine<T> {
             discard(q.item);
             n += 1;
         }
+        // What the disciplines still hold, without their decisions.
+        for class in &mut self.classes {
+            if let ClassAqm::Queues(h) = &mut class.aqm {
+                let stats = &mut class.stats;
+                h.disc.drain(|q| {
+                    stats.per_color[q.meta.color.index()].shutdown_drops += 1;
+                    discard(q.item);
+                    n += 1;
+                });
+                h.hold = None;
+            }
+        }
         n
     }
 
     #[inline(always)]
     fn dequeue_one(&mut self, now: Nanos) -> Dequeue<T> {
+        let held_hold = if self.held_classes {
+            self.refill_held(now)
+        } else {
+            None
+        };
         let classes = &self.classes;
         let Some(ci) = self.sched.peek(|i| classes[i].queue.head_len()) else {
-            return Dequeue::Empty;
+            return match held_hold {
+                Some(until) => Dequeue::Hold { until },
+                None => Dequeue::Empty,
+            };
         };
         let class = &mut self.classes[ci];
         let Some(len) = class.queue.head_len() else {
@@ -775,12 +1036,13 @@ impl<T> QosEngine<T> {
         let Some(q) = class.queue.pop(now) else {
             return Dequeue::Empty;
         };
-        self.sched.commit(ci, len, class.queue.is_empty());
         let view = class.queue.view();
-        class
-            .aqm
-            .for_color(q.meta.color)
-            .on_dequeue(now, &view, &q.meta);
+        class.aqm.on_dequeue(q.meta.color, now, &view, &q.meta);
+        if class.aqm.is_held() {
+            self.after_held_departure(ci, now);
+        }
+        let class = &mut self.classes[ci];
+        self.sched.commit(ci, len, class.queue.is_empty());
         let sojourn = now - q.enqueued_at;
         let s = &mut class.stats.per_color[q.meta.color.index()];
         s.dequeued += 1;
@@ -806,6 +1068,9 @@ impl<T> QosEngine<T> {
                         packets: cap.packets,
                         bytes,
                     });
+                    if let ClassAqm::Queues(h) = &mut c.aqm {
+                        h.disc.set_capacity(cap.packets, bytes);
+                    }
                 }
             }
         }
@@ -829,25 +1094,29 @@ impl<T> QosEngine<T> {
     /// Current length of class `class` in packets and bytes (cheap: no counters copied).
     #[inline]
     pub fn queue_len(&self, class: usize) -> Option<(u32, u64)> {
-        self.classes
-            .get(class)
-            .map(|c| (c.queue.len(), c.queue.bytes()))
+        self.classes.get(class).map(|c| {
+            let (p, b) = held::held_len(c);
+            (c.queue.len() + p, c.queue.bytes() + b)
+        })
     }
 
     /// Counters of class `class`, with its current length (a copy of about 1 KB: for
     /// reporting, not per packet; see [`QosEngine::queue_len`]).
     pub fn class_stats(&self, class: usize) -> Option<ClassStats> {
-        self.classes.get(class).map(|c| ClassStats {
-            len_packets: c.queue.len(),
-            len_bytes: c.queue.bytes(),
-            ..c.stats
+        self.classes.get(class).map(|c| {
+            let (p, b) = held::held_len(c);
+            ClassStats {
+                len_packets: c.queue.len() + p,
+                len_bytes: c.queue.bytes() + b,
+                ..c.stats
+            }
         })
     }
 
     /// The AQM policy's own counters for class `class` and color `color` (the shared policy's
     /// when the class has one policy for all colors).
     pub fn aqm_stats(&self, class: usize, color: Color) -> Option<AqmStats> {
-        self.classes.get(class).map(|c| *c.aqm.get(color).stats())
+        self.classes.get(class).map(|c| c.aqm.stats_for(color))
     }
 
     /// The classifier's counters (unmapped, unparsable, invalid class).
@@ -857,11 +1126,25 @@ impl<T> QosEngine<T> {
 
     /// Packets queued in all classes.
     pub fn len(&self) -> usize {
-        self.classes.iter().map(|c| c.queue.len() as usize).sum()
+        let queued: usize = self.classes.iter().map(|c| c.queue.len() as usize).sum();
+        if self.held_classes {
+            queued + self.held_len()
+        } else {
+            queued
+        }
+    }
+
+    /// Packets held by the disciplines beyond their head slots.
+    #[cold]
+    fn held_len(&self) -> usize {
+        (self.classes.iter())
+            .map(|c| held::held_len(c).0 as usize)
+            .sum()
     }
 
     /// True when every class queue is empty.
     pub fn is_empty(&self) -> bool {
         self.classes.iter().all(|c| c.queue.is_empty())
+            && (!self.held_classes || self.held_len() == 0)
     }
 }

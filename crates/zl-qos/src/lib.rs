@@ -55,6 +55,7 @@ mod bucket;
 pub mod classify;
 mod engine;
 mod error;
+mod held;
 pub mod meter;
 pub mod params;
 pub mod queue;
@@ -69,6 +70,7 @@ pub use engine::{
     Burst, Classified, Departed, Dequeue, Dropped, QosEngine, QosUpdate, MAX_QUEUE_PACKETS,
 };
 pub use error::QosConfigError;
+pub use held::Discarded;
 pub use meter::{ColorMode, Meter, MeterParams, Srtcm, Trtcm};
 pub use params::{ByColor, ClassParams, ClassifierParams, QosParams, SchedulerParams};
 pub use queue::{Capacity, ClassQueue, Queued};

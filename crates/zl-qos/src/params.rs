@@ -172,6 +172,40 @@ pub struct QosParams {
 }
 
 impl QosParams {
+    /// What the port's Zombie List observes each packet by: its flow, or its source or
+    /// destination host where a ZL-RED class isolates by host (`isolation.by`); with the key
+    /// that set it. decided: one port has one list, so its ZL-RED classes' `by` must agree
+    /// (two that differ are an error naming both keys).
+    pub fn zombie_key(&self) -> Result<(zl_aqm::IsolateBy, Option<String>), crate::QosConfigError> {
+        let mut found: Option<(zl_aqm::IsolateBy, String)> = None;
+        for (i, c) in self.classes.iter().enumerate() {
+            let Some(AqmParams::ZlRed(p)) = &c.aqm else {
+                continue;
+            };
+            let Some(iso) = &p.isolation else { continue };
+            let key = format!("classes[{i}].aqm.isolation.by");
+            match &found {
+                None => found = Some((iso.by, key)),
+                Some((by, first)) if *by != iso.by => {
+                    return Err(crate::QosConfigError::new(
+                        key,
+                        format!(
+                            "`{}` differs from `{first}` = `{}`: the port's ZL-RED classes share \
+                             its Zombie List, which observes every packet by one key",
+                            iso.by.name(),
+                            by.name()
+                        ),
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(match found {
+            Some((by, key)) => (by, Some(key)),
+            None => (zl_aqm::IsolateBy::Flow, None),
+        })
+    }
+
     /// The Zombie List configuration of this port's SRED and ZL-RED policies, with the key it
     /// was read from (`classes[i].aqm.zombie`, `classes[i].aqm_by_color.<color>.zombie`);
     /// `Ok(None)` when no class uses one.

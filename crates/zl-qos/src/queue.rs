@@ -24,16 +24,8 @@ pub struct Capacity {
     pub bytes: u64,
 }
 
-/// One queued packet.
-#[derive(Debug)]
-pub struct Queued<T> {
-    /// The caller's item (a buffer, a simulated packet).
-    pub item: T,
-    /// What the AQM saw of the packet.
-    pub meta: PacketMeta,
-    /// When it was queued (for the sojourn time).
-    pub enqueued_at: Nanos,
-}
+/// One queued packet (the type `zl_aqm`'s disciplines hold too).
+pub use zl_aqm::Queued;
 
 /// The FIFO of one class.
 #[derive(Debug)]
@@ -174,6 +166,15 @@ impl<T> ClassQueue<T> {
             meta,
             enqueued_at: now,
         });
+    }
+
+    /// Appends a packet a class's discipline chose to send next, or one moved over by a
+    /// reconfiguration, with its enqueue time, whatever the limits (it was admitted already).
+    pub(crate) fn push_held(&mut self, q: Queued<T>) {
+        self.state.len_packets += 1;
+        self.state.len_bytes += q.meta.len as u64;
+        self.state.idle_since = None;
+        self.ring.push_back(q);
     }
 
     /// The item of the packet queued last, to rewrite in place (the engine's congestion mark).

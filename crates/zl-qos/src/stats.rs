@@ -134,9 +134,16 @@ pub struct ColorStats {
     /// Dropped because the queue was full (or the packet exceeds what the shaper can send).
     pub tail_drops: u64,
     /// Admitted, then discarded still queued when the run ended ([`crate::QosEngine::discard_all`]):
-    /// counted in `enqueued`, never in `dequeued`, so `enqueued = dequeued + shutdown_drops +`
-    /// the backlog. Not an arrival's drop: [`ColorStats::drops`] leaves it out.
+    /// counted in `enqueued`, never in `dequeued`, so `enqueued = dequeued + shutdown_drops +
+    /// dequeue_drops + overflow_drops +` the backlog. Not an arrival's drop:
+    /// [`ColorStats::drops`] leaves it out.
     pub shutdown_drops: u64,
+    /// Admitted, then dropped by the class's discipline as it left (CoDel's control law,
+    /// DualPI2's classic drop): an AQM drop of a queued packet ([`ColorStats::aqm_drops`]).
+    pub dequeue_drops: u64,
+    /// Admitted, then pushed out of the full buffer by a later arrival (FQ-CoDel's drop from
+    /// the fattest queue).
+    pub overflow_drops: u64,
     /// Sojourn times of the packets that left.
     pub sojourn: SojournHistogram,
 }
@@ -165,9 +172,20 @@ impl ColorStats {
         self.enqueued_bytes += len as u64;
     }
 
-    /// Drops of every cause.
+    /// Drops of every cause decided on arrival.
     pub fn drops(&self) -> u64 {
         self.early_drops + self.forced_drops + self.tail_drops
+    }
+
+    /// Packets admitted and later discarded by the class's discipline (at dequeue or by an
+    /// overflow), before the end of the run.
+    pub fn discarded(&self) -> u64 {
+        self.dequeue_drops + self.overflow_drops
+    }
+
+    /// The AQM's drops: early ones on arrival and the discipline's at dequeue.
+    pub fn aqm_drops(&self) -> u64 {
+        self.early_drops + self.dequeue_drops
     }
 
     /// Arrivals: admitted plus dropped.
@@ -186,6 +204,8 @@ impl ColorStats {
         self.forced_drops += o.forced_drops;
         self.tail_drops += o.tail_drops;
         self.shutdown_drops += o.shutdown_drops;
+        self.dequeue_drops += o.dequeue_drops;
+        self.overflow_drops += o.overflow_drops;
         self.sojourn.merge(&o.sojourn);
     }
 }
