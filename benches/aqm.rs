@@ -57,6 +57,8 @@ fn packet_mix() -> Vec<PacketMeta> {
                 priority: rng.random_range(9..=13),
                 weight: 1,
                 color: Color::ALL[rng.random_range(0..3)],
+                src_host: flow as u16,
+                dst_host: 0,
             }
         })
         .collect()

@@ -219,6 +219,11 @@ fn build_parts(
         if egress.zombie.is_some() {
             egress.flows = FlowTable::of_config(cfg);
         }
+        // The stream of the port's dequeue-time decisions (DualPI2's): its own, so the
+        // arrivals' draws do not depend on when the link takes packets.
+        egress
+            .qos
+            .seed_dequeue(stream_seed(cfg.run.seed, 2000 + i as u64));
         // Only queues packets can reach hold buffers: a port no route or bridge pair sends
         // to keeps its (empty) engine but adds nothing to the pool.
         if forwarding.is_egress(idx) {

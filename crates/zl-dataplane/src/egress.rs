@@ -25,7 +25,7 @@
 use std::sync::Arc;
 
 use rand::RngCore;
-use zl_aqm::PacketMeta;
+use zl_aqm::{Discard, IsolateBy, PacketMeta};
 use zl_core::Nanos;
 use zl_port::{Batch, PacketBuf, PortError};
 use zl_qos::{QosEngine, QosParams};
@@ -134,6 +134,9 @@ pub struct Egress {
     /// every packet offered to the port's egress, once, before admission, and the port's SRED /
     /// ZL-RED policies decide on that observation (the paper keeps one list per output link).
     pub zombie: Option<Arc<ZombieList>>,
+    /// What the list observes a packet by: its flow, or its host where a ZL-RED class
+    /// isolates by host (`QosParams::zombie_key`).
+    pub observe_by: IsolateBy,
     /// Queue-length samples per class (every [`QLEN_SAMPLE_EVERY`] rounds), log2 buckets.
     pub qlen_hist: Vec<QueueLengthHistogram>,
     /// The flows that matter on the port's list, named (only with a list; see
@@ -150,11 +153,13 @@ pub struct Egress {
 /// (`crate::reload`) and installed between two polls by [`Egress::apply`].
 pub struct EgressUpdate {
     /// The new QoS (built on the list the port keeps after the update).
-    pub qos: zl_qos::QosUpdate,
+    pub qos: zl_qos::QosUpdate<PacketBuf>,
     /// `Some(list)` when the port's Zombie List changes (the flow-estimate settings, or the
     /// policies' list parameters): the new list (`None`: the port keeps none), with the named
     /// flows table to go with it (a new list starts a new table).
     pub list: Option<(Option<Arc<ZombieList>>, Option<FlowTable>)>,
+    /// What the list observes packets by after the update.
+    pub observe_by: IsolateBy,
 }
 
 impl Egress {
@@ -167,6 +172,7 @@ impl Egress {
             self.zombie = list;
             self.flows = flows;
         }
+        self.observe_by = u.observe_by;
         Ok(())
     }
 
@@ -177,11 +183,13 @@ impl Egress {
 
     /// An egress on `qos`, whose SRED / ZL-RED policies, if any, decide on `zombie` when it is
     /// given (build the engine with `QosEngine::with_zombie_list` on that list).
-    pub fn new(qos: QosEngine<PacketBuf>, zombie: Option<Arc<ZombieList>>) -> Self {
+    pub fn new(mut qos: QosEngine<PacketBuf>, zombie: Option<Arc<ZombieList>>) -> Self {
         let classes = qos.class_names().len();
+        qos.set_marker(mark_frame);
         Egress {
             qos,
             zombie,
+            observe_by: IsolateBy::Flow,
             qlen_hist: vec![QueueLengthHistogram::default(); classes],
             flows: None,
             held_until: None,
@@ -205,18 +213,20 @@ impl Egress {
         self.zombie.as_ref().map(|z| z.estimated_flows())
     }
 
-    /// Observes a packet of `flow` in the port's list, if it has one: the observation its
-    /// SRED / ZL-RED policies decide on. The threaded router observes on the receive worker
-    /// (with its own handle on the same list), the single-thread loop just before
-    /// [`Egress::admit`].
+    /// Observes a packet in the port's list, if it has one, by its flow (or its host, see
+    /// [`Egress::observe_by`]): the observation its SRED / ZL-RED policies decide on. The
+    /// threaded router observes on the receive worker (with its own handle on the same list),
+    /// the single-thread loop just before [`Egress::admit`].
     #[inline]
     pub fn observe<R: RngCore + ?Sized>(
         &self,
-        flow: zl_core::FlowId,
+        meta: &PacketMeta,
         now: Nanos,
         rng: &mut R,
     ) -> Option<Observation> {
-        self.zombie.as_ref().map(|z| z.observe(flow, now, rng))
+        self.zombie
+            .as_ref()
+            .map(|z| z.observe(self.observe_by.key(meta), now, rng))
     }
 
     /// Classifies, re-marks, meters and admits one forwarded packet (`meta`, its rewritable
@@ -355,11 +365,31 @@ impl Egress {
         link: &mut impl Link,
         fates: &mut Fates,
     ) -> Result<(), PortError> {
-        if self.pending.is_empty() && self.qos.dequeue_idle() {
+        if self.pending.is_empty() && !self.qos.has_discarded() && self.qos.dequeue_idle() {
             self.held_until = None;
             return Ok(());
         }
-        self.transmit_queued(now, link, fates)
+        let sent = self.transmit_queued(now, link, fates);
+        if self.qos.has_discarded() {
+            self.take_discarded(link, fates);
+        }
+        sent
+    }
+
+    /// Counts and recycles what a class's discipline discarded after admitting it (an AQM
+    /// drop at dequeue counts `early`, a packet pushed out by an overflow `tail`, as the
+    /// arrival's own drops do).
+    #[cold]
+    #[inline(never)]
+    fn take_discarded(&mut self, link: &mut impl Link, fates: &mut Fates) {
+        self.qos.take_discarded(|d| {
+            let cause = match d.cause {
+                Discard::Dequeue => DropCause::Early,
+                Discard::Overflow => DropCause::Tail,
+            };
+            fates.dropped_in(&d.item, cause, d.class, d.color);
+            link.recycle(d.item);
+        });
     }
 
     /// [`Egress::transmit`] with something queued or pending.
@@ -432,11 +462,25 @@ impl Egress {
         } else {
             self.send_pending(now, link)
         };
+        if self.qos.has_discarded() {
+            self.take_discarded(link, fates);
+        }
         self.qos.discard_all(now, |item| {
             fates.dropped(&item, DropCause::Shutdown);
             link.recycle(item);
         });
         sent
+    }
+}
+
+/// Sets CE (or the extension header's ECN bit) on a frame a class's discipline marks as it
+/// leaves (CoDel, FQ-CoDel, DualPI2): the frame is parsed again for its offsets, once per mark.
+/// True when the frame leaves marked.
+fn mark_frame(buf: &mut PacketBuf) -> bool {
+    let frame = buf.as_mut_slice();
+    match zl_wire::parse(frame, &zl_wire::ParseConfig::default()) {
+        Ok(mut info) => is_marked(zl_wire::mark(frame, &mut info)),
+        Err(_) => false,
     }
 }
 
@@ -473,10 +517,12 @@ pub(crate) fn port_egress(
     threading: Threading,
 ) -> Result<Egress, ConfigError> {
     let qos_err = qos_error(qos_key);
-    match port_list(params, qos_key, estimate, estimate_params, threading)? {
-        None => Ok(Egress::new(QosEngine::new(params).map_err(qos_err)?, None)),
-        Some(zc) => Egress::on_own_list(params, zc).map_err(qos_err),
-    }
+    let mut egress = match port_list(params, qos_key, estimate, estimate_params, threading)? {
+        None => Egress::new(QosEngine::new(params).map_err(&qos_err)?, None),
+        Some(zc) => Egress::on_own_list(params, zc).map_err(&qos_err)?,
+    };
+    egress.observe_by = params.zombie_key().map_err(qos_err)?.0;
+    Ok(egress)
 }
 
 /// A QoS error under the port's QoS table `qos_key`.

@@ -385,6 +385,8 @@ impl Parsed for PlainIpv4 {
             priority: priority.of_tos(self.tos),
             weight: priority.default_weight(),
             color: Color::Green,
+            src_host: zl_wire::host_hash_v4(self.src),
+            dst_host: zl_wire::host_hash_v4(self.dst),
         }
     }
 }
@@ -417,6 +419,8 @@ impl Parsed for PacketInfo {
             priority: priority.priority(self),
             weight: priority.weight(self),
             color: Color::Green,
+            src_host: zl_wire::host_hash(self.src),
+            dst_host: zl_wire::host_hash(self.dst),
         }
     }
 }

@@ -23,7 +23,9 @@ use prometheus_client::registry::Registry;
 use zl_core::Nanos;
 
 pub use crate::control::{ControlError, ControlThread};
-use crate::snapshot::{qlen_bounds, sojourn_bounds_s, FlowSnapshot, PortSnapshot, Snapshot};
+use crate::snapshot::{
+    qlen_bounds, sojourn_bounds_s, DisciplineSnapshot, FlowSnapshot, PortSnapshot, Snapshot,
+};
 use crate::stats::DropCause;
 use crate::view::RouterView;
 
@@ -390,7 +392,7 @@ impl Collector for SnapshotCollector {
             &'static str,
             fn(&crate::snapshot::ColorSnapshot) -> u64,
         );
-        let color_fields: [ColorField; 7] = [
+        let color_fields: [ColorField; 9] = [
             (
                 "zlrouter_class_enqueued_packets_total",
                 "Packets admitted to the class queue, by color.",
@@ -425,6 +427,16 @@ impl Collector for SnapshotCollector {
                 "zlrouter_class_shutdown_drops_total",
                 "Packets admitted, then discarded still queued at the end of the run, by color.",
                 |k| k.shutdown_drops,
+            ),
+            (
+                "zlrouter_class_dequeue_drops_total",
+                "Packets admitted, then dropped by the class's AQM as they left (CoDel, FQ-CoDel, DualPI2), by color.",
+                |k| k.dequeue_drops,
+            ),
+            (
+                "zlrouter_class_overflow_drops_total",
+                "Packets admitted, then pushed out of the full buffer by a later arrival (FQ-CoDel), by color.",
+                |k| k.overflow_drops,
             ),
         ];
         for (name, help, get) in color_fields {
@@ -469,6 +481,79 @@ impl Collector for SnapshotCollector {
                 })
             }),
         )?;
+        let isolation = || {
+            s.ports.iter().flat_map(|p| {
+                p.classes.iter().filter_map(move |c| match &c.discipline {
+                    Some(DisciplineSnapshot::Isolation(i)) => Some((class_labels(p, &c.name), i)),
+                    _ => None,
+                })
+            })
+        };
+        f.scalar(
+            "zlrouter_isolation_penalized_flows",
+            "ZL-RED isolation: flows (or hosts) in penalty sub-queues now.",
+            Gauge,
+            isolation().map(|(l, i)| (l, u64::from(i.penalized))),
+        )?;
+        f.scalar(
+            "zlrouter_isolation_fair_share_bps",
+            "ZL-RED isolation: the fair share each penalized flow is held to, bit/s (class service rate / estimated flows).",
+            Gauge,
+            isolation().map(|(l, i)| (l, i.fair_share_bps)),
+        )?;
+        f.scalar(
+            "zlrouter_isolation_estimated_flows",
+            "ZL-RED isolation: the active flows of the class, estimated from the Zombie List and the penalized flows' shares.",
+            Gauge,
+            isolation().map(|(l, i)| (l, i.flows_estimate)),
+        )?;
+        f.scalar(
+            "zlrouter_isolation_events_total",
+            "ZL-RED isolation: flows flagged into the penalty box, confirmed (penalized), cleared, released; flags that found the box full.",
+            Counter,
+            isolation().flat_map(|(l, i)| {
+                [
+                    ("flagged", i.flagged),
+                    ("confirmed", i.confirmed),
+                    ("cleared", i.cleared),
+                    ("released", i.released),
+                    ("box_full", i.box_full),
+                ]
+                .map(|(event, n)| {
+                    let mut l = l.clone();
+                    l.push(("event", event.to_owned()));
+                    (l, n)
+                })
+            }),
+        )?;
+        f.scalar(
+            "zlrouter_aqm_probability",
+            "The class AQM's drop or mark probability: PIE's drop_prob, DualPI2's base p' (classic packets see its square).",
+            Gauge,
+            s.ports.iter().flat_map(|p| {
+                p.classes.iter().filter_map(move |c| {
+                    let v = match &c.discipline {
+                        Some(DisciplineSnapshot::Pie { drop_prob, .. }) => *drop_prob,
+                        Some(DisciplineSnapshot::DualPi2 { base_prob, .. }) => *base_prob,
+                        _ => return None,
+                    };
+                    Some((class_labels(p, &c.name), v))
+                })
+            }),
+        )?;
+        f.scalar(
+            "zlrouter_fq_codel_new_flows_total",
+            "FQ-CoDel: queues that became active (joined new_flows).",
+            Counter,
+            s.ports.iter().flat_map(|p| {
+                p.classes.iter().filter_map(move |c| match &c.discipline {
+                    Some(DisciplineSnapshot::FqCodel { new_flow_count, .. }) => {
+                        Some((class_labels(p, &c.name), *new_flow_count))
+                    }
+                    _ => None,
+                })
+            }),
+        )?;
         f.scalar(
             "zlrouter_zombie_estimated_flows",
             "Active flows at the egress estimated by its Zombie List, 1/P(t) (+Inf while P = 0).",
@@ -502,6 +587,12 @@ impl Collector for SnapshotCollector {
             "Top flows: 1 when F > T P(t) (eq. 4), else 0.",
             Gauge,
             top_flow_series(s, |f| u64::from(f.misbehaving)),
+        )?;
+        f.scalar(
+            "zlrouter_top_flow_penalized",
+            "Top flows: 1 while the flow is in a penalty sub-queue (ZL-RED isolation), else 0.",
+            Gauge,
+            top_flow_series(s, |f| u64::from(f.penalty.as_deref() == Some("penalized"))),
         )?;
         f.scalar(
             "zlrouter_top_flow_packets",

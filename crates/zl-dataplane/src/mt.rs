@@ -204,8 +204,8 @@ pub struct MtRouter {
 #[derive(Clone)]
 struct RxState {
     forwarder: Forwarder,
-    /// Each egress port's Zombie List, observed on receive.
-    zombies: Vec<Option<Arc<ZombieList>>>,
+    /// Each egress port's Zombie List, observed on receive, and what it observes a packet by.
+    zombies: Vec<Option<(Arc<ZombieList>, zl_aqm::IsolateBy)>>,
 }
 
 /// The receive side's shared state, borrowed by every worker for the length of a run.
@@ -482,6 +482,13 @@ impl MtRouter {
         self.egress.iter().map(|e| e.zombie.clone()).collect()
     }
 
+    /// Each port's list with what it observes a packet by, for the receive workers.
+    fn rx_zombies(&self) -> Vec<Option<(Arc<ZombieList>, zl_aqm::IsolateBy)>> {
+        (self.egress.iter())
+            .map(|e| e.zombie.clone().map(|z| (z, e.observe_by)))
+            .collect()
+    }
+
     /// Where the next [`MtRouter::run`] puts its workers.
     pub fn place_workers(&mut self, cpus: WorkerCpus) {
         self.params.cpus = cpus;
@@ -590,7 +597,7 @@ impl MtRouter {
         // transmit worker keeps `&mut self`.
         let rx_state = Mutex::new(RxState {
             forwarder: self.forwarder.clone(),
-            zombies: self.zombie_lists(),
+            zombies: self.rx_zombies(),
         });
         let rx_generation = AtomicU64::new(0);
         // The egress side dealt to the transmit workers: port j to worker j mod M. Worker 0
@@ -954,7 +961,7 @@ impl MtRouter {
         let mut state = sh.rx_state.lock().unwrap_or_else(PoisonError::into_inner);
         *state = RxState {
             forwarder: self.forwarder.clone(),
-            zombies: self.zombie_lists(),
+            zombies: self.rx_zombies(),
         };
         // Release: the new state is in place before a worker sees the generation move.
         sh.rx_generation.fetch_add(1, Ordering::Release);
@@ -1327,7 +1334,7 @@ fn forward_one(
         .zombies
         .get(out)
         .and_then(Option::as_ref)
-        .map(|z| z.observe(meta.flow, now, rng));
+        .map(|(z, by)| z.observe(by.key(&meta), now, rng));
     let item = Item {
         buf,
         meta,

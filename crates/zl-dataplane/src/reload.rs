@@ -553,8 +553,10 @@ impl Reloader {
                 None => self.lists[i].clone(),
             };
             let qos = zl_qos::QosUpdate::new(&params, list.as_ref()).map_err(qos_error(&key))?;
+            let observe_by = params.zombie_key().map_err(qos_error(&key))?.0;
             egress.push(Some(EgressUpdate {
                 qos,
+                observe_by,
                 list: new_list.clone().map(|l| {
                     let flows = l.as_ref().and_then(|_| FlowTable::of_config(new));
                     (l, flows)

@@ -4,21 +4,14 @@
 
 use std::fmt::Write;
 
-use crate::snapshot::{FlowSnapshot, Snapshot};
+use crate::snapshot::{DisciplineSnapshot, FlowSnapshot, Snapshot};
 use crate::stats::DropCause;
 
 fn rate(bytes: u64, secs: f64) -> String {
     if secs <= 0.0 {
         return "-".into();
     }
-    let bps = bytes as f64 * 8.0 / secs;
-    if bps >= 1e9 {
-        format!("{:.2}Gbit", bps / 1e9)
-    } else if bps >= 1e6 {
-        format!("{:.2}Mbit", bps / 1e6)
-    } else {
-        format!("{:.1}Kbit", bps / 1e3)
-    }
+    bps(bytes as f64 * 8.0 / secs)
 }
 
 /// Renders the final table from `snap` (rates over its `time_s`, the run's length).
@@ -84,21 +77,31 @@ pub fn render(snap: &Snapshot) -> String {
             }
             let _ = writeln!(
                 out,
-                "  class {:<6} sent {} pkt {} B ({})  backlog {}p {}B",
+                "  class {:<6} sent {} pkt {} B ({})  backlog {}p {}B  aqm {}",
                 cs.name,
                 sent,
                 sent_bytes,
                 rate(sent_bytes, secs),
                 cs.backlog_packets,
-                cs.backlog_bytes
+                cs.backlog_bytes,
+                cs.aqm
             );
             for k in &cs.colors {
                 if k.arrived == 0 && k.sent == 0 {
                     continue;
                 }
+                // Drops of packets already queued (a discipline's), only where there are any.
+                let queued_drops = if k.dequeue_drops + k.overflow_drops > 0 {
+                    format!(
+                        " dequeue {:>6} overflow {:>6}",
+                        k.dequeue_drops, k.overflow_drops
+                    )
+                } else {
+                    String::new()
+                };
                 let _ = writeln!(
                     out,
-                    "    {:<6} arrived {:>8} sent {:>8} marked {:>6} dropped early {:>6} forced {:>6} tail {:>6} shutdown {:>6}  sojourn mean {:.3} ms max {:.3} ms",
+                    "    {:<6} arrived {:>8} sent {:>8} marked {:>6} dropped early {:>6} forced {:>6} tail {:>6}{queued_drops} shutdown {:>6}  sojourn mean {:.3} ms max {:.3} ms",
                     k.color,
                     k.arrived,
                     k.sent,
@@ -110,6 +113,9 @@ pub fn render(snap: &Snapshot) -> String {
                     k.sojourn.mean_s * 1e3,
                     k.sojourn.max_s * 1e3
                 );
+            }
+            if let Some(d) = &cs.discipline {
+                render_discipline(&mut out, d);
             }
         }
         if let Some(z) = p.zombie.filter(|z| z.table_full_events > 0) {
@@ -213,6 +219,122 @@ pub fn render(snap: &Snapshot) -> String {
 
 /// The top flows of each port (at most `top` rows each), as `zlrouter flows` and the final
 /// table show them.
+/// The state a class's policy keeps, under its class in the table.
+fn render_discipline(out: &mut String, d: &DisciplineSnapshot) {
+    match d {
+        DisciplineSnapshot::Pie {
+            drop_prob,
+            qdelay_s,
+            dequeue_rate_bps,
+            burst_allowance_s,
+        } => {
+            let _ = writeln!(
+                out,
+                "    pie: drop_prob {:.4} qdelay {:.3} ms dequeue rate {} burst allowance {:.0} ms",
+                drop_prob,
+                qdelay_s * 1e3,
+                bps(*dequeue_rate_bps),
+                burst_allowance_s * 1e3
+            );
+        }
+        DisciplineSnapshot::Codel {
+            dropping,
+            count,
+            drops,
+            ecn_marks,
+        } => {
+            let _ = writeln!(
+                out,
+                "    codel: drops {drops} ecn_marks {ecn_marks} count {count}{}",
+                if *dropping { " dropping" } else { "" }
+            );
+        }
+        DisciplineSnapshot::FqCodel {
+            isolate,
+            new_flow_count,
+            drop_overlimit,
+            codel_drops,
+            ecn_marks,
+            new_flows_len,
+            old_flows_len,
+        } => {
+            let _ = writeln!(
+                out,
+                "    fq-codel ({isolate}): new_flow_count {new_flow_count} drop_overlimit {drop_overlimit} codel drops {codel_drops} ecn_marks {ecn_marks}  new_flows_len {new_flows_len} old_flows_len {old_flows_len}"
+            );
+        }
+        DisciplineSnapshot::DualPi2 {
+            base_prob,
+            l_queue,
+            c_queue,
+            l_packets,
+            c_packets,
+            step_marks,
+            coupled_marks,
+            classic_marks,
+            classic_drops,
+            l4s_drops,
+        } => {
+            let _ = writeln!(
+                out,
+                "    dualpi2: p' {base_prob:.4} (classic {:.4})  L4S {l_packets} pkt (queued {l_queue}) step marks {step_marks} coupled marks {coupled_marks} drops {l4s_drops}  classic {c_packets} pkt (queued {c_queue}) marks {classic_marks} drops {classic_drops}",
+                base_prob * base_prob
+            );
+        }
+        DisciplineSnapshot::Isolation(i) => {
+            let _ = writeln!(
+                out,
+                "    isolation by {}: penalized {} (each held to a fair share of {}: class rate {} / {:.1} flows)  queued normal {} penalty {}  normal queue sojourn mean {:.3} ms max {:.3} ms",
+                i.by,
+                i.penalized,
+                bps(i.fair_share_bps),
+                bps(i.class_rate_bps),
+                i.flows_estimate,
+                i.normal_queue,
+                i.penalty_queue,
+                i.normal_sojourn_mean_s * 1e3,
+                i.normal_sojourn_max_s * 1e3
+            );
+            let _ = writeln!(
+                out,
+                "      flagged {} confirmed {} cleared {} released {} box_full {} over_share_drops {} penalty_sent {}",
+                i.flagged,
+                i.confirmed,
+                i.cleared,
+                i.released,
+                i.box_full,
+                i.over_share_drops,
+                i.penalty_sent
+            );
+            for b in i.boxed.iter().filter(|b| b.state == "penalized") {
+                let _ = writeln!(
+                    out,
+                    "      penalized {:<30} since {:.3} s (flagged {:.3} s)  arriving at {}, sent at {}  queued {}  packets {} dropped {}",
+                    b.key.clone().unwrap_or_else(|| format!("id {}", b.id)),
+                    b.penalized_s.unwrap_or(0.0),
+                    b.flagged_s,
+                    bps(b.rate_bps),
+                    bps(b.penalized_sent_bps),
+                    b.queued,
+                    b.penalized_packets,
+                    b.penalized_drops
+                );
+            }
+        }
+    }
+}
+
+/// A rate in bit/s as the table writes rates.
+fn bps(v: f64) -> String {
+    if v >= 1e9 {
+        format!("{:.2}Gbit", v / 1e9)
+    } else if v >= 1e6 {
+        format!("{:.2}Mbit", v / 1e6)
+    } else {
+        format!("{:.1}Kbit", v / 1e3)
+    }
+}
+
 pub fn render_flows(ports: &[(&str, &[FlowSnapshot])], top: usize) -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -247,7 +369,12 @@ pub fn render_flows(ports: &[(&str, &[FlowSnapshot])], top: usize) -> String {
                 f.occurrence,
                 f.share,
                 f.relative_occurrence,
-                if f.misbehaving { "misbehaving" } else { "" },
+                match f.penalty.as_deref() {
+                    Some("penalized") => "penalized",
+                    Some(_) if f.misbehaving => "watched",
+                    _ if f.misbehaving => "misbehaving",
+                    _ => "",
+                },
                 f.packets,
                 dropped,
                 f.marked,

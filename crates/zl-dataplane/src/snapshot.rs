@@ -14,7 +14,8 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use zl_core::{Color, Nanos};
+use zl_aqm::{AqmPolicy, BoxState, QueueDiscipline};
+use zl_core::{Color, FlowId, Nanos};
 use zl_port::PortCounters;
 use zl_qos::{ColorStats, SojournHistogram, SOJOURN_BUCKETS};
 use zl_wire::FlowKeyKind;
@@ -136,6 +137,11 @@ pub struct FlowSnapshot {
     pub marked: u64,
     /// Drops at this egress since first seen, by cause.
     pub drops: BTreeMap<String, u64>,
+    /// Its place in a class's penalty box (ZL-RED with isolation): `watched` (flagged by
+    /// eq. 4, its rate being measured) or `penalized` (in a penalty sub-queue); absent
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub penalty: Option<String>,
 }
 
 /// The egress classifier's counters (`zl_qos::ClassifierStats`).
@@ -163,6 +169,12 @@ pub struct ZombieSnapshot {
 #[derive(Clone, Debug, Serialize)]
 pub struct ClassSnapshot {
     pub name: String,
+    /// The class's AQM (`kind` as configured; `by-color` for one policy per color).
+    pub aqm: &'static str,
+    /// The state of a policy that keeps one worth showing (PIE, CoDel, FQ-CoDel, DualPI2,
+    /// ZL-RED with isolation); absent for the others.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub discipline: Option<DisciplineSnapshot>,
     /// Queue length now.
     pub backlog_packets: u32,
     pub backlog_bytes: u64,
@@ -188,7 +200,126 @@ pub struct ColorSnapshot {
     pub tail_drops: u64,
     /// Admitted, then discarded still queued at the end of the run (not in `sent`).
     pub shutdown_drops: u64,
+    /// Admitted, then dropped by the class's AQM as it left (CoDel's control law, DualPI2's
+    /// classic drop): `enqueued = sent + shutdown_drops + dequeue_drops + overflow_drops +`
+    /// the backlog.
+    pub dequeue_drops: u64,
+    /// Admitted, then pushed out of a full buffer by a later arrival (FQ-CoDel).
+    pub overflow_drops: u64,
     pub sojourn: SojournSnapshot,
+}
+
+/// What a class's policy shows of its own state.
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum DisciplineSnapshot {
+    /// PIE (RFC 8033).
+    Pie {
+        drop_prob: f64,
+        /// The delay estimate at the last update, seconds.
+        qdelay_s: f64,
+        /// The measured dequeue rate, bytes per second (0 before a measurement).
+        dequeue_rate_bps: f64,
+        burst_allowance_s: f64,
+    },
+    /// CoDel (RFC 8289).
+    Codel {
+        dropping: bool,
+        count: u32,
+        drops: u64,
+        ecn_marks: u64,
+    },
+    /// FQ-CoDel (RFC 8290), as `tc -s qdisc show` prints `fq_codel`.
+    FqCodel {
+        isolate: &'static str,
+        new_flow_count: u64,
+        drop_overlimit: u64,
+        codel_drops: u64,
+        ecn_marks: u64,
+        new_flows_len: u32,
+        old_flows_len: u32,
+    },
+    /// DualPI2 (RFC 9332).
+    #[serde(rename = "dualpi2")]
+    DualPi2 {
+        /// The base probability p'; classic packets see p'^2, L4S ones k p'.
+        base_prob: f64,
+        l_queue: u32,
+        c_queue: u32,
+        l_packets: u64,
+        c_packets: u64,
+        step_marks: u64,
+        coupled_marks: u64,
+        classic_marks: u64,
+        classic_drops: u64,
+        l4s_drops: u64,
+    },
+    /// ZL-RED with flow isolation (docs/algorithms/zl-isolation.md).
+    #[serde(rename = "zl-red-isolation")]
+    Isolation(IsolationSnapshot),
+}
+
+/// The penalty box of a ZL-RED class with isolation.
+#[derive(Clone, Debug, Serialize)]
+pub struct IsolationSnapshot {
+    /// `flow`, `srchost` or `dsthost`.
+    pub by: &'static str,
+    /// Flows (or hosts) penalized now.
+    pub penalized: u32,
+    /// The fair share the penalty sub-queues are each held to, bit/s, and what it comes from:
+    /// the class's service rate and the estimate N of its active flows.
+    pub fair_share_bps: f64,
+    pub class_rate_bps: f64,
+    pub flows_estimate: f64,
+    pub normal_queue: u32,
+    pub penalty_queue: u32,
+    /// Flagged by eq. (4) into the box; of those, penalized, cleared after their window,
+    /// released after their hysteresis; flags that found the box full; arrivals over their
+    /// share of the penalty buffer; packets sent from the penalty sub-queues.
+    pub flagged: u64,
+    pub confirmed: u64,
+    pub cleared: u64,
+    pub released: u64,
+    pub box_full: u64,
+    pub over_share_drops: u64,
+    pub penalty_sent: u64,
+    /// The normal queue's sojourn, seconds: what the flows the isolation protects waited.
+    pub normal_sojourn_mean_s: f64,
+    pub normal_sojourn_max_s: f64,
+    /// Every flow in the box now.
+    pub boxed: Vec<BoxedSnapshot>,
+    /// The latest penalty episodes (penalized .. released), oldest first.
+    pub episodes: Vec<EpisodeSnapshot>,
+}
+
+/// One flow in a penalty box.
+#[derive(Clone, Debug, Serialize)]
+pub struct BoxedSnapshot {
+    /// The isolation key, hex (the flow id, or a host key).
+    pub id: String,
+    /// The flow's key fields as text, when the port's flow table knows it.
+    pub key: Option<String>,
+    /// `watched` or `penalized`.
+    pub state: &'static str,
+    pub flagged_s: f64,
+    pub penalized_s: Option<f64>,
+    /// Its arrival rate over its latest window, bit/s.
+    pub rate_bps: f64,
+    pub queued: u32,
+    pub penalized_packets: u64,
+    pub penalized_drops: u64,
+    /// What it was sent at since it was penalized, bit/s (its fair-share cap at work).
+    pub penalized_sent_bps: f64,
+}
+
+/// One stay in the penalty queue.
+#[derive(Clone, Debug, Serialize)]
+pub struct EpisodeSnapshot {
+    pub id: String,
+    pub key: Option<String>,
+    pub flagged_s: f64,
+    pub penalized_s: f64,
+    pub released_s: Option<f64>,
 }
 
 /// Queue sojourn: log2 buckets of microseconds (`buckets[k]` counts sojourns from
@@ -276,11 +407,13 @@ fn color(color: Color, k: &ColorStats) -> ColorSnapshot {
         forced_drops: k.forced_drops,
         tail_drops: k.tail_drops,
         shutdown_drops: k.shutdown_drops,
+        dequeue_drops: k.dequeue_drops,
+        overflow_drops: k.overflow_drops,
         sojourn: sojourn(&k.sojourn),
     }
 }
 
-fn port(view: &dyn RouterView, p: usize) -> PortSnapshot {
+fn port(view: &dyn RouterView, p: usize, now: Nanos) -> PortSnapshot {
     let c: PortCounters = view.port_counters(p);
     let qos = view.qos(p);
     let cls = qos.classifier_stats();
@@ -293,6 +426,8 @@ fn port(view: &dyn RouterView, p: usize) -> PortSnapshot {
             let cs = qos.class_stats(ci)?;
             Some(ClassSnapshot {
                 name: name.clone(),
+                aqm: qos.aqm_kind(ci).unwrap_or("tail-drop"),
+                discipline: discipline(view, p, ci, now),
                 backlog_packets: cs.len_packets,
                 backlog_bytes: cs.len_bytes,
                 colors: Color::ALL.iter().map(|&k| color(k, cs.color(k))).collect(),
@@ -331,6 +466,140 @@ fn port(view: &dyn RouterView, p: usize) -> PortSnapshot {
         classes,
         top_flows: top_flows(view, p),
     }
+}
+
+/// The flow's key text, when the port's flow table tracks it.
+fn flow_name(view: &dyn RouterView, p: usize, id: FlowId) -> Option<String> {
+    let table = view.flow_table(p)?;
+    table.record(id).map(|r| key_text(&r.key, table.key_kind()))
+}
+
+fn discipline(
+    view: &dyn RouterView,
+    p: usize,
+    ci: usize,
+    now: Nanos,
+) -> Option<DisciplineSnapshot> {
+    let qos = view.qos(p);
+    if let Some(AqmPolicy::Pie(pie)) = qos.fifo_policy(ci) {
+        let s = pie.state();
+        return Some(DisciplineSnapshot::Pie {
+            drop_prob: s.drop_prob,
+            qdelay_s: s.qdelay_old.as_secs_f64(),
+            dequeue_rate_bps: s.avg_dq_rate * 8.0,
+            burst_allowance_s: s.burst_allowance.as_secs_f64(),
+        });
+    }
+    Some(match qos.discipline(ci)? {
+        QueueDiscipline::Codel(c) => DisciplineSnapshot::Codel {
+            dropping: c.state().dropping,
+            count: c.state().count,
+            drops: c.stats().dropped,
+            ecn_marks: c.stats().ecn_marks,
+        },
+        QueueDiscipline::FqCodel(f) => {
+            let (new, old) = f.list_lens();
+            let s = f.stats();
+            DisciplineSnapshot::FqCodel {
+                isolate: f.config().isolate.name(),
+                new_flow_count: s.new_flow_count,
+                drop_overlimit: s.drop_overlimit,
+                codel_drops: s.codel.dropped,
+                ecn_marks: s.codel.ecn_marks,
+                new_flows_len: new,
+                old_flows_len: old,
+            }
+        }
+        QueueDiscipline::DualPi2(d) => {
+            let s = d.stats();
+            let (l, c) = d.queue_lens();
+            DisciplineSnapshot::DualPi2 {
+                base_prob: d.base_probability(),
+                l_queue: l,
+                c_queue: c,
+                l_packets: s.l_packets,
+                c_packets: s.c_packets,
+                step_marks: s.step_marks,
+                coupled_marks: s.coupled_marks,
+                classic_marks: s.classic_marks,
+                classic_drops: s.classic_drops,
+                l4s_drops: s.l4s_drops,
+            }
+        }
+        QueueDiscipline::Isolated(i) => {
+            let s = i.stats();
+            let (normal, penalty) = i.queue_lens();
+            let name = |id: FlowId| flow_name(view, p, id);
+            DisciplineSnapshot::Isolation(IsolationSnapshot {
+                by: i.config().by.name(),
+                penalized: i.penalized_count(),
+                fair_share_bps: i.fair_share_bps(),
+                class_rate_bps: i.class_rate_bps(),
+                flows_estimate: i.flows_estimate(),
+                normal_queue: normal,
+                penalty_queue: penalty,
+                flagged: s.flagged,
+                confirmed: s.penalized,
+                cleared: s.cleared,
+                released: s.released,
+                box_full: s.box_full,
+                over_share_drops: s.over_share_drops,
+                penalty_sent: s.penalty_sent,
+                normal_sojourn_mean_s: if s.normal_sent == 0 {
+                    0.0
+                } else {
+                    s.normal_sojourn_sum.as_secs_f64() / s.normal_sent as f64
+                },
+                normal_sojourn_max_s: s.normal_sojourn_max.as_secs_f64(),
+                boxed: (i.boxed().into_iter())
+                    .map(|b| BoxedSnapshot {
+                        id: format!("{:016x}", b.key.0),
+                        key: name(b.key),
+                        state: box_state(b.state),
+                        flagged_s: b.flagged_at.as_secs_f64(),
+                        penalized_s: b.penalized_at.map(Nanos::as_secs_f64),
+                        rate_bps: b.rate_bps,
+                        queued: b.queued,
+                        penalized_packets: b.penalized_packets,
+                        penalized_drops: b.penalized_drops,
+                        penalized_sent_bps: b.penalized_at.map_or(0.0, |at| {
+                            let t = (now - at).as_secs_f64();
+                            if t > 0.0 {
+                                b.penalized_sent_bytes as f64 * 8.0 / t
+                            } else {
+                                0.0
+                            }
+                        }),
+                    })
+                    .collect(),
+                episodes: (i.episodes().into_iter())
+                    .map(|e| EpisodeSnapshot {
+                        id: format!("{:016x}", e.key.0),
+                        key: name(e.key),
+                        flagged_s: e.flagged_at.as_secs_f64(),
+                        penalized_s: e.penalized_at.as_secs_f64(),
+                        released_s: e.released_at.map(Nanos::as_secs_f64),
+                    })
+                    .collect(),
+            })
+        }
+    })
+}
+
+fn box_state(s: BoxState) -> &'static str {
+    match s {
+        BoxState::Watched => "watched",
+        BoxState::Penalized => "penalized",
+    }
+}
+
+/// A flow's place in any of the port's penalty boxes.
+fn penalty_of(view: &dyn RouterView, p: usize, id: FlowId) -> Option<String> {
+    let qos = view.qos(p);
+    (0..qos.class_names().len())
+        .filter_map(|ci| qos.discipline(ci)?.isolated()?.boxed_flow(id))
+        .map(|b| box_state(b.state).to_owned())
+        .next()
 }
 
 fn top_flows(view: &dyn RouterView, p: usize) -> Vec<FlowSnapshot> {
@@ -376,6 +645,7 @@ fn top_flows(view: &dyn RouterView, p: usize) -> Vec<FlowSnapshot> {
                     .iter()
                     .map(|&c| (c.name().to_owned(), r.map_or(0, |r| r.drops[c.index()])))
                     .collect(),
+                penalty: penalty_of(view, p, t.id),
             }
         })
         .collect()
@@ -392,7 +662,7 @@ impl Snapshot {
         Snapshot {
             schema: SCHEMA_VERSION,
             time_s: now.as_secs_f64(),
-            ports: (0..view.port_count()).map(|p| port(view, p)).collect(),
+            ports: (0..view.port_count()).map(|p| port(view, p, now)).collect(),
             totals: TotalsSnapshot {
                 received: t.received,
                 received_bytes: t.received_bytes,

@@ -60,6 +60,8 @@ fn packet_mix() -> Vec<PacketMeta> {
                 priority: 8,
                 weight: 0,
                 color: Color::Green,
+                src_host: flow as u16,
+                dst_host: 0,
             }
         })
         .collect()

@@ -64,7 +64,7 @@ pub(crate) fn be16(b: &[u8], at: usize) -> u16 {
 pub use cc_ext::{CcExt, CcExtRepr};
 pub use error::{Header, MutateError, ParseError};
 pub use ethernet::{set_macs, EthernetInfo, MacAddr, VlanTag, MAX_VLAN_TAGS};
-pub use flow::{FlowKey, FlowKeyKind, Ports};
+pub use flow::{host_hash, host_hash_v4, FlowKey, FlowKeyKind, Ports};
 pub use icmp::{error_allowed, write_error, write_error_in_place, IcmpBuildError, IcmpError};
 pub use mutate::{
     decrement_ttl, decrement_ttl_plain, decrement_ttl_plain_ipv4, mark, set_cc_ext_ecn, set_ce,

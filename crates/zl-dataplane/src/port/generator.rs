@@ -3,7 +3,8 @@
 //! Each flow group of the config is `count` flows with the same per-flow rate, frame size
 //! distribution, DSCP, ECN capability and arrival process (CBR, Poisson, or on-off with CBR
 //! inside the on periods). Flow `i` of a group uses source address `src + i`, so flow keys
-//! (src, src-dst, 5-tuple) tell the flows apart. A group marked `misbehaving` is labelled as
+//! (src, src-dst, 5-tuple) tell the flows apart; with `same_src` every flow uses `src` (one host
+//! with `count` connections), and only the 5-tuple (their source ports) tells them apart. A group marked `misbehaving` is labelled as
 //! such in the reports; what makes it misbehave is its configuration (typically a rate well
 //! above its fair share, sent whatever the drops, as an unresponsive UDP source).
 //!
@@ -89,6 +90,10 @@ pub struct FlowGroupParams {
     pub misbehaving: bool,
     /// Source address of the first flow (IPv4 or IPv6); flow i uses `src + i`.
     pub src: IpAddr,
+    /// Every flow of the group uses `src` itself instead: one host opening `count`
+    /// connections, told apart by their source ports (a `5-tuple` flow key). Default false.
+    #[serde(default)]
+    pub same_src: bool,
     /// Destination address of every flow (same family as `src`).
     pub dst: IpAddr,
     /// UDP destination port.
@@ -428,7 +433,11 @@ impl GeneratorPort {
             for i in 0..g.count {
                 flows.push(Flow {
                     group: gi,
-                    src: add_to_ip(g.src, i),
+                    src: if g.same_src {
+                        g.src
+                    } else {
+                        add_to_ip(g.src, i)
+                    },
                     dst: g.dst,
                     src_port: 10_000u16.wrapping_add(i as u16),
                     ipv4_id: 0,
