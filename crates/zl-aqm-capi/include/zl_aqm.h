@@ -1,5 +1,6 @@
 /*
- * zl_aqm.h: the C ABI of zlrouter's AQM policies (RED, SRED, ZL-RED, ...) and the shared
+ * zl_aqm.h: the C ABI of zlrouter's AQM policies (RED, SRED, ZL-RED, PIE, ...), its queue
+ * disciplines (CoDel, FQ-CoDel, DualPI2, ZL-RED with flow isolation) and the shared
  * lock-free Zombie List. Link with libzl_aqm_capi.a (plus -lpthread -ldl -lm) or
  * libzl_aqm_capi.so. Embedding guide: docs/embedding.md. Licence: MIT OR Apache-2.0.
  */
@@ -13,6 +14,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// The major version of the ABI this header describes (`zl_aqm_capi_version`).
+#define ZL_AQM_CAPI_VERSION_MAJOR 0
+
+// The minor version of the ABI this header describes; with major version 0, two minor
+// versions may differ in their ABI.
+#define ZL_AQM_CAPI_VERSION_MINOR 2
+
 // No time: `ZlArrival::head_enqueued_ns` when the queue is empty, `ZlArrival::idle_since_ns`
 // when it is not.
 #define ZL_NO_TIME UINT64_MAX
@@ -22,6 +30,14 @@
 
 // A queue bounded only in packets (`ZlQueueParams::capacity_bytes`).
 #define ZL_UNBOUNDED_BYTES UINT64_MAX
+
+// The latest time a call accepts, `2^63 - 1` ns (292 years of a monotonic clock): the
+// policies add their intervals to `now_ns`, and this leaves those sums far from overflow.
+#define ZL_MAX_NOW_NS (uint64_t)INT64_MAX
+
+// The most packets a `ZlQdisc` holds (`ZlQueueParams::capacity_packets`, which must be finite
+// for a discipline: its packet slots are reserved when it is created).
+#define ZL_QDISC_MAX_PACKETS (1 << 22)
 
 // The result of every call that can fail. `ZL_OK` is 0; every other value is a misuse or a
 // refused configuration, and `zl_last_error` then describes it.
@@ -36,6 +52,8 @@ typedef enum ZlStatus {
   ZL_ERR_CONFIG = 3,
   // The policy has no Zombie List (only SRED and ZL-RED have one).
   ZL_ERR_NO_ZOMBIE_LIST = 4,
+  // A `ZlQdisc` was called from inside its own discard callback (nothing was done).
+  ZL_ERR_REENTRANT = 5,
 } ZlStatus;
 
 // The admission decision for one arriving packet (`zl_aqm::Verdict`), or a misuse.
@@ -76,10 +94,53 @@ typedef enum ZlAqmKind {
   ZL_AQM_NONLINEAR_RED = 5,
   // `sojourn`: the per-color sojourn-time manager.
   ZL_AQM_SOJOURN = 6,
+  // `pie`: PIE (RFC 8033). Its default delay estimator measures the dequeue rate: call
+  // `zl_aqm_depart` for every packet that leaves the queue.
+  ZL_AQM_PIE = 7,
 } ZlAqmKind;
+
+// Why a `ZlQdisc` hands a packet it had taken back through its discard callback.
+typedef enum ZlDiscardCause {
+  // Its AQM dropped it as it left (CoDel's control law, DualPI2's drops).
+  ZL_DISCARD_DEQUEUE = 0,
+  // An arrival found the buffer full and it was pushed out to make room (FQ-CoDel drops
+  // from the head of the fattest queue; that can be the arriving packet itself).
+  ZL_DISCARD_OVERFLOW = 1,
+  // Still queued when the qdisc was freed (`zl_qdisc_free`); never sent, not a drop.
+  ZL_DISCARD_FREE = 2,
+} ZlDiscardCause;
+
+// What `zl_qdisc_dequeue` found.
+typedef enum ZlDequeueStatus {
+  // A packet to send now: `ZlDeparture::handle` (set CE on it first when `mark` is 1).
+  ZL_DEQUEUE_PACKET = 0,
+  // Packets are queued but none may leave before `ZlDeparture::hold_until_ns` (the
+  // isolation's rate-limited penalty queues); ask again then, or when a packet arrives.
+  ZL_DEQUEUE_HOLD = 1,
+  // Nothing is queued.
+  ZL_DEQUEUE_EMPTY = 2,
+  // Misuse: a null pointer, an out-of-range time, or a call from the discard callback.
+  // Nothing changed; see `zl_last_error`.
+  ZL_DEQUEUE_INVALID_ARGUMENT = 3,
+} ZlDequeueStatus;
+
+// Which discipline a `ZlQdisc` runs (the `kind` of its TOML table).
+typedef enum ZlQdiscKind {
+  // `codel`: CoDel on one FIFO (RFC 8289).
+  ZL_QDISC_CODEL = 0,
+  // `fq-codel`: FQ-CoDel (RFC 8290), with CAKE's host modes.
+  ZL_QDISC_FQ_CODEL = 1,
+  // `dualpi2`: the DualQ Coupled AQM (RFC 9332).
+  ZL_QDISC_DUALPI2 = 2,
+  // `zl-red` with an `isolation` table: ZL-RED with flow isolation.
+  ZL_QDISC_ZL_RED_ISOLATION = 3,
+} ZlQdiscKind;
 
 // One egress queue's AQM policy (opaque to C).
 typedef struct ZlAqm ZlAqm;
+
+// A queue discipline holding the caller's packet handles (opaque to C).
+typedef struct ZlQdisc ZlQdisc;
 
 // A Zombie List shared by any number of queues and threads (opaque to C).
 typedef struct ZlZombieList ZlZombieList;
@@ -142,16 +203,41 @@ typedef struct ZlZlredParams {
   struct ZlZombieParams zombie;
 } ZlZlredParams;
 
+// PIE parameters (`zl_aqm::PieParams`, RFC 8033).
+typedef struct ZlPieParams {
+  // Target queueing delay `QDELAY_REF`, ms, `> 0`. Default 15.
+  double target_ms;
+  // Controller period `T_UPDATE`, ms, `> 0`. Default 15.
+  double t_update_ms;
+  // Burst allowance `MAX_BURST`, ms, `>= 0`. Default 150.
+  double max_burst_ms;
+  // Integral gain, Hz, `>= 0`. Default 0.125.
+  double alpha;
+  // Proportional gain, Hz, `>= 0`. Default 1.25.
+  double beta;
+  // Bytes of departures per rate measurement, `>= 1500`. Default 16384.
+  uint32_t dq_threshold_bytes;
+  // 1: mark ECN-capable packets while the drop probability is at most 0.1. Default 0.
+  uint8_t ecn;
+  // The queueing delay estimate: 0 the dequeue rate (RFC 8033 §4.3, default; needs
+  // `zl_aqm_depart` per departure), 1 the head packet's sojourn (needs
+  // `ZlArrival::head_enqueued_ns`).
+  uint8_t estimator;
+} ZlPieParams;
+
 // One arriving packet and the queue it would join, as seen before it is added.
 //
 // Start from `zl_arrival_default` and set what the policy reads: every policy reads
 // `queue_packets`, `queue_bytes` and `packet_len` (the capacity check); SRED and ZL-RED
 // `flow_hash`; RED `idle_since_ns`; ECN marking `ecn` / `has_cc_ext`; priority-ECN RED
-// `priority` and `weight`; the sojourn manager `color` and `head_enqueued_ns`.
+// `priority` and `weight`; the sojourn manager and PIE's timestamp estimator
+// `head_enqueued_ns`, the sojourn manager `color`. A `ZlQdisc` keeps its own queue and
+// ignores the four queue fields; it reads `flow_hash`, `now_ns`, `packet_len`, `ecn`,
+// `has_cc_ext`, and for per-host isolation `src_host` / `dst_host`.
 typedef struct ZlArrival {
   // The packet's flow, hashed to 64 bits by the caller (any good hash of the flow key).
   uint64_t flow_hash;
-  // Arrival time, nanoseconds on the caller's monotonic clock.
+  // Arrival time, nanoseconds on the caller's monotonic clock, `<= ZL_MAX_NOW_NS`.
   uint64_t now_ns;
   // Bytes queued now (before this packet).
   uint64_t queue_bytes;
@@ -163,6 +249,11 @@ typedef struct ZlArrival {
   uint32_t queue_packets;
   // Bytes this packet occupies in the queue.
   uint32_t packet_len;
+  // A 16-bit hash of the source address (any good hash; 0 when not parsed): the host of
+  // FQ-CoDel's host modes and of the isolation's `by = "srchost"`.
+  uint16_t src_host;
+  // A 16-bit hash of the destination address, as `src_host`.
+  uint16_t dst_host;
   // The RFC 3168 ECN field as received, 0..=3 (0 Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE).
   uint8_t ecn;
   // Drop precedence after metering: 0 green, 1 yellow, 2 red.
@@ -212,6 +303,151 @@ typedef struct ZlAqmStats {
   uint64_t tail_drops;
 } ZlAqmStats;
 
+// The discard callback of a `ZlQdisc`: called once for each packet the qdisc had taken and
+// hands back unsent, with the context pointer given at creation, the packet's handle and the
+// cause. The packet is the caller's again (free it, count it). It must return normally and
+// must not call any `zl_qdisc_*` function on the same qdisc (such a call returns
+// `ZL_ERR_REENTRANT` or its invalid-argument result and does nothing).
+typedef void (*ZlDiscardFn)(void *ctx, uint64_t handle, enum ZlDiscardCause cause);
+
+// The packet `zl_qdisc_dequeue` hands out, or how long to wait.
+typedef struct ZlDeparture {
+  // The packet's handle, as given to `zl_qdisc_enqueue` (0 unless `ZL_DEQUEUE_PACKET`).
+  uint64_t handle;
+  // When it was enqueued (`ZL_NO_TIME` unless `ZL_DEQUEUE_PACKET`); its sojourn is
+  // `now_ns - enqueued_ns`.
+  uint64_t enqueued_ns;
+  // With `ZL_DEQUEUE_HOLD`, the time before which no packet may leave; else `ZL_NO_TIME`.
+  uint64_t hold_until_ns;
+  // Its length as enqueued (0 unless `ZL_DEQUEUE_PACKET`).
+  uint32_t packet_len;
+  // 1 when the discipline signals congestion on it: set CE (or the extension header's ECN
+  // bit) before sending. Only ever 1 for a markable packet.
+  uint8_t mark;
+} ZlDeparture;
+
+// CoDel's counters (`zl_aqm::CodelStats`): of the one queue of `codel`, summed over the flow
+// queues of `fq-codel`.
+typedef struct ZlCodelStats {
+  // Packets the control law dropped as they left.
+  uint64_t dropped;
+  // Packets it marked instead of dropping.
+  uint64_t ecn_marks;
+  // The largest packet seen, bytes (the MTU of the one-MTU test).
+  uint32_t maxpacket;
+} ZlCodelStats;
+
+// FQ-CoDel's own counters (`zl_aqm::FqCodelStats`, as `tc -s qdisc` prints them).
+typedef struct ZlFqCodelStats {
+  // Queues that became active (joined the new-flows list).
+  uint64_t new_flow_count;
+  // Packets dropped from the fattest queue because the buffer was full.
+  uint64_t drop_overlimit;
+  // Queues on the new-flows list now.
+  uint32_t new_flows_len;
+  // Queues on the old-flows list now.
+  uint32_t old_flows_len;
+} ZlFqCodelStats;
+
+// DualPI2's counters and controller (`zl_aqm::DualPi2Stats`).
+typedef struct ZlDualPi2Stats {
+  // Packets classified into the L queue (ECT(1) or CE).
+  uint64_t l_packets;
+  // Packets classified into the C queue.
+  uint64_t c_packets;
+  // L packets marked by the step (sojourn above `step_thresh_ms`).
+  uint64_t step_marks;
+  // L packets marked with the coupled probability `k p'`.
+  uint64_t coupled_marks;
+  // C packets marked with `p'^2`.
+  uint64_t classic_marks;
+  // C packets dropped with `p'^2`.
+  uint64_t classic_drops;
+  // L packets dropped (overload, or not ECN-capable over the step).
+  uint64_t l4s_drops;
+  // The base probability `p'` of the PI controller.
+  double base_probability;
+  // The classic queue's drop/mark probability `p_C = p'^2`.
+  double classic_probability;
+  // The L queue's coupled mark probability `p_CL = min(k p', 1)`.
+  double l4s_probability;
+  // Packets in the L queue now.
+  uint32_t l_queue_packets;
+  // Packets in the C queue now.
+  uint32_t c_queue_packets;
+} ZlDualPi2Stats;
+
+// The isolation's counters and estimates (`zl_aqm::IsolationStats` and `Isolated`'s
+// accessors).
+typedef struct ZlIsolationStats {
+  // Flows flagged by eq. (4) into the box (watched).
+  uint64_t flagged;
+  // Watched flows confirmed and penalized.
+  uint64_t penalized;
+  // Watched flows let go without a penalty.
+  uint64_t cleared;
+  // Penalized flows released.
+  uint64_t released;
+  // Flags that found the box full.
+  uint64_t box_full;
+  // Arrivals of penalized flows over their share of the penalty buffer (dropped).
+  uint64_t over_share_drops;
+  // Packets sent from the penalty queue.
+  uint64_t penalty_sent;
+  // The fair share `r / N` now, bit/s (0 before the first window).
+  double fair_share_bps;
+  // The class's measured service rate `r`, bit/s.
+  double class_rate_bps;
+  // N, the estimate of the active flows (0 before the first window).
+  double flows_estimate;
+  // The normal queue's ZL-RED verdicts.
+  struct ZlAqmStats normal;
+  // The penalty queues' ZL-RED verdicts.
+  struct ZlAqmStats penalty;
+  // Flows penalized now.
+  uint32_t penalized_now;
+  // Packets in the normal queue now.
+  uint32_t normal_queue_packets;
+  // Packets in the penalty queues now.
+  uint32_t penalty_queue_packets;
+} ZlIsolationStats;
+
+// A `ZlQdisc`'s counters: what every discipline counts (per cause), then its own, in the
+// member its `kind` names (the other members are zero).
+//
+// Every handle taken (`enqueued`) is handed back once: `dequeued`, `dequeue_drops`,
+// `overflow_drops`, or still queued (`zl_qdisc_len`).
+typedef struct ZlQdiscStats {
+  // The discipline.
+  enum ZlQdiscKind kind;
+  // Arrivals taken (`ZL_VERDICT_ENQUEUE` or `ZL_VERDICT_MARK`).
+  uint64_t enqueued;
+  // Arrivals taken with `ZL_VERDICT_MARK` (an enqueue-time mark: the isolation's ZL-RED).
+  uint64_t marked_on_enqueue;
+  // Arrivals refused by an early (probabilistic) drop.
+  uint64_t early_drops;
+  // Arrivals refused by a forced drop (the isolation's penalty share).
+  uint64_t forced_drops;
+  // Arrivals refused because the buffer was full.
+  uint64_t tail_drops;
+  // Packets handed out by `zl_qdisc_dequeue`.
+  uint64_t dequeued;
+  // Packets handed out with `mark` = 1.
+  uint64_t marked_on_dequeue;
+  // Packets handed back with `ZL_DISCARD_DEQUEUE`.
+  uint64_t dequeue_drops;
+  // Packets handed back with `ZL_DISCARD_OVERFLOW`.
+  uint64_t overflow_drops;
+  // CoDel's counters (`codel`, `fq-codel`).
+  struct ZlCodelStats codel;
+  // FQ-CoDel's (`fq-codel`).
+  struct ZlFqCodelStats fq_codel;
+  // DualPI2's (`dualpi2`).
+  struct ZlDualPi2Stats dualpi2;
+  // The isolation's (`zl-red` with `isolation`).
+  struct ZlIsolationStats isolation;
+} ZlQdiscStats;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -249,8 +485,15 @@ struct ZlSredParams zl_sred_params_default(void);
 // Thread safety: pure; any thread.
 struct ZlZlredParams zl_zlred_params_default(void);
 
+// The default PIE parameters (RFC 8033's: target 15 ms, update every 15 ms, burst allowance
+// 150 ms, `alpha` 0.125, `beta` 1.25, drop rather than mark, the dequeue-rate estimator).
+//
+// Thread safety: pure; any thread.
+struct ZlPieParams zl_pie_params_default(void);
+
 // An arrival with every field zero except `head_enqueued_ns` and `idle_since_ns`, which are
-// `ZL_NO_TIME`: a not-ECT green packet of length 0 on an empty, not idle queue.
+// `ZL_NO_TIME`: a not-ECT green packet of length 0 from and to host 0, on an empty, not idle
+// queue.
 //
 // Thread safety: pure; any thread.
 struct ZlArrival zl_arrival_default(void);
@@ -332,13 +575,30 @@ enum ZlStatus zl_aqm_new_zlred(const struct ZlZlredParams *params,
                                const struct ZlZombieList *shared,
                                struct ZlAqm **out);
 
-// Creates any policy from a TOML table in the router's config syntax (`kind = "red"`,
-// `"sred"`, `"zl-red"`, `"tail-drop"`, `"priority-ecn-red"`, `"nonlinear-red"`,
-// `"sojourn"`, and that kind's keys; docs/configs.md), on `shared` when it is an SRED or
-// ZL-RED policy and `shared` is not null. Stores its handle in `*out`.
+// Creates a PIE policy (RFC 8033) for a queue and stores its handle in `*out`. With the
+// default estimator, the dequeue rate, call `zl_aqm_depart` for every packet that leaves the
+// queue: PIE measures the queueing delay from the departures.
 //
-// Errors: `ZL_ERR_NULL`, `ZL_ERR_CONFIG` (not UTF-8, not TOML, unknown kind or key),
-// `ZL_ERR_PARAM`; `*out` is then null.
+// Errors: `ZL_ERR_NULL`, `ZL_ERR_PARAM` (the message names the parameter and its range);
+// `*out` is then null.
+//
+// Thread safety: any thread; the new policy belongs to one thread at a time.
+//
+// # Safety
+// Each pointer is null or valid: `params` and `queue` readable, `out` writable.
+enum ZlStatus zl_aqm_new_pie(const struct ZlPieParams *params,
+                             const struct ZlQueueParams *queue,
+                             struct ZlAqm **out);
+
+// Creates any policy that decides on the caller's FIFO from a TOML table in the router's
+// config syntax (`kind = "red"`, `"sred"`, `"zl-red"`, `"tail-drop"`, `"priority-ecn-red"`,
+// `"nonlinear-red"`, `"sojourn"`, `"pie"`, and that kind's keys; docs/configs.md), on `shared`
+// when it is an SRED or ZL-RED policy and `shared` is not null. Stores its handle in `*out`.
+// The kinds that hold their own queues (`"codel"`, `"fq-codel"`, `"dualpi2"`, `"zl-red"` with
+// an `isolation` table) are `ZlQdisc`s: `zl_qdisc_new_from_toml`.
+//
+// Errors: `ZL_ERR_NULL`, `ZL_ERR_CONFIG` (not UTF-8, not TOML, unknown kind or key, a kind
+// that holds its own queues), `ZL_ERR_PARAM`; `*out` is then null.
 //
 // Thread safety: any thread; the new policy belongs to one thread at a time.
 //
@@ -365,8 +625,8 @@ void zl_aqm_free(struct ZlAqm *aqm);
 // SRED / ZL-RED, shows the packet to the Zombie List.
 //
 // Returns the verdict; `ZL_VERDICT_INVALID_ARGUMENT` for a null pointer or an out-of-range
-// field (`ecn > 3`, `color > 2`, `priority > 15`, `has_cc_ext > 1`), counting nothing and
-// changing no state. Allocates nothing.
+// field (`ecn > 3`, `color > 2`, `priority > 15`, `has_cc_ext > 1`,
+// `now_ns > ZL_MAX_NOW_NS`), counting nothing and changing no state. Allocates nothing.
 //
 // Thread safety: not for two threads on one policy at once; the policy may move between
 // threads. Policies on a shared Zombie List may run on different threads at the same time.
@@ -380,9 +640,11 @@ enum ZlVerdict zl_aqm_arrive(struct ZlAqm *aqm,
 
 // Tells the policy that a packet left its queue, for policies that act on departures: call
 // it once per packet dequeued, with `departure` describing that packet (`flow_hash`,
-// `packet_len`, `ecn`, `color`, ...), the time, and the queue as it is after the departure.
-// None of today's policies needs it (their decisions read the queue at arrival), so a caller
-// may skip it; calling it keeps an embedding right for policies that will.
+// `packet_len`, `ecn`, `color`, ...), the time, and the queue as it is after the departure
+// (`queue_packets`, `queue_bytes`, `head_enqueued_ns`). PIE needs it: its default delay
+// estimator measures the dequeue rate from these calls (without them it sees no delay and
+// never drops). The other policies decide on the queue at arrival and ignore it; calling it
+// for every policy keeps an embedding right whatever the configured kind.
 //
 // Errors: `ZL_ERR_NULL`, `ZL_ERR_PARAM` (an out-of-range field; nothing changed).
 //
@@ -446,11 +708,137 @@ enum ZlStatus zl_aqm_kind(const struct ZlAqm *aqm, enum ZlAqmKind *kind);
 // Thread safety: pure; any thread.
 const char *zl_status_name(int32_t status);
 
-// The crate's version, a static NUL-terminated string (`"0.1.0"`); the ABI of a 0.x version
-// may change with its minor number.
+// The crate's version, a static NUL-terminated string (`"0.2.0"`). The ABI of a 0.x version
+// may change with its minor number: a program linked at run time (`libzl_aqm_capi.so`)
+// checks that the version starts with the header's `ZL_AQM_CAPI_VERSION_MAJOR` and
+// `ZL_AQM_CAPI_VERSION_MINOR`.
 //
 // Thread safety: pure; any thread.
 const char *zl_aqm_capi_version(void);
+
+// Creates a queue discipline from a TOML table in the router's config syntax: `kind =
+// "codel"`, `"fq-codel"`, `"dualpi2"`, or `"zl-red"` with an `isolation` table, and that
+// kind's keys (docs/configs.md), for a queue of `queue->capacity_packets` packets (finite, at
+// most `ZL_QDISC_MAX_PACKETS`: the packet slots are reserved now) and
+// `queue->capacity_bytes`; `queue->link_rate_bps` is the isolation's service rate until it
+// measures one. The isolation observes `shared` when it is not null, else a Zombie List of
+// its own. Stores the handle in `*out`.
+//
+// `on_discard(ctx, handle, cause)` is called for every packet the qdisc hands back unsent
+// (see `ZlDiscardFn`); it is required, since each such handle is the caller's to free.
+//
+// Errors: `ZL_ERR_NULL` (also a null `on_discard`), `ZL_ERR_CONFIG` (not UTF-8, not TOML,
+// unknown kind or key, a kind that decides on the caller's FIFO: `zl_aqm_new_from_toml`),
+// `ZL_ERR_PARAM` (a parameter or the queue out of range); `*out` is then null.
+//
+// Thread safety: any thread; the new qdisc belongs to one thread at a time (its Zombie List
+// may be shared).
+//
+// # Safety
+// `toml` is null or a NUL-terminated string; `queue` null or readable; `shared` null or a
+// live list handle; `out` null or writable; `on_discard` null or a function of this
+// signature that stays callable, with `ctx`, until the qdisc is freed.
+enum ZlStatus zl_qdisc_new_from_toml(const char *toml,
+                                     const struct ZlQueueParams *queue,
+                                     const struct ZlZombieList *shared,
+                                     ZlDiscardFn on_discard,
+                                     void *ctx,
+                                     struct ZlQdisc **out);
+
+// Offers one arriving packet, `handle`, to the qdisc at `arrival->now_ns`. The qdisc reads
+// `flow_hash`, `packet_len`, `ecn`, `has_cc_ext`, `src_host` / `dst_host`, and ignores the
+// arrival's queue fields (it knows its own queue). Advances `*rng_state` by the draws it
+// makes.
+//
+// Returns the verdict:
+// - `ZL_VERDICT_ENQUEUE`: the qdisc holds `handle` now;
+// - `ZL_VERDICT_MARK`: it holds `handle`, and the packet is to carry a congestion mark: set
+//   CE on it (the isolation's ZL-RED decides on arrival; the other disciplines mark at
+//   dequeue, through `ZlDeparture::mark`);
+// - a drop (`>= ZL_VERDICT_EARLY_DROP`): the qdisc did not take `handle`; it is the
+//   caller's, to drop and free;
+// - `ZL_VERDICT_INVALID_ARGUMENT`: a null pointer, an out-of-range field, or a call from the
+//   discard callback; nothing changed, `handle` was not taken (see `zl_last_error`).
+//
+// Packets the qdisc pushes out to make room go to the discard callback during the call
+// (`ZL_DISCARD_OVERFLOW`), `handle` itself among them when its own queue is the fattest:
+// the verdict said it was taken, the callback then hands it back. Allocates nothing.
+//
+// Thread safety: not for two threads on one qdisc at once; it may move between threads.
+//
+// # Safety
+// `qdisc` is null or a live handle; `arrival` null or readable; `rng_state` null or a
+// writable `uint64_t`.
+enum ZlVerdict zl_qdisc_enqueue(struct ZlQdisc *qdisc,
+                                const struct ZlArrival *arrival,
+                                uint64_t handle,
+                                uint64_t *rng_state);
+
+// Asks for the packet to send at `now_ns` (`<= ZL_MAX_NOW_NS`), when the link can take one.
+// Advances `*rng_state` by the draws it makes. Writes `*out` in full and returns:
+// - `ZL_DEQUEUE_PACKET`: send `out->handle` now (set CE on it first when `out->mark` is 1);
+//   it is the caller's again;
+// - `ZL_DEQUEUE_HOLD`: packets are queued but none may leave before `out->hold_until_ns`;
+// - `ZL_DEQUEUE_EMPTY`: nothing is queued;
+// - `ZL_DEQUEUE_INVALID_ARGUMENT`: a null pointer, `now_ns` out of range, or a call from the
+//   discard callback; nothing changed and `*out` is untouched (see `zl_last_error`).
+//
+// The decision is made now, when the caller asks for the packet: a caller that cannot send
+// it at once keeps it and sends it later without asking again. Packets the AQM drops on the
+// way go to the discard callback during the call (`ZL_DISCARD_DEQUEUE`). Allocates nothing.
+//
+// Thread safety: as `zl_qdisc_enqueue`.
+//
+// # Safety
+// `qdisc` is null or a live handle; `rng_state` null or a writable `uint64_t`; `out` null or
+// writable.
+enum ZlDequeueStatus zl_qdisc_dequeue(struct ZlQdisc *qdisc,
+                                      uint64_t now_ns,
+                                      uint64_t *rng_state,
+                                      struct ZlDeparture *out);
+
+// Stores the packets and bytes the qdisc holds in `*packets` and `*bytes`.
+//
+// Errors: `ZL_ERR_NULL`, `ZL_ERR_REENTRANT` (called from the discard callback).
+//
+// Thread safety: the thread that owns the qdisc.
+//
+// # Safety
+// `qdisc` is null or a live handle; `packets` and `bytes` null or writable.
+enum ZlStatus zl_qdisc_len(const struct ZlQdisc *qdisc, uint32_t *packets, uint64_t *bytes);
+
+// Copies the qdisc's counters into `*out`: the common ones, and its kind's own member.
+//
+// Errors: `ZL_ERR_NULL`, `ZL_ERR_REENTRANT` (called from the discard callback).
+//
+// Thread safety: the thread that owns the qdisc.
+//
+// # Safety
+// `qdisc` is null or a live handle; `out` null or writable.
+enum ZlStatus zl_qdisc_stats(const struct ZlQdisc *qdisc, struct ZlQdiscStats *out);
+
+// Stores which discipline `qdisc` runs in `*kind`.
+//
+// Errors: `ZL_ERR_NULL`, `ZL_ERR_REENTRANT`.
+//
+// Thread safety: the thread that owns the qdisc.
+//
+// # Safety
+// `qdisc` is null or a live handle; `kind` null or writable.
+enum ZlStatus zl_qdisc_kind(const struct ZlQdisc *qdisc, enum ZlQdiscKind *kind);
+
+// Frees a qdisc: first hands every packet it still holds back through the discard callback
+// (`ZL_DISCARD_FREE`, in the order it would have sent them as far as it can say), then
+// releases it (its Zombie List lives on while a list handle or a policy refers to it). Null
+// is ignored (`ZL_OK`).
+//
+// Errors: `ZL_ERR_REENTRANT` when called from its own discard callback (nothing freed).
+//
+// Thread safety: the thread that owns the qdisc, once, after its last call.
+//
+// # Safety
+// `qdisc` is null or a handle from `zl_qdisc_new_from_toml` not yet freed.
+enum ZlStatus zl_qdisc_free(struct ZlQdisc *qdisc);
 
 // Advances the SplitMix64 state `*state` and returns the next 64-bit value: the generator
 // the policies draw from, for the caller's own draws (a trace, a hash seed). Returns 0 and

@@ -3,12 +3,13 @@
 //!
 //! Handles: a `ZlZombieList` is a boxed `Arc<ZombieList>`, so every policy built on it holds
 //! its own reference and the handles can be freed in any order. A `ZlAqm` is a boxed
-//! [`Policy`]; the C side owns it and frees it once.
+//! [`Policy`]; the C side owns it and frees it once. The queue disciplines' handle, `ZlQdisc`,
+//! is in `ffi_qdisc.rs`; the argument checks here serve both.
 
 use std::ffi::{c_char, CStr};
 use std::sync::Arc;
 
-use zl_aqm::{AqmParams, RedParams, SredParams};
+use zl_aqm::{AqmParams, PieParams, RedParams, SredParams};
 use zl_zombie::{ZombieList, ZombieParams};
 
 use crate::error;
@@ -20,7 +21,7 @@ use crate::types::*;
 /// A Zombie List shared by any number of queues and threads (opaque to C).
 #[derive(Debug)]
 pub struct ZlZombieList {
-    list: Arc<ZombieList>,
+    pub(crate) list: Arc<ZombieList>,
 }
 
 /// One egress queue's AQM policy (opaque to C).
@@ -31,7 +32,7 @@ pub struct ZlAqm {
 
 /// Records the error and returns its status.
 #[cold]
-fn fail(status: ZlStatus, msg: impl Into<String>) -> ZlStatus {
+pub(crate) fn fail(status: ZlStatus, msg: impl Into<String>) -> ZlStatus {
     error::set(msg);
     status
 }
@@ -40,7 +41,7 @@ fn fail(status: ZlStatus, msg: impl Into<String>) -> ZlStatus {
 ///
 /// # Safety
 /// `p` is null or points to a live, properly aligned `T`.
-unsafe fn arg<'a, T>(p: *const T, what: &str) -> Result<&'a T, ZlStatus> {
+pub(crate) unsafe fn arg<'a, T>(p: *const T, what: &str) -> Result<&'a T, ZlStatus> {
     // SAFETY: forwarded from the caller: null or valid for reads for `'a`.
     match unsafe { p.as_ref() } {
         Some(r) => Ok(r),
@@ -52,22 +53,25 @@ unsafe fn arg<'a, T>(p: *const T, what: &str) -> Result<&'a T, ZlStatus> {
 ///
 /// # Safety
 /// `out` is non-null and points to writable memory for a `T`.
-unsafe fn put<T>(out: *mut T, v: T) {
+pub(crate) unsafe fn put<T>(out: *mut T, v: T) {
     // SAFETY: forwarded from the caller. `write` does not drop the old (possibly
     // uninitialised) value.
     unsafe { out.write(v) }
 }
 
-/// The fields of an arrival that C could set to a value no packet has.
+/// The fields of an arrival that C could set to a value no packet has, and a time so late
+/// that a policy's `now + interval` could overflow.
 #[inline(always)]
-fn arrival_in_range(a: &ZlArrival) -> bool {
-    a.ecn <= 3 && a.color <= 2 && a.priority <= 15 && a.has_cc_ext <= 1
+pub(crate) fn arrival_in_range(a: &ZlArrival) -> bool {
+    a.ecn <= 3 && a.color <= 2 && a.priority <= 15 && a.has_cc_ext <= 1 && a.now_ns <= ZL_MAX_NOW_NS
 }
 
 #[cold]
 #[inline(never)]
-fn arrival_error(a: &ZlArrival) {
-    let msg = if a.ecn > 3 {
+pub(crate) fn arrival_error(a: &ZlArrival) {
+    let msg = if a.now_ns > ZL_MAX_NOW_NS {
+        now_message("arrival.now_ns", a.now_ns)
+    } else if a.ecn > 3 {
         format!("arrival.ecn = {}: expected 0..=3", a.ecn)
     } else if a.color > 2 {
         format!(
@@ -82,7 +86,13 @@ fn arrival_error(a: &ZlArrival) {
     error::set(msg);
 }
 
-fn check_queue(q: &ZlQueueParams) -> Result<(), ZlStatus> {
+/// The message for a time past `ZL_MAX_NOW_NS`.
+#[cold]
+pub(crate) fn now_message(what: &str, ns: u64) -> String {
+    format!("{what} = {ns}: expected <= ZL_MAX_NOW_NS (2^63 - 1 ns)")
+}
+
+pub(crate) fn check_queue(q: &ZlQueueParams) -> Result<(), ZlStatus> {
     if q.capacity_packets == 0 {
         return Err(fail(
             ZlStatus::ZL_ERR_PARAM,
@@ -127,8 +137,8 @@ unsafe fn build(
 ///
 /// # Safety
 /// `out` is null or writable.
-unsafe fn with_out(
-    out: *mut *mut ZlAqm,
+pub(crate) unsafe fn with_out<H>(
+    out: *mut *mut H,
     f: impl FnOnce() -> Result<ZlStatus, ZlStatus>,
 ) -> ZlStatus {
     if out.is_null() {
@@ -173,8 +183,18 @@ pub extern "C" fn zl_zlred_params_default() -> ZlZlredParams {
     (&zl_aqm::ZlRedParams::default()).into()
 }
 
+/// The default PIE parameters (RFC 8033's: target 15 ms, update every 15 ms, burst allowance
+/// 150 ms, `alpha` 0.125, `beta` 1.25, drop rather than mark, the dequeue-rate estimator).
+///
+/// Thread safety: pure; any thread.
+#[no_mangle]
+pub extern "C" fn zl_pie_params_default() -> ZlPieParams {
+    (&PieParams::default()).into()
+}
+
 /// An arrival with every field zero except `head_enqueued_ns` and `idle_since_ns`, which are
-/// `ZL_NO_TIME`: a not-ECT green packet of length 0 on an empty, not idle queue.
+/// `ZL_NO_TIME`: a not-ECT green packet of length 0 from and to host 0, on an empty, not idle
+/// queue.
 ///
 /// Thread safety: pure; any thread.
 #[no_mangle]
@@ -187,6 +207,8 @@ pub extern "C" fn zl_arrival_default() -> ZlArrival {
         idle_since_ns: ZL_NO_TIME,
         queue_packets: 0,
         packet_len: 0,
+        src_host: 0,
+        dst_host: 0,
         ecn: 0,
         color: 0,
         priority: 0,
@@ -365,13 +387,58 @@ pub unsafe extern "C" fn zl_aqm_new_zlred(
     }
 }
 
-/// Creates any policy from a TOML table in the router's config syntax (`kind = "red"`,
-/// `"sred"`, `"zl-red"`, `"tail-drop"`, `"priority-ecn-red"`, `"nonlinear-red"`,
-/// `"sojourn"`, and that kind's keys; docs/configs.md), on `shared` when it is an SRED or
-/// ZL-RED policy and `shared` is not null. Stores its handle in `*out`.
+/// Creates a PIE policy (RFC 8033) for a queue and stores its handle in `*out`. With the
+/// default estimator, the dequeue rate, call `zl_aqm_depart` for every packet that leaves the
+/// queue: PIE measures the queueing delay from the departures.
 ///
-/// Errors: `ZL_ERR_NULL`, `ZL_ERR_CONFIG` (not UTF-8, not TOML, unknown kind or key),
-/// `ZL_ERR_PARAM`; `*out` is then null.
+/// Errors: `ZL_ERR_NULL`, `ZL_ERR_PARAM` (the message names the parameter and its range);
+/// `*out` is then null.
+///
+/// Thread safety: any thread; the new policy belongs to one thread at a time.
+///
+/// # Safety
+/// Each pointer is null or valid: `params` and `queue` readable, `out` writable.
+#[no_mangle]
+pub unsafe extern "C" fn zl_aqm_new_pie(
+    params: *const ZlPieParams,
+    queue: *const ZlQueueParams,
+    out: *mut *mut ZlAqm,
+) -> ZlStatus {
+    // SAFETY: each pointer null or valid (the caller's guarantee); `out` checked by `with_out`.
+    unsafe {
+        with_out(out, || {
+            let p = arg(params, "params")?;
+            let q = arg(queue, "queue")?;
+            let pie = params::pie(p).map_err(|m| fail(ZlStatus::ZL_ERR_PARAM, m))?;
+            Ok(build(&AqmParams::Pie(pie), q, None, out))
+        })
+    }
+}
+
+/// Reads a NUL-terminated TOML table into the router's AQM parameters.
+///
+/// # Safety
+/// `toml` is null or a NUL-terminated string.
+pub(crate) unsafe fn toml_params(toml: *const c_char) -> Result<AqmParams, ZlStatus> {
+    if toml.is_null() {
+        return Err(fail(ZlStatus::ZL_ERR_NULL, "toml is null"));
+    }
+    // SAFETY: non-null and NUL-terminated (the caller's guarantee).
+    let text = unsafe { CStr::from_ptr(toml) }
+        .to_str()
+        .map_err(|e| fail(ZlStatus::ZL_ERR_CONFIG, format!("toml: {e}")))?;
+    toml::from_str(text).map_err(|e| fail(ZlStatus::ZL_ERR_CONFIG, format!("toml: {e}")))
+}
+
+/// Creates any policy that decides on the caller's FIFO from a TOML table in the router's
+/// config syntax (`kind = "red"`, `"sred"`, `"zl-red"`, `"tail-drop"`, `"priority-ecn-red"`,
+/// `"nonlinear-red"`, `"sojourn"`, `"pie"`, and that kind's keys; docs/configs.md), on `shared`
+/// when it is an SRED or ZL-RED policy and `shared` is not null. Stores its handle in `*out`.
+/// The kinds that hold their own queues (`"codel"`, `"fq-codel"`, `"dualpi2"`, `"zl-red"` with
+/// an `isolation` table) are `ZlQdisc`s: `zl_qdisc_new_from_toml`.
+///
+/// Errors: `ZL_ERR_NULL`, `ZL_ERR_CONFIG` (not UTF-8, not TOML, unknown kind or key, a kind
+/// that holds its own queues), `ZL_ERR_PARAM`; `*out` is then null.
 ///
 /// Thread safety: any thread; the new policy belongs to one thread at a time.
 ///
@@ -388,15 +455,23 @@ pub unsafe extern "C" fn zl_aqm_new_from_toml(
     // SAFETY: each pointer null or valid (the caller's guarantee); `out` checked by `with_out`.
     unsafe {
         with_out(out, || {
-            if toml.is_null() {
-                return Err(fail(ZlStatus::ZL_ERR_NULL, "toml is null"));
-            }
-            let text = CStr::from_ptr(toml)
-                .to_str()
-                .map_err(|e| fail(ZlStatus::ZL_ERR_CONFIG, format!("toml: {e}")))?;
+            let params = toml_params(toml)?;
             let q = arg(queue, "queue")?;
-            let params: AqmParams = toml::from_str(text)
-                .map_err(|e| fail(ZlStatus::ZL_ERR_CONFIG, format!("toml: {e}")))?;
+            if params.holds_queues() {
+                return Err(fail(
+                    ZlStatus::ZL_ERR_CONFIG,
+                    format!(
+                        "kind = \"{}\"{} holds its own queues: create it with \
+                         zl_qdisc_new_from_toml",
+                        params.kind(),
+                        if params.kind() == "zl-red" {
+                            " with an isolation table"
+                        } else {
+                            ""
+                        }
+                    ),
+                ));
+            }
             Ok(build(&params, q, shared.as_ref(), out))
         })
     }
@@ -423,8 +498,8 @@ pub unsafe extern "C" fn zl_aqm_free(aqm: *mut ZlAqm) {
 /// SRED / ZL-RED, shows the packet to the Zombie List.
 ///
 /// Returns the verdict; `ZL_VERDICT_INVALID_ARGUMENT` for a null pointer or an out-of-range
-/// field (`ecn > 3`, `color > 2`, `priority > 15`, `has_cc_ext > 1`), counting nothing and
-/// changing no state. Allocates nothing.
+/// field (`ecn > 3`, `color > 2`, `priority > 15`, `has_cc_ext > 1`,
+/// `now_ns > ZL_MAX_NOW_NS`), counting nothing and changing no state. Allocates nothing.
 ///
 /// Thread safety: not for two threads on one policy at once; the policy may move between
 /// threads. Policies on a shared Zombie List may run on different threads at the same time.
@@ -455,9 +530,11 @@ pub unsafe extern "C" fn zl_aqm_arrive(
 
 /// Tells the policy that a packet left its queue, for policies that act on departures: call
 /// it once per packet dequeued, with `departure` describing that packet (`flow_hash`,
-/// `packet_len`, `ecn`, `color`, ...), the time, and the queue as it is after the departure.
-/// None of today's policies needs it (their decisions read the queue at arrival), so a caller
-/// may skip it; calling it keeps an embedding right for policies that will.
+/// `packet_len`, `ecn`, `color`, ...), the time, and the queue as it is after the departure
+/// (`queue_packets`, `queue_bytes`, `head_enqueued_ns`). PIE needs it: its default delay
+/// estimator measures the dequeue rate from these calls (without them it sees no delay and
+/// never drops). The other policies decide on the queue at arrival and ignore it; calling it
+/// for every policy keeps an embedding right whatever the configured kind.
 ///
 /// Errors: `ZL_ERR_NULL`, `ZL_ERR_PARAM` (an out-of-range field; nothing changed).
 ///
@@ -622,13 +699,16 @@ pub extern "C" fn zl_status_name(status: i32) -> *const c_char {
         2 => c"ZL_ERR_PARAM",
         3 => c"ZL_ERR_CONFIG",
         4 => c"ZL_ERR_NO_ZOMBIE_LIST",
+        5 => c"ZL_ERR_REENTRANT",
         _ => c"unknown status",
     };
     name.as_ptr()
 }
 
-/// The crate's version, a static NUL-terminated string (`"0.1.0"`); the ABI of a 0.x version
-/// may change with its minor number.
+/// The crate's version, a static NUL-terminated string (`"0.2.0"`). The ABI of a 0.x version
+/// may change with its minor number: a program linked at run time (`libzl_aqm_capi.so`)
+/// checks that the version starts with the header's `ZL_AQM_CAPI_VERSION_MAJOR` and
+/// `ZL_AQM_CAPI_VERSION_MINOR`.
 ///
 /// Thread safety: pure; any thread.
 #[no_mangle]

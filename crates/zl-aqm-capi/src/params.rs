@@ -2,10 +2,10 @@
 //! from those crates (so the two never drift), and the `uint8_t` flags and selectors are
 //! range-checked here; the numeric ranges are checked by the crates' `validate`.
 
-use zl_aqm::{QueueUnit, RedParams, SredParams, ZlRedParams};
+use zl_aqm::{PieEstimator, PieParams, QueueUnit, RedParams, SredParams, ZlRedParams};
 use zl_zombie::{OccurrenceMode, ZombieParams};
 
-use crate::types::{ZlRedParams as CRed, ZlSredParams, ZlZlredParams, ZlZombieParams};
+use crate::types::{ZlPieParams, ZlRedParams as CRed, ZlSredParams, ZlZlredParams, ZlZombieParams};
 
 /// A flag that C passes as `uint8_t`: 0 or 1.
 fn flag(name: &str, v: u8) -> Result<bool, String> {
@@ -127,6 +127,47 @@ pub(crate) fn zlred(p: &ZlZlredParams) -> Result<ZlRedParams, String> {
         a: p.a,
         ecn: flag("ecn", p.ecn)?,
         zombie: zombie(&p.zombie)?,
+        isolation: None,
+    })
+}
+
+impl From<&PieParams> for ZlPieParams {
+    fn from(p: &PieParams) -> Self {
+        ZlPieParams {
+            target_ms: p.target_ms,
+            t_update_ms: p.t_update_ms,
+            max_burst_ms: p.max_burst_ms,
+            alpha: p.alpha,
+            beta: p.beta,
+            dq_threshold_bytes: p.dq_threshold_bytes,
+            ecn: u8::from(p.ecn),
+            estimator: match p.estimator {
+                PieEstimator::Rate => 0,
+                PieEstimator::Timestamp => 1,
+            },
+        }
+    }
+}
+
+/// PIE's parameters.
+pub(crate) fn pie(p: &ZlPieParams) -> Result<PieParams, String> {
+    Ok(PieParams {
+        target_ms: p.target_ms,
+        t_update_ms: p.t_update_ms,
+        max_burst_ms: p.max_burst_ms,
+        alpha: p.alpha,
+        beta: p.beta,
+        ecn: flag("ecn", p.ecn)?,
+        estimator: match p.estimator {
+            0 => PieEstimator::Rate,
+            1 => PieEstimator::Timestamp,
+            v => {
+                return Err(format!(
+                    "estimator = {v}: expected 0 (dequeue rate) or 1 (timestamp)"
+                ))
+            }
+        },
+        dq_threshold_bytes: p.dq_threshold_bytes,
     })
 }
 
@@ -149,6 +190,16 @@ mod tests {
             zlred(&(&ZlRedParams::default()).into()),
             Ok(ZlRedParams::default())
         );
+        assert_eq!(
+            pie(&(&PieParams::default()).into()),
+            Ok(PieParams::default())
+        );
+        let timestamp = PieParams {
+            estimator: PieEstimator::Timestamp,
+            ecn: true,
+            ..PieParams::default()
+        };
+        assert_eq!(pie(&(&timestamp).into()), Ok(timestamp));
         let explicit = ZombieParams {
             alpha: Some(0.01),
             occurrence: OccurrenceMode::Scan,
@@ -169,5 +220,11 @@ mod tests {
         let mut z: ZlZombieParams = (&ZombieParams::default()).into();
         z.occurrence = 9;
         assert!(zombie(&z).unwrap_err().starts_with("zombie.occurrence = 9"));
+        let mut pp: ZlPieParams = (&PieParams::default()).into();
+        pp.estimator = 2;
+        assert!(pie(&pp).unwrap_err().starts_with("estimator = 2"));
+        pp.estimator = 0;
+        pp.ecn = 3;
+        assert_eq!(pie(&pp).unwrap_err(), "ecn = 3: expected 0 or 1");
     }
 }

@@ -24,7 +24,8 @@ pub(crate) struct Policy {
 
 impl Policy {
     /// Validates `params` for `queue` and builds the policy; SRED and ZL-RED run on `shared`
-    /// when given, else on a list of their own.
+    /// when given, else on a list of their own. The caller has refused the kinds that hold
+    /// their own queues (`AqmParams::holds_queues`).
     pub(crate) fn build(
         params: &AqmParams,
         queue: &ZlQueueParams,
@@ -66,16 +67,7 @@ impl Policy {
             head_enqueued_at: time(a.head_enqueued_ns),
             idle_since: time(a.idle_since_ns),
         };
-        let pkt = PacketMeta {
-            len: a.packet_len,
-            flow: FlowId(a.flow_hash),
-            ecn: Ecn::from_bits(a.ecn),
-            has_cc_ext: a.has_cc_ext != 0,
-            priority: a.priority,
-            weight: a.weight,
-            color: Color::ALL[usize::from(a.color)],
-        };
-        (queue, pkt)
+        (queue, packet(a))
     }
 
     /// A packet left the queue; `a` describes it and the queue after its departure.
@@ -86,14 +78,7 @@ impl Policy {
 
     /// The policy's counters.
     pub(crate) fn stats(&self) -> ZlAqmStats {
-        let s: &AqmStats = self.policy.stats();
-        ZlAqmStats {
-            enqueued: s.enqueued,
-            marked: s.marked,
-            early_drops: s.early_drops,
-            forced_drops: s.forced_drops,
-            tail_drops: s.tail_drops,
-        }
+        aqm_stats(self.policy.stats())
     }
 
     /// The Zombie List the policy observes (SRED and ZL-RED), shared or its own.
@@ -115,7 +100,35 @@ impl Policy {
             AqmPolicy::PriorityEcnRed(_) => ZlAqmKind::ZL_AQM_PRIORITY_ECN_RED,
             AqmPolicy::NonlinearRed(_) => ZlAqmKind::ZL_AQM_NONLINEAR_RED,
             AqmPolicy::Sojourn(_) => ZlAqmKind::ZL_AQM_SOJOURN,
+            AqmPolicy::Pie(_) => ZlAqmKind::ZL_AQM_PIE,
         }
+    }
+}
+
+/// Verdict counters as C sees them.
+pub(crate) fn aqm_stats(s: &AqmStats) -> ZlAqmStats {
+    ZlAqmStats {
+        enqueued: s.enqueued,
+        marked: s.marked,
+        early_drops: s.early_drops,
+        forced_drops: s.forced_drops,
+        tail_drops: s.tail_drops,
+    }
+}
+
+/// The packet of an arrival whose fields are in range, as `zl_aqm` describes it.
+#[inline(always)]
+pub(crate) fn packet(a: &ZlArrival) -> PacketMeta {
+    PacketMeta {
+        len: a.packet_len,
+        flow: FlowId(a.flow_hash),
+        ecn: Ecn::from_bits(a.ecn),
+        has_cc_ext: a.has_cc_ext != 0,
+        priority: a.priority,
+        weight: a.weight,
+        color: Color::ALL[usize::from(a.color)],
+        src_host: a.src_host,
+        dst_host: a.dst_host,
     }
 }
 
@@ -125,7 +138,7 @@ fn time(ns: u64) -> Option<Nanos> {
 }
 
 #[inline(always)]
-fn verdict(v: Verdict) -> ZlVerdict {
+pub(crate) fn verdict(v: Verdict) -> ZlVerdict {
     match v {
         Verdict::Enqueue => ZlVerdict::ZL_VERDICT_ENQUEUE,
         Verdict::MarkCe => ZlVerdict::ZL_VERDICT_MARK,

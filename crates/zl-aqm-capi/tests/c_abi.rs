@@ -6,11 +6,17 @@
 //! - `tests/c/threads.c`: one Zombie List shared by four threads, each with its own ZL-RED
 //!   policy, read concurrently by a fifth; every arrival counted once, 1/P(t) near the flows;
 //! - `examples/c/zlred_trace.c`: ZL-RED over the synthetic trace; the heavy flow's drop rate
-//!   is several times the others' (the policy acts per flow), and the run is deterministic.
+//!   is several times the others' (the policy acts per flow), and the run is deterministic;
+//! - `examples/c/qdisc_trace.c`: FQ-CoDel and ZL-RED with isolation holding the C program's
+//!   packet handles; its output equals, byte for byte, the same trace replayed through
+//!   `zl_aqm::QueueDiscipline` directly (`tests/qdisc_trace/mod.rs`), for two seeds and both
+//!   disciplines, and says what each is for: the flood is held to what the others leave (or
+//!   its fair share) while the other flows keep short queues, and every handle comes back.
 //!
 //! Needs a C compiler (`cc`); without one the tests fail, saying so (CI has one).
 
 mod common;
+mod qdisc_trace;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -102,4 +108,66 @@ fn c_example_drops_the_heavy_flow_most_and_is_deterministic() {
         heavy > 3.0 * others,
         "heavy flow {heavy:.3} vs the others {others:.3}"
     );
+}
+
+/// Per flow: arrivals, sent, marked, refused, discarded, mean and max sojourn (us).
+fn flow_rows(out: &str) -> Vec<[u64; 7]> {
+    out.lines()
+        .skip(2)
+        .take(10)
+        .map(|l| {
+            let f: Vec<u64> = l.split(' ').skip(1).map(|x| x.parse().unwrap()).collect();
+            f.try_into().unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn c_qdisc_example_equals_the_rust_discipline() {
+    let exe = build_c("qdisc_trace", Path::new("examples/c/qdisc_trace.c"));
+    for (seed, packets) in [(1u64, 200_000u64), (77, 60_000)] {
+        for mode in ["fq-codel", "isolation"] {
+            let args = [seed.to_string(), packets.to_string(), mode.to_owned()];
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let c = run(&exe, &args);
+            let rust = qdisc_trace::run(seed, packets, mode);
+            assert_eq!(c, rust, "seed {seed}, {packets} packets, {mode}");
+            assert!(c.ends_with(" pool_in_use=0\n"), "{c}");
+            if seed != 1 {
+                continue;
+            }
+            let rows = flow_rows(&c);
+            let flood = rows[0];
+            let mut worst_other = 0;
+            for row in &rows[1..] {
+                // Mean sojourn of the flows that stay under their share, in us.
+                worst_other = worst_other.max(row[5]);
+                assert!(
+                    row[1] * 100 >= row[0] * 98,
+                    "{mode}: a light flow lost: {c}"
+                );
+            }
+            match mode {
+                "fq-codel" => {
+                    // The flood takes what the light flows leave (about 25 of 100 Mbit/s),
+                    // and only it queues; the sparse flow goes ahead of the bulk ones.
+                    assert!(flood[1] * 2 < flood[0], "{c}");
+                    assert!(worst_other < 1_000 && flood[5] > 50_000, "{c}");
+                    assert!(rows[9][5] < rows[1][5], "{c}");
+                    // The flood is ECN-capable: CoDel marks it, the overflow drops it.
+                    assert!(flood[2] > 0 && flood[4] > 0, "{c}");
+                }
+                _ => {
+                    // Penalized: held near its fair share (100 Mbit/s over 9 flows, 926
+                    // packets of 1500 bytes a second over the 19.2 s), refused on arrival
+                    // beyond it.
+                    let per_s = flood[1] as f64 / 19.2;
+                    assert!((700.0..1_300.0).contains(&per_s), "{per_s}: {c}");
+                    assert!(flood[3] > flood[1], "{c}");
+                    assert!(worst_other < 10_000, "{c}");
+                    assert!(c.contains(" penalized=1 "), "{c}");
+                }
+            }
+        }
+    }
 }
