@@ -1,12 +1,19 @@
 //! The bottleneck router's queueing: what happens between a packet's arrival at the router and
 //! its turn on the bottleneck link. [`Bottleneck`] is implemented by [`FifoQueue`], one FIFO
-//! whose admission is any [`zl_aqm::Aqm`] (the project's own policies, unchanged), and by the
-//! multi-class Diffserv pipeline in [`crate::diffserv`].
+//! whose admission is any [`zl_aqm::Aqm`] (the project's own policies, unchanged), by
+//! [`crate::discipline`]'s queue disciplines that hold their own packets (CoDel, FQ-CoDel,
+//! DualPI2, ZL-RED with isolation), and by the multi-class Diffserv pipeline in
+//! [`crate::diffserv`].
+//!
+//! Contract for the simulator: after every [`Bottleneck::enqueue`] and [`Bottleneck::dequeue`]
+//! it takes the packets the bottleneck discarded after admitting them
+//! ([`Bottleneck::take_discarded`]), counts them as drops of their flows and frees them; a
+//! [`Dequeue::Hold`] makes the link wait until then (or until the next arrival).
 
 use std::collections::VecDeque;
 
 use rand_xoshiro::Xoshiro256PlusPlus;
-use zl_aqm::{Admission, Aqm, AqmStats, Arrival, PacketMeta, QueueView, Verdict};
+use zl_aqm::{Admission, Aqm, AqmStats, Arrival, Discard, PacketMeta, QueueView, Verdict};
 use zl_core::Nanos;
 
 /// The simulator's one random source type (seeded; passed into every policy).
@@ -19,6 +26,20 @@ pub struct Dequeued {
     pub handle: u32,
     /// When it joined the queue (sojourn = now - enqueued_at).
     pub enqueued_at: Nanos,
+    /// The bottleneck signals congestion on it as it leaves (a dequeue-time ECN mark): the
+    /// simulator sets CE on the packet, as for an enqueue-time `MarkCe`.
+    pub mark: bool,
+}
+
+/// What the bottleneck has for the link when the link can take a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dequeue {
+    /// The packet to send now.
+    Packet(Dequeued),
+    /// Packets are queued but none may leave before this time (a rate-limited sub-queue).
+    Hold(Nanos),
+    /// Nothing is queued.
+    Empty,
 }
 
 /// A router output: admission, queueing and scheduling onto one link.
@@ -35,8 +56,18 @@ pub trait Bottleneck: Send {
         handle: u32,
     ) -> (Verdict, u8);
 
-    /// The next packet to transmit, if any.
-    fn dequeue(&mut self, now: Nanos) -> Option<Dequeued>;
+    /// The next packet to transmit, or when there will be one.
+    fn dequeue(&mut self, now: Nanos) -> Dequeue;
+
+    /// Hands every packet discarded after its admission (at dequeue, or pushed out by a later
+    /// arrival) to `f` with its cause, oldest first. Only disciplines that hold their own
+    /// queues discard; a FIFO never does.
+    fn take_discarded(&mut self, _f: &mut dyn FnMut(u32, Discard)) {}
+
+    /// Seeds the random stream of dequeue-time decisions (DualPI2's). The simulator derives
+    /// it from the run's seed, apart from the stream the arrivals draw from, so that adding a
+    /// dequeue-time draw does not shift every later arrival's decision.
+    fn seed_dequeue(&mut self, _seed: u64) {}
 
     /// Packets queued (all classes).
     fn len_packets(&self) -> u32;
@@ -57,6 +88,12 @@ pub trait Bottleneck: Send {
 
     /// Current capacity in packets, for reporting.
     fn capacity_packets(&self) -> u32;
+
+    /// The queue discipline, where the policy holds its own queues (its lists, probability
+    /// or penalty box, for reports and tests).
+    fn discipline(&self) -> Option<&zl_aqm::QueueDiscipline<u32>> {
+        None
+    }
 }
 
 /// Plain tail drop, the baseline every paper compares against: the router's own policy.
@@ -177,8 +214,10 @@ impl<A: Aqm + Send> Bottleneck for FifoQueue<A> {
         (v, 0)
     }
 
-    fn dequeue(&mut self, now: Nanos) -> Option<Dequeued> {
-        let s = self.slots.pop_front()?;
+    fn dequeue(&mut self, now: Nanos) -> Dequeue {
+        let Some(s) = self.slots.pop_front() else {
+            return Dequeue::Empty;
+        };
         self.bytes -= s.len as u64;
         if self.slots.is_empty() {
             self.idle_since = Some(now);
@@ -189,9 +228,10 @@ impl<A: Aqm + Send> Bottleneck for FifoQueue<A> {
             ..PacketMeta::default()
         };
         self.aqm.on_dequeue(now, &view, &meta);
-        Some(Dequeued {
+        Dequeue::Packet(Dequeued {
             handle: s.handle,
             enqueued_at: s.enqueued_at,
+            mark: false,
         })
     }
 
@@ -244,15 +284,16 @@ mod tests {
             Verdict::TailDrop
         );
         assert_eq!(q.len_bytes(), 200);
-        assert_eq!(q.dequeue(Nanos(4)).map(|d| d.handle), Some(10));
+        assert!(matches!(q.dequeue(Nanos(4)), Dequeue::Packet(d) if d.handle == 10));
         assert_eq!(
             q.dequeue(Nanos(5)),
-            Some(Dequeued {
+            Dequeue::Packet(Dequeued {
                 handle: 11,
-                enqueued_at: Nanos(2)
+                enqueued_at: Nanos(2),
+                mark: false,
             })
         );
-        assert_eq!(q.dequeue(Nanos(6)), None);
+        assert_eq!(q.dequeue(Nanos(6)), Dequeue::Empty);
         let s = q.stats();
         assert_eq!((s.enqueued, s.tail_drops), (2, 1));
     }

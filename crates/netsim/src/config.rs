@@ -25,6 +25,7 @@ use zl_zombie::{ZombieList, ZombieParams};
 
 use crate::bottleneck::{Bottleneck, FifoQueue};
 use crate::diffserv::QosBottleneck;
+use crate::discipline::DisciplineQueue;
 use crate::probe::{EwmaProbe, ZombieProbe};
 use crate::sim::{FlowSpec, Probe, SimError, SimSpec, SourceSpec};
 use crate::tcp::{TcpParams, WebParams};
@@ -78,7 +79,8 @@ pub struct BottleneckConfig {
     /// Lowest capacity a rule may give, packets.
     #[serde(default = "default_floor")]
     pub buffer_floor_packets: u32,
-    /// The queue's admission policy (zl-aqm), for a single FIFO.
+    /// The queue's policy (zl-aqm): an admission policy on a single FIFO, or a discipline that
+    /// holds its own queues (`codel`, `fq-codel`, `dualpi2`, `zl-red` with `isolation`).
     #[serde(default)]
     pub aqm: AqmParams,
     /// The router's Diffserv pipeline (`zl_qos::QosParams`, as in the router's config)
@@ -137,6 +139,21 @@ pub struct GroupConfig {
     /// classifier; none = unclassifiable (the default class).
     #[serde(default)]
     pub dscp: Option<u8>,
+    /// The host the group's flows send from (what per-host isolation keys on); with `hosts`,
+    /// the first of `hosts` consecutive hosts the flows take in turn. None: each flow a host
+    /// of its own, numbered by its index among all flows (explicit numbers share that space).
+    #[serde(default)]
+    pub host: Option<u16>,
+    /// How many hosts, from `host` on, the group's flows are spread over (round robin).
+    #[serde(default = "one_host")]
+    pub hosts: u16,
+    /// The host the group's flows send to. Default 0, the one receiver of the dumbbell.
+    #[serde(default)]
+    pub dst_host: u16,
+}
+
+fn one_host() -> u16 {
+    1
 }
 
 fn default_spread() -> f64 {
@@ -220,6 +237,10 @@ fn ms(v: f64) -> Nanos {
     Nanos::from_secs_f64(v * 1e-3)
 }
 
+/// The largest buffer a policy that holds its own queues may have, packets: its arena is
+/// reserved when the run is built (4 Mi packets, as a `zl-qos` class's ring).
+const MAX_ARENA_PACKETS: u32 = 1 << 22;
+
 /// A run ready to start: the spec, the bottleneck and the probe.
 pub struct BuiltRun {
     pub spec: SimSpec,
@@ -271,6 +292,28 @@ impl RunConfig {
                 ));
             }
             let spread = seconds(&key("start_spread_s"), g.start_spread_s, false)?;
+            let host = |i: u32| -> Result<Option<u16>, SimError> {
+                match g.host {
+                    None if g.hosts == 1 => Ok(None),
+                    None => Err(invalid(
+                        key("hosts"),
+                        "needs `host`, the first host's number",
+                    )),
+                    Some(h) => {
+                        if g.hosts == 0 || u32::from(h) + u32::from(g.hosts) > 1 << 16 {
+                            return Err(invalid(
+                                key("hosts"),
+                                format!(
+                                    "{} hosts from {h} must be 1..=65536 numbers in 0..=65535",
+                                    g.hosts
+                                ),
+                            ));
+                        }
+                        Ok(Some(h + (i % u32::from(g.hosts)) as u16))
+                    }
+                }
+            };
+            host(0)?;
             let source =
                 match g.kind {
                     SourceKind::Tcp => {
@@ -298,6 +341,8 @@ impl RunConfig {
                 start: Nanos::ZERO,
                 dscp: g.dscp,
                 group: gi as u16,
+                src_host: None,
+                dst_host: g.dst_host,
             };
             crate::sim::check_flow(0, &probe_flow).map_err(
                 |SimError::Invalid { key: k, reason }| {
@@ -321,6 +366,8 @@ impl RunConfig {
                     start: Nanos::from_secs_f64(start + jitter),
                     dscp: g.dscp,
                     group: gi as u16,
+                    src_host: host(i)?,
+                    dst_host: g.dst_host,
                 });
             }
         }
@@ -435,21 +482,55 @@ impl RunConfig {
             let feed = if qos_live { list.clone() } else { None };
             Box::new(QosBottleneck::build(q, rate, feed, pkt as u32)?)
         } else {
-            let policy: AqmPolicy = b
-                .aqm
-                .build(&ctx)
-                .map_err(|e| invalid(format!("bottleneck.aqm.{}", e.param), e.to_string()))?;
-            let q = FifoQueue::new(policy, capacity, cap_bytes);
-            if let (BufferRule::LiveSqrtN, Some(list)) = (b.buffer, list) {
-                let ceiling = b.buffer_packets.unwrap_or(u32::MAX);
-                let resize = move |_now: Nanos| -> u32 {
-                    let n = list.estimated_flows();
-                    let n = if n.is_finite() && n >= 1.0 { n } else { 1.0 };
-                    ((bdp / n.sqrt()).round() as u32).clamp(floor, ceiling)
+            let ceiling = b.buffer_packets.unwrap_or(u32::MAX);
+            let resize = match (b.buffer, list) {
+                (BufferRule::LiveSqrtN, Some(list)) => {
+                    let resize = move |_now: Nanos| -> u32 {
+                        let n = list.estimated_flows();
+                        let n = if n.is_finite() && n >= 1.0 { n } else { 1.0 };
+                        ((bdp / n.sqrt()).round() as u32).clamp(floor, ceiling)
+                    };
+                    Some(Box::new(resize) as Box<dyn FnMut(Nanos) -> u32 + Send>)
+                }
+                _ => None,
+            };
+            let aqm_err = |e: zl_aqm::AqmConfigError| {
+                invalid(format!("bottleneck.aqm.{}", e.param), e.to_string())
+            };
+            if b.aqm.holds_queues() {
+                // The discipline reserves its arena now: room for the most the live rule can
+                // ask for (BDP / sqrt(1), under the ceiling).
+                let most = match resize {
+                    Some(_) => (bdp.round().min(f64::from(ceiling)) as u32).max(floor),
+                    None => capacity,
                 };
-                Box::new(q.with_resizer(Box::new(resize)))
+                let ring = most.max(capacity);
+                if ring > MAX_ARENA_PACKETS {
+                    return Err(invalid(
+                        "bottleneck.buffer_packets",
+                        format!(
+                            "{ring} packets: a policy that holds its own queues reserves them \
+                             up front, at most {MAX_ARENA_PACKETS}"
+                        ),
+                    ));
+                }
+                let disc = b
+                    .aqm
+                    .build_discipline::<u32>(&ctx.with_buffer(ring, cap_bytes))
+                    .map_err(aqm_err)?
+                    .ok_or_else(|| invalid("bottleneck.aqm", "holds no queues"))?;
+                let q = DisciplineQueue::new(disc, capacity, cap_bytes);
+                match resize {
+                    Some(f) => Box::new(q.with_resizer(f)),
+                    None => Box::new(q),
+                }
             } else {
-                Box::new(q)
+                let policy: AqmPolicy = b.aqm.build(&ctx).map_err(aqm_err)?;
+                let q = FifoQueue::new(policy, capacity, cap_bytes);
+                match resize {
+                    Some(f) => Box::new(q.with_resizer(f)),
+                    None => Box::new(q),
+                }
             }
         };
         Ok(BuiltRun {

@@ -7,22 +7,36 @@
 //! engine but not applied: the simulated path has no later hop that reads the DSCP. A class
 //! sized by the `sqrt-n-live` rule is offered the Zombie List's estimate 1/P(t) at every
 //! arrival, as the router offers it per packet.
+//!
+//! A class whose policy holds its own queues (CoDel, FQ-CoDel, DualPI2, ZL-RED with isolation)
+//! marks at dequeue through the engine's marker, which sets [`MARKED`] in the handle (the
+//! engine's marker is a plain `fn`, with no access to the simulator's packets); the packets it
+//! discards after admission and its rate-limited sub-queues' holds reach the simulator as a
+//! [`crate::discipline::DisciplineQueue`]'s do.
 
 use std::sync::Arc;
 
-use zl_aqm::{AqmStats, PacketMeta, Verdict};
+use zl_aqm::{AqmStats, Discard, PacketMeta, Verdict};
 use zl_core::Nanos;
-use zl_qos::{Dequeue, QosEngine, QosParams};
+use zl_qos::{QosEngine, QosParams};
 use zl_zombie::ZombieList;
 
-use crate::bottleneck::{Bottleneck, Dequeued, SimRng};
+use crate::bottleneck::{Bottleneck, Dequeue, Dequeued, SimRng};
 use crate::sim::SimError;
+
+/// The handle bit a dequeue-time mark sets. Handles index the simulator's packet arena, which
+/// would need 2^31 packets in flight at once to reach it.
+pub const MARKED: u32 = 1 << 31;
+
+fn mark_handle(h: &mut u32) -> bool {
+    *h |= MARKED;
+    true
+}
 
 /// `QosEngine` behind the [`Bottleneck`] trait.
 pub struct QosBottleneck {
     engine: QosEngine<u32>,
     stats: AqmStats,
-    bytes: u64,
     zombies: Option<Arc<ZombieList>>,
     /// Bytes per packet used to express byte capacities in packets for reports.
     typical_len: u32,
@@ -46,14 +60,14 @@ impl QosBottleneck {
         }
         let mut p = params.clone();
         p.link_rate_bps.get_or_insert(rate_bps as u64);
-        let engine = QosEngine::new(&p).map_err(|e| SimError::Invalid {
+        let mut engine = QosEngine::new(&p).map_err(|e| SimError::Invalid {
             key: "bottleneck.qos".into(),
             reason: e.to_string(),
         })?;
+        engine.set_marker(mark_handle);
         Ok(QosBottleneck {
             engine,
             stats: AqmStats::default(),
-            bytes: 0,
             zombies,
             typical_len: typical_len.max(1),
         })
@@ -79,24 +93,30 @@ impl Bottleneck for QosBottleneck {
             Err(d) => d.verdict,
         };
         self.stats.record(v);
-        if v.admits() {
-            self.bytes += meta.len as u64;
-        }
         (v, c.class as u8)
     }
 
-    fn dequeue(&mut self, now: Nanos) -> Option<Dequeued> {
+    fn dequeue(&mut self, now: Nanos) -> Dequeue {
         match self.engine.dequeue(now) {
-            Dequeue::Packet(d) => {
-                self.bytes -= (d.meta.len as u64).min(self.bytes);
-                Some(Dequeued {
-                    handle: d.item,
-                    enqueued_at: now - d.sojourn,
-                })
-            }
-            // `build` refuses a shaper, so nothing is ever held.
-            Dequeue::Hold { .. } | Dequeue::Empty => None,
+            zl_qos::Dequeue::Packet(d) => Dequeue::Packet(Dequeued {
+                handle: d.item & !MARKED,
+                enqueued_at: now - d.sojourn,
+                mark: d.item & MARKED != 0,
+            }),
+            // `build` refuses a shaper: only a class's rate-limited sub-queue holds.
+            zl_qos::Dequeue::Hold { until } => Dequeue::Hold(until),
+            zl_qos::Dequeue::Empty => Dequeue::Empty,
         }
+    }
+
+    fn take_discarded(&mut self, f: &mut dyn FnMut(u32, Discard)) {
+        if self.engine.has_discarded() {
+            self.engine.take_discarded(|d| f(d.item & !MARKED, d.cause));
+        }
+    }
+
+    fn seed_dequeue(&mut self, seed: u64) {
+        self.engine.seed_dequeue(seed);
     }
 
     fn len_packets(&self) -> u32 {
@@ -104,7 +124,10 @@ impl Bottleneck for QosBottleneck {
     }
 
     fn len_bytes(&self) -> u64 {
-        self.bytes
+        (0..self.classes())
+            .filter_map(|c| self.engine.queue_len(c))
+            .map(|(_, bytes)| bytes)
+            .sum()
     }
 
     fn classes(&self) -> usize {

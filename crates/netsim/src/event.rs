@@ -28,6 +28,9 @@ pub(crate) enum Event {
     BottleneckArrive { pkt: u32 },
     /// The bottleneck link finished serialising its current packet.
     TxDone,
+    /// The bottleneck said it holds packets back until now (a rate-limited sub-queue): the
+    /// idle link asks again.
+    LinkWake,
     /// A data packet reaches its receiver.
     ReceiverArrive { pkt: u32 },
     /// An acknowledgement (or TFRC feedback) reaches the sender. `ts` echoes the send time of

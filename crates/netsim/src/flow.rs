@@ -47,6 +47,12 @@ pub struct FlowCounters {
     pub early_drops: u64,
     pub forced_drops: u64,
     pub tail_drops: u64,
+    /// Packets a queue discipline admitted and then dropped as they left (CoDel's control
+    /// law, DualPI2's classic drop).
+    pub dequeue_drops: u64,
+    /// Packets a queue discipline admitted and then pushed out to make room (FQ-CoDel's drop
+    /// from its fattest queue).
+    pub overflow_drops: u64,
     /// Packets marked (CE or the extension header's ECN bit).
     pub marks: u64,
     /// Retransmission timeouts.
@@ -64,7 +70,11 @@ pub struct FlowCounters {
 
 impl FlowCounters {
     pub fn drops(&self) -> u64 {
-        self.early_drops + self.forced_drops + self.tail_drops
+        self.early_drops
+            + self.forced_drops
+            + self.tail_drops
+            + self.dequeue_drops
+            + self.overflow_drops
     }
 
     /// `self - base`, field by field.
@@ -77,6 +87,8 @@ impl FlowCounters {
             early_drops: self.early_drops - base.early_drops,
             forced_drops: self.forced_drops - base.forced_drops,
             tail_drops: self.tail_drops - base.tail_drops,
+            dequeue_drops: self.dequeue_drops - base.dequeue_drops,
+            overflow_drops: self.overflow_drops - base.overflow_drops,
             marks: self.marks - base.marks,
             timeouts: self.timeouts - base.timeouts,
             queue_delay_sum: self.queue_delay_sum - base.queue_delay_sum,

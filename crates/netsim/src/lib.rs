@@ -4,7 +4,8 @@
 //!
 //! Layers, bottom up: `event` (binary-heap event queue of `Copy` events), packets in an
 //! arena, traffic sources ([`tcp`], [`udp`]) and the TCP receiver, the [`bottleneck`] trait
-//! with its FIFO + `zl_aqm` implementation and [`diffserv`]'s `zl_qos::QosEngine`, passive
+//! with its FIFO + `zl_aqm` implementation, [`discipline`]'s queue disciplines (CoDel, FQ-CoDel,
+//! DualPI2, ZL-RED with isolation) and [`diffserv`]'s `zl_qos::QosEngine`, passive
 //! [`probe`]s (the Zombie List's 1/P(t), RED's average), the [`sim`] loop; above it, [`config`]
 //! (one run, every value checked and named on error), [`scenario`] (sweeps, replications,
 //! parallel runs, result rows) and [`report`] (CSV, markdown, PNG/SVG plots), which the
@@ -39,6 +40,8 @@
 //!     start: Nanos::ZERO,
 //!     dscp: None,
 //!     group: 0,
+//!     src_host: None,
+//!     dst_host: 0,
 //! };
 //! let spec = SimSpec {
 //!     seed: 1,
@@ -63,7 +66,9 @@
 
 pub mod bottleneck;
 pub mod config;
+pub mod delay;
 pub mod diffserv;
+pub mod discipline;
 pub(crate) mod event;
 pub mod flow;
 pub(crate) mod packet;
@@ -76,7 +81,9 @@ pub mod tcp;
 pub(crate) mod tcp_ns2;
 pub mod udp;
 
-pub use bottleneck::{Bottleneck, DropTail, FifoQueue, RandomLoss, SimRng};
+pub use bottleneck::{Bottleneck, Dequeue, Dequeued, DropTail, FifoQueue, RandomLoss, SimRng};
+pub use delay::DelayHistogram;
+pub use discipline::DisciplineQueue;
 pub use flow::FlowCounters;
 pub use sim::{
     jain_index, FlowReport, FlowSpec, Probe, SimError, SimReport, SimSpec, Simulator, SourceSpec,

@@ -103,7 +103,9 @@ fn run_file(path: &Path, opts: &RunOpts) -> Result<(), String> {
     for p in &sc.plots {
         let series = report::plot_series(p, &rows, &results);
         let title = p.title.clone().unwrap_or_else(|| sc.title.clone());
-        report::plot(&opts.out, p, &title, &series).map_err(|e| format!("plot {}: {e}", p.file))?;
+        let cats = report::categories(p, &rows);
+        report::plot(&opts.out, p, &title, &series, &cats)
+            .map_err(|e| format!("plot {}: {e}", p.file))?;
     }
     Ok(())
 }

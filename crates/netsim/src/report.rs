@@ -149,9 +149,53 @@ fn sig4(v: f64) -> String {
 
 type Series = Vec<(String, Vec<(f64, f64)>)>;
 
-/// The lines a plot shows.
+/// The values of a `Bars` plot's axis, in the order the sweep gives them: bar group `i` of
+/// [`plot_series`] stands for `categories(..)[i]`.
+pub fn categories(cfg: &PlotConfig, rows: &[Row]) -> Vec<String> {
+    let x = cfg.x.clone().unwrap_or_default();
+    let mut out: Vec<String> = Vec::new();
+    for r in rows {
+        if let Some(v) = r.label(&x) {
+            if !out.iter().any(|c| c == v) {
+                out.push(v.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// The lines (or bars) a plot shows.
 pub fn plot_series(cfg: &PlotConfig, rows: &[Row], results: &[PointResult]) -> Series {
     match cfg.kind {
+        PlotKind::Bars => {
+            let x = cfg.x.clone().unwrap_or_default();
+            let cats = categories(cfg, rows);
+            let mut series: Series = Vec::new();
+            for r in rows {
+                if !cfg.groups.is_empty() && !cfg.groups.contains(&r.group) {
+                    continue;
+                }
+                let Some(xi) = r.label(&x).and_then(|v| cats.iter().position(|c| c == v)) else {
+                    continue;
+                };
+                let Some(yv) = r.metric(&cfg.y).filter(|y| y.is_finite()) else {
+                    continue;
+                };
+                let mut name: Vec<String> = r
+                    .labels
+                    .iter()
+                    .filter(|(k, _)| *k != x)
+                    .map(|(k, v)| format!("{}={v}", short(k)))
+                    .collect();
+                name.push(r.group.clone());
+                let name = name.join(" ");
+                match series.iter_mut().find(|(n, _)| *n == name) {
+                    Some((_, pts)) => pts.push((xi as f64, yv)),
+                    None => series.push((name, vec![(xi as f64, yv)])),
+                }
+            }
+            series
+        }
         PlotKind::Lines => {
             let x = cfg.x.clone().unwrap_or_default();
             let mut series: Series = Vec::new();
@@ -219,16 +263,97 @@ pub fn plot_series(cfg: &PlotConfig, rows: &[Row], results: &[PointResult]) -> S
     }
 }
 
-/// Draws `series` to `<dir>/<file>.png` and `.svg`.
-pub fn plot(dir: &Path, cfg: &PlotConfig, title: &str, series: &Series) -> Result<(), String> {
+/// Draws `series` to `<dir>/<file>.png` and `.svg`; a `Bars` plot names its bar groups by
+/// `categories`.
+pub fn plot(
+    dir: &Path,
+    cfg: &PlotConfig,
+    title: &str,
+    series: &Series,
+    categories: &[String],
+) -> Result<(), String> {
     let png = dir.join(format!("{}.png", cfg.file));
     let svg = dir.join(format!("{}.svg", cfg.file));
     {
         let root = BitMapBackend::new(&png, (1000, 640)).into_drawing_area();
-        draw(root, cfg, title, series)?;
+        match cfg.kind {
+            PlotKind::Bars => draw_bars(root, cfg, title, series, categories)?,
+            _ => draw(root, cfg, title, series)?,
+        }
     }
     let root = SVGBackend::new(&svg, (1000, 640)).into_drawing_area();
-    draw(root, cfg, title, series)
+    match cfg.kind {
+        PlotKind::Bars => draw_bars(root, cfg, title, series, categories),
+        _ => draw(root, cfg, title, series),
+    }
+}
+
+/// Grouped bars: one group per category, one bar per series in it.
+fn draw_bars<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    cfg: &PlotConfig,
+    title: &str,
+    series: &Series,
+    categories: &[String],
+) -> Result<(), String> {
+    let e = |x: DrawingAreaErrorKind<DB::ErrorType>| x.to_string();
+    root.fill(&WHITE).map_err(e)?;
+    let (mut y0, mut y1) = (0.0f64, f64::NEG_INFINITY);
+    for &(_, y) in series.iter().flat_map(|(_, p)| p.iter()) {
+        y0 = y0.min(y);
+        y1 = y1.max(y);
+    }
+    if categories.is_empty() || !y1.is_finite() {
+        return Err("nothing to plot".into());
+    }
+    if y1 <= y0 {
+        y1 = y0 + 1.0;
+    }
+    y1 += (y1 - y0) * 0.05;
+    let n = categories.len() as f64;
+    let label = |x: &f64| {
+        let i = x.round();
+        if (x - i).abs() < 1e-6 && i >= 0.0 {
+            categories.get(i as usize).cloned().unwrap_or_default()
+        } else {
+            String::new()
+        }
+    };
+    let mut c = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(-0.5..n - 0.5, y0..y1)
+        .map_err(e)?;
+    c.configure_mesh()
+        .disable_x_mesh()
+        .x_labels(categories.len() + 1)
+        .x_label_formatter(&label)
+        .x_desc(cfg.x.clone().unwrap_or_default())
+        .y_desc(cfg.y.as_str())
+        .draw()
+        .map_err(e)?;
+    let width = 0.8 / series.len().max(1) as f64;
+    for (j, (name, pts)) in series.iter().enumerate() {
+        let color = Palette99::pick(j).to_rgba();
+        let left = |x: f64| x - 0.4 + j as f64 * width;
+        c.draw_series(
+            pts.iter().map(|&(x, y)| {
+                Rectangle::new([(left(x), 0.0), (left(x) + width, y)], color.filled())
+            }),
+        )
+        .map_err(e)?
+        .label(name.as_str())
+        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
+    }
+    c.configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(e)?;
+    root.present().map_err(e)
 }
 
 fn draw<DB: DrawingBackend>(
@@ -262,6 +387,7 @@ fn draw<DB: DrawingBackend>(
         PlotKind::Lines => cfg.x.clone().unwrap_or_default(),
         PlotKind::Trace => "time (s)".into(),
         PlotKind::Sojourn => "queueing delay (ms)".into(),
+        PlotKind::Bars => cfg.x.clone().unwrap_or_default(),
     };
     let ylabel = match cfg.kind {
         PlotKind::Sojourn => "fraction of packets".to_string(),

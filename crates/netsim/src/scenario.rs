@@ -41,6 +41,9 @@ pub enum PlotKind {
     Trace,
     /// The per-class queueing-delay histogram, one line per point and class.
     Sojourn,
+    /// A metric per value of a sweep axis whose values are names (the AQM policies), one bar
+    /// per group and remaining sweep label.
+    Bars,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -50,10 +53,10 @@ pub struct PlotConfig {
     pub file: String,
     #[serde(default)]
     pub kind: PlotKind,
-    /// Axis name (`Lines`).
+    /// Axis name (`Lines`, `Bars`).
     #[serde(default)]
     pub x: Option<String>,
-    /// Metric column (`Lines`), or `probe` / `queue` (`Trace`).
+    /// Metric column (`Lines`, `Bars`), or `probe` / `queue` (`Trace`).
     pub y: String,
     #[serde(default)]
     pub title: Option<String>,
@@ -414,7 +417,7 @@ impl Row {
 }
 
 /// Metric names, in column order.
-pub const METRICS: [&str; 21] = [
+pub const METRICS: [&str; 27] = [
     "flows",
     "goodput_mean_kbps",
     "goodput_total_mbps",
@@ -436,7 +439,51 @@ pub const METRICS: [&str; 21] = [
     "probe_last",
     "probe_hmean",
     "model_q_star",
+    "qdelay_p50_ms",
+    "qdelay_p99_ms",
+    "share_pct",
+    "fair_ratio",
+    "dequeue_drops",
+    "overflow_drops",
 ];
+
+/// Each group's max-min fair share of the bottleneck, bit/s per flow: the link's rate shared
+/// by water-filling among every flow, a flow's demand being its offered rate where it has one
+/// (a CBR's rate, a TFRC's `max_rate_bps`, an access link's rate) and unbounded otherwise
+/// (decided: a TCP flow, on/off ones included, may take any share it is given).
+pub fn fair_shares(run: &RunConfig) -> Vec<f64> {
+    use crate::config::SourceKind;
+    let demand = |g: &crate::config::GroupConfig| {
+        let own = match g.kind {
+            SourceKind::Tcp => f64::INFINITY,
+            SourceKind::Cbr => g.cbr.map_or(f64::INFINITY, |c| c.rate_bps),
+            SourceKind::Tfrc => g.tfrc.map_or(f64::INFINITY, |t| t.max_rate_bps),
+        };
+        if g.access_rate_mbps > 0.0 {
+            own.min(g.access_rate_mbps * 1e6)
+        } else {
+            own
+        }
+    };
+    let mut order: Vec<usize> = (0..run.groups.len()).collect();
+    order.sort_by(|&a, &b| demand(&run.groups[a]).total_cmp(&demand(&run.groups[b])));
+    let mut left = run.bottleneck.rate_mbps * 1e6;
+    let mut flows_left: f64 = run.groups.iter().map(|g| f64::from(g.count)).sum();
+    let mut share = vec![0.0; run.groups.len()];
+    for gi in order {
+        let g = &run.groups[gi];
+        let level = if flows_left > 0.0 {
+            left / flows_left
+        } else {
+            0.0
+        };
+        let d = demand(g).min(level);
+        share[gi] = d;
+        left = (left - d * f64::from(g.count)).max(0.0);
+        flows_left -= f64::from(g.count);
+    }
+    share
+}
 
 /// The fixed point q* of the nonlinear-RED paper's 1-D model (docs/algorithms/nonlinear-red.md; in
 /// zl-aqm) for a run whose bottleneck is nonlinear RED: N = the TCP flows, C and d = the
@@ -552,6 +599,8 @@ fn rows_per_run(results: &[PointResult]) -> Vec<Row> {
             all.len() as f64 / all.iter().map(|x| 1.0 / x).sum::<f64>()
         };
         let q_star = model_q_star(&r.point.run);
+        let fair = fair_shares(&r.point.run);
+        let goodput_all: f64 = rep.flows.iter().map(|f| f.goodput_bps).sum();
         let caps: Vec<f64> = rep
             .samples
             .iter()
@@ -583,12 +632,18 @@ fn rows_per_run(results: &[PointResult]) -> Vec<Row> {
             let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
             let class = first.class as usize;
             let sojourn = rep.sojourn.get(class).map_or(0.0, |s| s.mean_s() * 1e3);
+            let delay_ms = |q: f64| {
+                rep.group_delay
+                    .get(gi)
+                    .map_or(f64::NAN, |h| h.quantile_ns(q) * 1e-6)
+            };
+            let goodput_mean = gp.iter().sum::<f64>() / n;
             out.push(Row {
                 labels: r.point.labels.clone(),
                 group: g.name.clone(),
                 metrics: vec![
                     ("flows", n),
-                    ("goodput_mean_kbps", gp.iter().sum::<f64>() / n / 1e3),
+                    ("goodput_mean_kbps", goodput_mean / 1e3),
                     ("goodput_total_mbps", gp.iter().sum::<f64>() / 1e6),
                     ("jain_group", jain_index(&gp)),
                     ("loss_group", ratio(drops, sent)),
@@ -617,6 +672,12 @@ fn rows_per_run(results: &[PointResult]) -> Vec<Row> {
                     ("probe_last", probe_last),
                     ("probe_hmean", probe_hmean),
                     ("model_q_star", q_star),
+                    ("qdelay_p50_ms", delay_ms(0.5)),
+                    ("qdelay_p99_ms", delay_ms(0.99)),
+                    ("share_pct", 100.0 * ratio(gp.iter().sum(), goodput_all)),
+                    ("fair_ratio", ratio(goodput_mean, fair[gi])),
+                    ("dequeue_drops", sum(&|c| c.dequeue_drops)),
+                    ("overflow_drops", sum(&|c| c.overflow_drops)),
                 ],
                 replications: 1,
                 ci95: Vec::new(),

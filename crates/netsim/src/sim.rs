@@ -5,14 +5,17 @@
 //! bottleneck link serialises one packet at a time at its rate and adds its propagation delay;
 //! ACKs return over an uncongested reverse path (see [`crate::flow`]).
 //!
-//! Determinism: one seeded random source feeds every random decision in a fixed order, and
-//! the event queue orders equal times by insertion, so a seed reproduces a run bit for bit.
+//! Determinism: one seeded random source feeds every random decision of the arrivals in a
+//! fixed order, a second one derived from the same seed the bottleneck's dequeue-time
+//! decisions, and the event queue orders equal times by insertion, so a seed reproduces a run
+//! bit for bit.
 
 use rand::SeedableRng;
-use zl_aqm::{AqmStats, PacketMeta, Verdict};
+use zl_aqm::{AqmStats, Discard, PacketMeta, Verdict};
 use zl_core::{FlowId, Nanos};
 
-use crate::bottleneck::{Bottleneck, SimRng};
+use crate::bottleneck::{Bottleneck, Dequeue, SimRng};
+use crate::delay::DelayHistogram;
 use crate::event::{Event, EventQueue, TimerKind};
 use crate::flow::{Core, FlowCounters, FlowIo, Path};
 use crate::packet::{Packet, PacketArena};
@@ -49,7 +52,16 @@ pub struct FlowSpec {
     pub dscp: Option<u8>,
     /// A label for grouping in reports (e.g. 0 = Reno, 1 = Vegas).
     pub group: u16,
+    /// The sending host (`PacketMeta::src_host`, what per-host isolation keys on); `None`:
+    /// a host of its own, numbered by the flow's index.
+    pub src_host: Option<u16>,
+    /// The receiving host (`PacketMeta::dst_host`).
+    pub dst_host: u16,
 }
+
+/// The stream number of the bottleneck's dequeue-time random source
+/// (`zl_core::splitmix64(seed, DEQUEUE_STREAM)`).
+const DEQUEUE_STREAM: u64 = 2;
 
 /// The whole run.
 #[derive(Clone, Debug, PartialEq)]
@@ -145,18 +157,26 @@ pub struct SimReport {
     pub samples: Vec<Sample>,
     /// Per-class queueing delay.
     pub sojourn: Vec<SojournStats>,
+    /// Bottleneck queueing delay of each group's packets, indexed by [`FlowSpec::group`].
+    pub group_delay: Vec<DelayHistogram>,
+    /// Packets a queue discipline admitted and then discarded, over the measured interval:
+    /// as they left, and pushed out to make room.
+    pub dequeue_drops: u64,
+    pub overflow_drops: u64,
     /// Events processed (whole run, warm-up included).
     pub events: u64,
 }
 
 impl SimReport {
-    /// Fraction of bottleneck arrivals dropped.
+    /// Fraction of bottleneck arrivals dropped (on arrival, or after admission by a queue
+    /// discipline).
     pub fn loss_rate(&self) -> f64 {
         let a = self.bottleneck.arrivals();
         if a == 0 {
             0.0
         } else {
-            (a - self.bottleneck.enqueued) as f64 / a as f64
+            let after = self.dequeue_drops + self.overflow_drops;
+            (a - self.bottleneck.enqueued + after) as f64 / a as f64
         }
     }
 }
@@ -203,6 +223,8 @@ struct Flow {
     group: u16,
     class: u8,
     delack: Nanos,
+    src_host: u16,
+    dst_host: u16,
 }
 
 /// A configured run.
@@ -214,6 +236,8 @@ pub struct Simulator {
     ns_per_byte: f64,
     link_delay: Nanos,
     in_service: Option<u32>,
+    /// The pending [`Event::LinkWake`] that counts (an earlier hold's later wake is stale).
+    wake_at: Option<Nanos>,
     duration: Nanos,
     warmup: Nanos,
     sample_interval: Option<Nanos>,
@@ -224,11 +248,12 @@ pub struct Simulator {
     base_stats: AqmStats,
     samples: Vec<Sample>,
     sojourn: Vec<SojournStats>,
+    group_delay: Vec<DelayHistogram>,
 }
 
 impl Simulator {
     /// Builds a run; every spec value is checked and a bad one is named.
-    pub fn new(spec: &SimSpec, bottleneck: Box<dyn Bottleneck>) -> Result<Self, SimError> {
+    pub fn new(spec: &SimSpec, mut bottleneck: Box<dyn Bottleneck>) -> Result<Self, SimError> {
         if spec.bottleneck_rate_bps.is_nan() || spec.bottleneck_rate_bps <= 0.0 {
             return Err(invalid("bottleneck.rate_mbps", "must be > 0"));
         }
@@ -247,6 +272,13 @@ impl Simulator {
             flows.push(build_flow(i, f, spec.bottleneck_delay)?);
         }
         let n = spec.flows.len();
+        let groups = spec
+            .flows
+            .iter()
+            .map(|f| f.group as usize + 1)
+            .max()
+            .unwrap_or(1);
+        bottleneck.seed_dequeue(zl_core::splitmix64(spec.seed, DEQUEUE_STREAM));
         let samples = spec
             .sample_interval
             .map(|s| (spec.duration.as_nanos() / s.as_nanos().max(1)) as usize + 1)
@@ -278,6 +310,7 @@ impl Simulator {
             ns_per_byte: 8e9 / spec.bottleneck_rate_bps,
             link_delay: spec.bottleneck_delay,
             in_service: None,
+            wake_at: None,
             duration: spec.duration,
             warmup: spec.warmup,
             sample_interval: spec.sample_interval,
@@ -294,6 +327,7 @@ impl Simulator {
                 };
                 classes
             ],
+            group_delay: vec![DelayHistogram::default(); groups],
         })
     }
 
@@ -301,6 +335,11 @@ impl Simulator {
     pub fn with_probe(mut self, probe: Box<dyn Probe>) -> Self {
         self.probe = Some(probe);
         self
+    }
+
+    /// The bottleneck, for reading its state between [`Simulator::run_until`] calls.
+    pub fn bottleneck(&self) -> &dyn Bottleneck {
+        self.bottleneck.as_ref()
     }
 
     /// Simulated time reached.
@@ -335,7 +374,7 @@ impl Simulator {
         let end = self.duration;
         self.account_queue(end);
         let measured = (end - self.warmup).as_secs_f64();
-        let flows = self
+        let flows: Vec<FlowReport> = self
             .flows
             .iter()
             .map(|f| {
@@ -350,6 +389,9 @@ impl Simulator {
             .collect();
         let s = self.bottleneck.stats();
         let b = self.base_stats;
+        let discarded = |f: fn(&FlowReport) -> u64| flows.iter().map(f).sum::<u64>();
+        let dequeue_drops = discarded(|f| f.counters.dequeue_drops);
+        let overflow_drops = discarded(|f| f.counters.overflow_drops);
         SimReport {
             flows,
             measured_s: measured,
@@ -364,6 +406,9 @@ impl Simulator {
             },
             samples: self.samples,
             sojourn: self.sojourn,
+            group_delay: self.group_delay,
+            dequeue_drops,
+            overflow_drops,
             events: self.core.events.processed(),
         }
     }
@@ -409,6 +454,14 @@ impl Simulator {
                 }
                 self.start_tx();
             }
+            Event::LinkWake => {
+                if self.wake_at == Some(now) {
+                    self.wake_at = None;
+                    if self.in_service.is_none() {
+                        self.start_tx();
+                    }
+                }
+            }
             Event::ReceiverArrive { pkt } => self.deliver(pkt),
             Event::Ack { flow, ack, ece, ts } => {
                 let (src, mut io) = self.io(flow as usize);
@@ -451,6 +504,9 @@ impl Simulator {
                         ..Default::default()
                     };
                 }
+                for h in &mut self.group_delay {
+                    *h = DelayHistogram::default();
+                }
             }
         }
     }
@@ -470,6 +526,8 @@ impl Simulator {
             priority: p.priority,
             weight: p.weight,
             color: p.color,
+            src_host: self.flows[flow].src_host,
+            dst_host: self.flows[flow].dst_host,
         };
         let (v, class) = self
             .bottleneck
@@ -484,10 +542,6 @@ impl Simulator {
                     q.marked = true;
                     c.marks += 1;
                 }
-                self.account_queue(now);
-                if self.in_service.is_none() {
-                    self.start_tx();
-                }
             }
             Verdict::EarlyDrop => c.early_drops += 1,
             Verdict::ForcedDrop => c.forced_drops += 1,
@@ -496,17 +550,71 @@ impl Simulator {
         if !v.admits() {
             self.core.arena.free(h);
         }
+        // An arrival may push queued packets out (FQ-CoDel's overflow), itself included.
+        let discarded = self.take_discarded();
+        if v.admits() || discarded > 0 {
+            self.account_queue(now);
+        }
+        if v.admits() && self.in_service.is_none() {
+            self.start_tx();
+        }
     }
 
+    /// Counts and frees the packets the bottleneck discarded after admitting them; returns
+    /// how many.
+    fn take_discarded(&mut self) -> usize {
+        let mut n = 0;
+        let (flows, arena) = (&mut self.flows, &mut self.core.arena);
+        self.bottleneck.take_discarded(&mut |h, cause| {
+            let c = &mut flows[arena.get(h).flow as usize].counters;
+            match cause {
+                Discard::Dequeue => c.dequeue_drops += 1,
+                Discard::Overflow => c.overflow_drops += 1,
+            }
+            arena.free(h);
+            n += 1;
+        });
+        n
+    }
+
+    /// The link is free: sends the bottleneck's next packet, or waits until it may.
     fn start_tx(&mut self) {
         let now = self.core.now;
-        let Some(d) = self.bottleneck.dequeue(now) else {
-            return;
+        let next = self.bottleneck.dequeue(now);
+        let discarded = self.take_discarded();
+        let d = match next {
+            Dequeue::Packet(d) => d,
+            Dequeue::Hold(until) => {
+                // Never at `now` itself: the bottleneck would answer the same.
+                let until = until.max(now + Nanos(1));
+                if self.wake_at.is_none_or(|w| until < w) {
+                    self.wake_at = Some(until);
+                    self.core.events.push(until, Event::LinkWake);
+                }
+                if discarded > 0 {
+                    self.account_queue(now);
+                }
+                return;
+            }
+            Dequeue::Empty => {
+                if discarded > 0 {
+                    self.account_queue(now);
+                }
+                return;
+            }
         };
         self.account_queue(now);
+        if d.mark {
+            self.core.arena.get_mut(d.handle).marked = true;
+        }
         let p = *self.core.arena.get(d.handle);
         let wait = now - d.enqueued_at;
-        let c = &mut self.flows[p.flow as usize].counters;
+        let f = &mut self.flows[p.flow as usize];
+        if let Some(h) = self.group_delay.get_mut(f.group as usize) {
+            h.record(wait.as_nanos());
+        }
+        let c = &mut f.counters;
+        c.marks += u64::from(d.mark);
         c.queue_delay_sum += wait.as_nanos();
         c.queue_delay_n += 1;
         if let Some(s) = self.sojourn.get_mut(p.class as usize) {
@@ -738,7 +846,10 @@ fn build_flow(i: usize, f: &FlowSpec, link_delay: Nanos) -> Result<Flow, SimErro
                 ),
             }
         }
-        SourceSpec::Cbr(p) => Source::Cbr(CbrSender::new(p)),
+        SourceSpec::Cbr(p) => {
+            template.ecn = p.ecn;
+            Source::Cbr(CbrSender::new(p))
+        }
         SourceSpec::Tfrc(p) => Source::Tfrc(TfrcSender::new(p)),
     };
     let access_ns_per_byte = if f.access_rate_bps > 0.0 {
@@ -761,5 +872,11 @@ fn build_flow(i: usize, f: &FlowSpec, link_delay: Nanos) -> Result<Flow, SimErro
         group: f.group,
         class: 0,
         delack,
+        src_host: f.src_host.unwrap_or(i as u16),
+        dst_host: f.dst_host,
     })
 }
+
+#[cfg(test)]
+#[path = "sim_tests.rs"]
+mod tests;

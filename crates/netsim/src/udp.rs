@@ -10,7 +10,7 @@
 //! RTT, because the sim's reverse path is free and this removes one source of noise.
 
 use serde::{Deserialize, Serialize};
-use zl_core::Nanos;
+use zl_core::{Ecn, Nanos};
 
 use crate::event::TimerKind;
 use crate::flow::FlowIo;
@@ -23,6 +23,11 @@ pub struct CbrParams {
     pub rate_bps: f64,
     /// Bytes per packet on the wire.
     pub packet_size: u32,
+    /// The ECN field the packets carry (`not-ect`, `ect0`, `ect1`, `ce`). The source never
+    /// reacts to a mark: `ect1` is an unresponsive flow in DualPI2's L4S queue (RFC 9331's
+    /// identifier). Default `not-ect`.
+    #[serde(default)]
+    pub ecn: Ecn,
 }
 
 /// TCP-friendly rate control settings.

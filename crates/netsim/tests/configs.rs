@@ -93,7 +93,8 @@ fn the_base_scenario_is_valid() {
 
 #[test]
 fn invalid_values_are_rejected_with_their_key() {
-    let cases: [(&str, toml::Value, &str); 19] = [
+    let table = |t: &str| -> toml::Value { toml::from_str(t).expect("toml table") };
+    let cases: [(&str, toml::Value, &str); 22] = [
         ("run.duration_s", (-1.0).into(), "duration_s"),
         // Finite but past what `Nanos` arithmetic can hold once added to other times.
         ("run.duration_s", 1e300.into(), "duration_s"),
@@ -145,6 +146,19 @@ fn invalid_values_are_rejected_with_their_key() {
             "run.groups.0.tcp.delack_ms",
             f64::INFINITY.into(),
             "groups[0].delack_ms",
+        ),
+        // `hosts` counts from `host`, which must be given.
+        ("run.groups.0.hosts", 3.into(), "groups[0].hosts"),
+        (
+            "run.groups.0",
+            table("name = \"a\"\ncount = 2\naccess_delay_ms = 5.0\nhost = 65535\nhosts = 2"),
+            "groups[0].hosts",
+        ),
+        // A discipline's own parameters are checked and named too.
+        (
+            "run.bottleneck.aqm",
+            table("kind = \"fq-codel\"\nquantum = 10"),
+            "bottleneck.aqm.quantum",
         ),
     ];
     for (key, value, expect) in cases {
@@ -215,4 +229,29 @@ fn trace_rows_have_a_value_per_header_column() {
         n += 1;
     }
     assert!(n >= 3, "expected a sample every 0.5 s over 2 s, got {n}");
+}
+
+#[test]
+fn a_discipline_refuses_a_buffer_it_cannot_reserve() {
+    let mut v = base();
+    set_path(
+        &mut v,
+        "run.bottleneck.aqm",
+        &toml::from_str("kind = \"codel\"").expect("toml"),
+    )
+    .expect("settable");
+    set_path(&mut v, "run.bottleneck.buffer_packets", &100_000_000.into()).expect("settable");
+    let text = toml::to_string(&v).expect("serialisable");
+    let err = Scenario::parse(&text)
+        .and_then(|s| s.expand(false))
+        .expect_err("a 100 M packet arena");
+    assert!(
+        err.to_string().contains("bottleneck.buffer_packets"),
+        "{err}"
+    );
+    // The same buffer on a FIFO (which grows as it fills) is accepted.
+    let mut v = base();
+    set_path(&mut v, "run.bottleneck.buffer_packets", &100_000_000.into()).expect("settable");
+    let text = toml::to_string(&v).expect("serialisable");
+    assert!(Scenario::parse(&text).and_then(|s| s.expand(false)).is_ok());
 }

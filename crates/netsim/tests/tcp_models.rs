@@ -28,6 +28,8 @@ fn flow(source: SourceSpec, access_ms: u64, start_ms: u64) -> FlowSpec {
         start: Nanos::from_millis(start_ms),
         dscp: None,
         group: 0,
+        src_host: None,
+        dst_host: 0,
     }
 }
 
