@@ -195,8 +195,8 @@ fn invalid_configs_are_rejected_with_the_key_value_and_expectation() {
             vec!["qos.classes[0].aqm.max_th", "5"],
         ),
         (
-            replace("weight = 1", "weight = 1\naqm = { kind = \"codel\" }"),
-            vec!["unknown variant `codel`"],
+            replace("weight = 1", "weight = 1\naqm = { kind = \"cake\" }"),
+            vec!["unknown variant `cake`"],
         ),
         (
             replace(
