@@ -354,6 +354,10 @@ struct PenaltyBox {
     /// Table of entry indices + 1 (0 = empty), a power of two at least 2K.
     table: Box<[u16]>,
     len: usize,
+    /// The free entry indices (a stack: O(1) insert).
+    free: Vec<u16>,
+    /// Entries measured over a whole window (`Entry::measured`).
+    measured: u32,
 }
 
 impl PenaltyBox {
@@ -363,6 +367,8 @@ impl PenaltyBox {
             entries: vec![None; k as usize],
             table: vec![0; size].into_boxed_slice(),
             len: 0,
+            free: (0..k as u16).rev().collect(),
+            measured: 0,
         }
     }
 
@@ -394,7 +400,8 @@ impl PenaltyBox {
     }
 
     fn insert(&mut self, entry: Entry) -> Option<usize> {
-        let idx = self.entries.iter().position(Option::is_none)?;
+        let idx = usize::from(self.free.pop()?);
+        self.measured += u32::from(entry.measured);
         let mut i = self.home(entry.key);
         while self.table[i] != 0 {
             i = (i + 1) & self.mask();
@@ -410,6 +417,8 @@ impl PenaltyBox {
             return;
         };
         self.len -= 1;
+        self.free.push(idx as u16);
+        self.measured -= u32::from(entry.measured);
         let mask = self.mask();
         let mut i = self.home(entry.key);
         while usize::from(self.table[i]) != idx + 1 {
@@ -496,6 +505,13 @@ pub struct Isolated<T> {
     deficit: Vec<f64>,
     /// Packets in all penalty sub-queues.
     penalty_len: u32,
+    /// No penalty sub-queue may send before this time (its bucket short of its head): the
+    /// dequeue looks at none before then. Reset when the fair share moves and when a packet
+    /// joins an empty penalty sub-queue.
+    penalty_ready_at: Nanos,
+    /// A full box looks for a lighter flow to let go at most this often after finding none
+    /// (a tenth of the window): the look is O(K), an arrival flagged into a full box is not.
+    next_eviction_look: Nanos,
     /// Each box slot's bucket: bytes its sub-queue may send now, and when it was filled.
     tokens: Vec<(f64, Nanos)>,
     /// The window being measured: its start, the bytes sent and the time spent with the normal
@@ -570,6 +586,8 @@ impl<T> Isolated<T> {
             cursor: 0,
             deficit: vec![0.0; k],
             penalty_len: 0,
+            penalty_ready_at: Nanos::ZERO,
+            next_eviction_look: Nanos::ZERO,
             tokens: vec![(BUCKET, Nanos::ZERO); k],
             window_start: None,
             busy_bytes: 0,
@@ -769,6 +787,7 @@ impl<T> Isolated<T> {
         // First every flow whose window is complete is measured, so that a flood measured
         // now counts in the estimate it is judged against; then the estimate; then the
         // verdicts.
+        let mut newly_measured = 0;
         for e in self.pbox.entries.iter_mut().flatten() {
             let watched_for = now - e.window_start;
             if watched_for < self.cfg.window {
@@ -790,13 +809,17 @@ impl<T> Isolated<T> {
                 // Counted in the flagged group over this window: it leaves it now.
                 self.groups[FLAGGED].share =
                     (self.groups[FLAGGED].share - e.arrival_share).max(0.0);
+                newly_measured += 1;
             }
             e.measured = true;
             e.window_bytes = 0;
             e.window_start = now;
             e.due = true;
         }
+        self.pbox.measured += newly_measured;
         self.estimate_flows();
+        // The fair share moved: every penalty bucket is looked at again.
+        self.penalty_ready_at = Nanos::ZERO;
         let fair = self.fair_rate();
         let warm = self.arrivals >= self.warm_after;
         for idx in 0..self.pbox.entries.len() {
@@ -883,6 +906,15 @@ impl<T> Isolated<T> {
         };
     }
 
+    /// A packet joined penalty sub-queue `q`: counted, and a sub-queue that was empty has a
+    /// new head for the dequeue to look at.
+    fn penalty_joined(&mut self, q: usize) {
+        self.penalty_len += 1;
+        if self.queues.queue(q).len() == 1 {
+            self.penalty_ready_at = Nanos::ZERO;
+        }
+    }
+
     /// Moves the packets of `key` in the normal queue to the tail of box slot `idx`'s
     /// sub-queue, in their order; the others keep theirs.
     fn penalize_queued(&mut self, key: FlowId, idx: usize, now: Nanos) {
@@ -951,6 +983,9 @@ impl<T> Isolated<T> {
         if self.penalty_len == 0 {
             return Err(None);
         }
+        if now < self.penalty_ready_at {
+            return Err(Some(self.penalty_ready_at));
+        }
         let k = self.deficit.len();
         let fair = self.fair_rate();
         let mut earliest: Option<Nanos> = None;
@@ -981,6 +1016,9 @@ impl<T> Isolated<T> {
             }
             return Ok(slot);
         }
+        if let Some(at) = earliest {
+            self.penalty_ready_at = at;
+        }
         Err(earliest)
     }
 
@@ -988,6 +1026,17 @@ impl<T> Isolated<T> {
     /// flow with the smallest share goes, when it is smaller (so responsive flows flagged by
     /// the list's noise, which a window's count clears anyway, cannot keep a flood out).
     fn evict_lighter(&mut self, share: f64, now: Nanos) -> bool {
+        if now < self.next_eviction_look {
+            return false;
+        }
+        if self.evict_lighter_now(share, now) {
+            return true;
+        }
+        self.next_eviction_look = now + Nanos(self.cfg.window.0 / 10);
+        false
+    }
+
+    fn evict_lighter_now(&mut self, share: f64, now: Nanos) -> bool {
         let lightest = (self.pbox.entries.iter().enumerate())
             .filter_map(|(i, e)| e.as_ref().map(|e| (i, e)))
             .filter(|(_, e)| e.state == BoxState::Watched)
@@ -1003,10 +1052,11 @@ impl<T> Isolated<T> {
         // A penalized flow that has come down below the fair share is released early.
         let fair_bps = self.fair_rate() * 8.0;
         let calmest = (self.pbox.entries.iter().enumerate())
-            .filter_map(|(i, e)| e.as_ref().map(|e| (i, *e)))
+            .filter_map(|(i, e)| e.as_ref().map(|e| (i, e)))
             .filter(|(_, e)| e.state == BoxState::Penalized && e.rate_bps < fair_bps)
-            .min_by(|a, b| a.1.rate_bps.total_cmp(&b.1.rate_bps));
-        match calmest {
+            .min_by(|a, b| a.1.rate_bps.total_cmp(&b.1.rate_bps))
+            .map(|(i, _)| i);
+        match calmest.and_then(|i| self.pbox.entries[i].map(|e| (i, e))) {
             Some((i, e)) => {
                 self.release(i, e, now);
                 true
@@ -1036,8 +1086,7 @@ impl<T> Isolated<T> {
     /// itself (P' = P(t)); with a flood in the box, a second one that the first's weight in
     /// P(t) hid stands out, and the flows the box holds do not lower the bar for the rest.
     fn flags(&self, obs: &Observation) -> bool {
-        let measured = self.pbox.entries.iter().flatten().any(|e| e.measured);
-        let p = if measured && self.p_rest > 0.0 {
+        let p = if self.pbox.measured > 0 && self.p_rest > 0.0 {
             self.p_rest
         } else {
             obs.p
@@ -1187,7 +1236,7 @@ impl<T> Discipline<T> for Isolated<T> {
                 if q == NORMAL {
                     self.idle_since = None;
                 } else {
-                    self.penalty_len += 1;
+                    self.penalty_joined(q);
                 }
                 Ok(verdict)
             }
@@ -1287,7 +1336,7 @@ impl<T> Discipline<T> for Isolated<T> {
         if which == NORMAL {
             self.idle_since = None;
         } else {
-            self.penalty_len += 1;
+            self.penalty_joined(which);
         }
         Ok(())
     }

@@ -290,6 +290,13 @@ impl AqmPolicy {
         }
     }
 
+    /// True when the policy acts on departures ([`Aqm::on_dequeue`]: PIE's dequeue-rate
+    /// estimator); the others' hook does nothing, and a caller may skip building its view.
+    #[inline]
+    pub fn reads_departures(&self) -> bool {
+        matches!(self, AqmPolicy::Pie(_))
+    }
+
     /// Takes over `old`'s running state where `old` is the same policy, keeping this one's
     /// parameters: the averages, the count since the last mark or drop, the latest terms.
     /// A live reconfiguration then goes on from where the old policy was instead of from an
@@ -370,6 +377,17 @@ macro_rules! dispatch_queues {
 }
 
 impl<T> QueueDiscipline<T> {
+    /// True when the discipline reads the packets' hosts (`PacketMeta::src_host` and
+    /// `dst_host`): FQ-CoDel in a host mode, isolation by host. A caller that fills them only
+    /// for such a discipline saves two hashes per packet elsewhere.
+    pub fn reads_hosts(&self) -> bool {
+        match self {
+            QueueDiscipline::FqCodel(f) => f.config().isolate != crate::HostIsolation::Flows,
+            QueueDiscipline::Isolated(i) => i.config().by != crate::IsolateBy::Flow,
+            QueueDiscipline::Codel(_) | QueueDiscipline::DualPi2(_) => false,
+        }
+    }
+
     /// The `kind` it was configured by.
     pub fn kind(&self) -> &'static str {
         match self {
