@@ -192,10 +192,11 @@ fn pipeline_wall(c: &mut Criterion) {
     g.finish();
 }
 
-/// The full pipeline and, on the CPU clock only, four variants that show where the budget
+/// The full pipeline and, on the CPU clock only, six variants that show where the budget
 /// goes: tail drop instead of ZL-RED, the IPv4 header checksum left to the NIC, no flow
-/// estimate (ZL-RED on a list of its own that sees only best-effort packets), and no named
-/// top flows (`metrics.top_flows = 0`).
+/// estimate (ZL-RED on a list of its own that sees only best-effort packets), no named
+/// top flows (`metrics.top_flows = 0`), and two disciplines in best effort (ZL-RED with
+/// isolation, FQ-CoDel).
 fn pipeline_cpu(c: &mut Criterion<ThreadCpuTime>) {
     let mut g = c.benchmark_group("pipeline_cpu");
     bench_variant(&mut g, "zlred_wrr_shaper_64B_burst32", CONFIG);
@@ -211,6 +212,18 @@ fn pipeline_cpu(c: &mut Criterion<ThreadCpuTime>) {
         "flow_estimate = true\ntop_flows = 0",
     );
     bench_variant(&mut g, "zlred_no_top_flows_64B_burst32", &no_top);
+    // Best effort held by a discipline: ZL-RED with flow isolation (256 flows at line rate,
+    // so the box fills and penalizes) and FQ-CoDel.
+    let isolation = CONFIG.replace(
+        "aqm = { kind = \"zl-red\", a = 10 }",
+        "aqm = { kind = \"zl-red\", a = 10, isolation = {} }",
+    );
+    bench_variant(&mut g, "zlred_isolation_64B_burst32", &isolation);
+    let fq_codel = CONFIG.replace(
+        "aqm = { kind = \"zl-red\", a = 10 }",
+        "aqm = { kind = \"fq-codel\" }",
+    );
+    bench_variant(&mut g, "fq_codel_wrr_shaper_64B_burst32", &fq_codel);
     g.finish();
 }
 

@@ -563,7 +563,7 @@ impl Dataplane {
         // One admission for both: a second copy of it (for the other frames' `PacketInfo`)
         // made LLVM call the QoS engine's `classify` and `release_if_alone` out of line.
         let egress = &mut self.slots[buf.out_port as usize].egress;
-        let observed = egress.observe(&meta, now, &mut self.rng);
+        let observed = egress.observe(meta.flow, buf, now, &mut self.rng);
         let dropped = egress.admit(
             now,
             &mut self.rng,

@@ -351,7 +351,8 @@ trait Parsed {
     /// `zl_wire::decrement_ttl` of `frame`, these headers updated.
     fn decrement_ttl(&mut self, frame: &mut [u8]) -> Result<TtlOutcome, zl_wire::MutateError>;
     /// The AQM's view of a packet of `len` bytes with these headers (color green until
-    /// metered).
+    /// metered). Its hosts are left 0: they are hashed from the frame where something reads
+    /// them (`crate::egress::frame_hosts`), off the common path.
     fn meta(&self, len: u32, priority: &PriorityMap) -> PacketMeta;
 }
 
@@ -385,8 +386,7 @@ impl Parsed for PlainIpv4 {
             priority: priority.of_tos(self.tos),
             weight: priority.default_weight(),
             color: Color::Green,
-            src_host: zl_wire::host_hash_v4(self.src),
-            dst_host: zl_wire::host_hash_v4(self.dst),
+            ..PacketMeta::default()
         }
     }
 }
@@ -419,8 +419,7 @@ impl Parsed for PacketInfo {
             priority: priority.priority(self),
             weight: priority.weight(self),
             color: Color::Green,
-            src_host: zl_wire::host_hash(self.src),
-            dst_host: zl_wire::host_hash(self.dst),
+            ..PacketMeta::default()
         }
     }
 }

@@ -1334,7 +1334,7 @@ fn forward_one(
         .zombies
         .get(out)
         .and_then(Option::as_ref)
-        .map(|(z, by)| z.observe(by.key(&meta), now, rng));
+        .map(|(z, by)| z.observe(crate::egress::observe_key(*by, meta.flow, &buf), now, rng));
     let item = Item {
         buf,
         meta,

@@ -118,6 +118,16 @@ impl<T> ClassQueue<T> {
         &self.state
     }
 
+    /// The metadata of the packet `i` places behind the head (0: the head).
+    pub(crate) fn meta_at(&self, i: usize) -> Option<&PacketMeta> {
+        self.ring.get(i).map(|q| &q.meta)
+    }
+
+    /// When the packet `i` places behind the head was queued.
+    pub(crate) fn enqueued_at(&self, i: usize) -> Option<Nanos> {
+        self.ring.get(i).map(|q| q.enqueued_at)
+    }
+
     /// Length in bytes of the head packet.
     #[inline]
     pub fn head_len(&self) -> Option<u32> {
