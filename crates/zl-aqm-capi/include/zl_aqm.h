@@ -410,6 +410,11 @@ typedef struct ZlIsolationStats {
   uint32_t normal_queue_packets;
   // Packets in the penalty queues now.
   uint32_t penalty_queue_packets;
+  // Packets CoDel dropped from the normal queue as they left (handed back with
+  // `ZL_DISCARD_DEQUEUE`).
+  uint64_t normal_codel_drops;
+  // Packets CoDel marked instead of dropping them (`ZlDeparture::mark`).
+  uint64_t normal_codel_marks;
 } ZlIsolationStats;
 
 // A `ZlQdisc`'s counters: what every discipline counts (per cause), then its own, in the
@@ -753,8 +758,8 @@ enum ZlStatus zl_qdisc_new_from_toml(const char *toml,
 // Returns the verdict:
 // - `ZL_VERDICT_ENQUEUE`: the qdisc holds `handle` now;
 // - `ZL_VERDICT_MARK`: it holds `handle`, and the packet is to carry a congestion mark: set
-//   CE on it (the isolation's ZL-RED decides on arrival; the other disciplines mark at
-//   dequeue, through `ZlDeparture::mark`);
+//   CE on it (the isolation's ZL-RED decides on arrival; CoDel on its normal queue and the
+//   other disciplines mark at dequeue, through `ZlDeparture::mark`);
 // - a drop (`>= ZL_VERDICT_EARLY_DROP`): the qdisc did not take `handle`; it is the
 //   caller's, to drop and free;
 // - `ZL_VERDICT_INVALID_ARGUMENT`: a null pointer, an out-of-range field, or a call from the

@@ -221,8 +221,8 @@ pub unsafe extern "C" fn zl_qdisc_new_from_toml(
 /// Returns the verdict:
 /// - `ZL_VERDICT_ENQUEUE`: the qdisc holds `handle` now;
 /// - `ZL_VERDICT_MARK`: it holds `handle`, and the packet is to carry a congestion mark: set
-///   CE on it (the isolation's ZL-RED decides on arrival; the other disciplines mark at
-///   dequeue, through `ZlDeparture::mark`);
+///   CE on it (the isolation's ZL-RED decides on arrival; CoDel on its normal queue and the
+///   other disciplines mark at dequeue, through `ZlDeparture::mark`);
 /// - a drop (`>= ZL_VERDICT_EARLY_DROP`): the qdisc did not take `handle`; it is the
 ///   caller's, to drop and free;
 /// - `ZL_VERDICT_INVALID_ARGUMENT`: a null pointer, an out-of-range field, or a call from the

@@ -239,6 +239,8 @@ impl Qdisc {
                     penalized_now: d.penalized_count(),
                     normal_queue_packets,
                     penalty_queue_packets,
+                    normal_codel_drops: t.normal_codel_drops,
+                    normal_codel_marks: t.normal_codel_marks,
                 };
             }
         }

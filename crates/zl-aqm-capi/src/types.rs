@@ -435,6 +435,11 @@ pub struct ZlIsolationStats {
     pub normal_queue_packets: u32,
     /// Packets in the penalty queues now.
     pub penalty_queue_packets: u32,
+    /// Packets CoDel dropped from the normal queue as they left (handed back with
+    /// `ZL_DISCARD_DEQUEUE`).
+    pub normal_codel_drops: u64,
+    /// Packets CoDel marked instead of dropping them (`ZlDeparture::mark`).
+    pub normal_codel_marks: u64,
 }
 
 /// A `ZlQdisc`'s counters: what every discipline counts (per cause), then its own, in the

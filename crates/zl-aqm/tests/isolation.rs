@@ -1,7 +1,8 @@
 //! ZL-RED with flow isolation (docs/algorithms/zl-isolation.md) on deterministic traces: a
 //! flood's penalty-queue share against the fair share, the responsive flows' queue beside it,
 //! the hysteresis (entry, release, no flapping), two floods splitting the penalty queue, a full
-//! box, and per-host isolation (one host with 20 flows against 4 hosts with one).
+//! box, per-host isolation (one host with 20 flows against 4 hosts with one) and CoDel on the
+//! normal queue.
 
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -320,6 +321,45 @@ fn per_host_isolation_holds_a_host_with_twenty_flows_to_one_share() {
     assert!(f > 0.4, "by flow: the 20-flow host got {f} of the link");
 }
 
+/// A burst leaves a standing queue that three flows, offering 0.99 of the link between them
+/// and each too close to its share to be flagged, keep standing: CoDel drains it to its
+/// target; ZL-RED alone, with three flows, drops almost nothing below a third of the buffer
+/// (its probability scaled by `(1/(256 P(t)))^2`) and leaves it standing.
+#[test]
+fn codel_drains_a_standing_normal_queue() {
+    let mut flows: Vec<Flow> = (0..3).map(|i| flow(i, 0.33 * LINK_PPS)).collect();
+    flows.extend((3..6).map(|i| Flow {
+        stop: 1.0,
+        ..flow(i, 0.3 * LINK_PPS)
+    }));
+    let sojourn = |iso: IsolationParams| {
+        let r = run(isolated(iso, 300), &flows, 30.0, 10.0, 4);
+        let QueueDiscipline::Isolated(d) = &r.disc else {
+            unreachable!()
+        };
+        assert_eq!(d.stats().penalized, 0, "{:?}", d.stats());
+        let sent: u64 = r.sent[..3].iter().sum();
+        (
+            r.sojourn_ms[..3].iter().sum::<f64>() / 3.0,
+            d.stats().normal_codel_drops,
+            sent,
+        )
+    };
+    let (with, drops, sent) = sojourn(IsolationParams::default());
+    let (without, none, sent_without) = sojourn(IsolationParams {
+        normal_target_ms: 0.0,
+        ..IsolationParams::default()
+    });
+    assert!(drops > 0 && none == 0, "CoDel drops {drops} / {none}");
+    assert!(with < 10.0, "with CoDel: {with} ms");
+    assert!(without > 40.0, "without: {without} ms");
+    // What CoDel drops to drain the queue is a burst's worth, not the flows' goodput.
+    assert!(
+        sent as f64 > 0.98 * sent_without as f64,
+        "{sent} / {sent_without}"
+    );
+}
+
 /// The same inputs give the same run, decision for decision.
 #[test]
 fn runs_are_deterministic() {
@@ -380,6 +420,20 @@ fn bad_parameters_are_named() {
                 ..IsolationParams::default()
             },
             "isolation.penalty_share",
+        ),
+        (
+            IsolationParams {
+                normal_interval_ms: 2.0,
+                ..IsolationParams::default()
+            },
+            "isolation.normal_interval_ms",
+        ),
+        (
+            IsolationParams {
+                normal_target_ms: -1.0,
+                ..IsolationParams::default()
+            },
+            "isolation.normal_target_ms",
         ),
     ] {
         assert_eq!(iso.validate(&zl, 300).unwrap_err().param, key);

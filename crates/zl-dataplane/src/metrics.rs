@@ -527,6 +527,20 @@ impl Collector for SnapshotCollector {
             }),
         )?;
         f.scalar(
+            "zlrouter_isolation_normal_codel_total",
+            "ZL-RED isolation: packets CoDel dropped from the normal queue as they left, or marked CE instead.",
+            Counter,
+            isolation().flat_map(|(l, i)| {
+                [("drop", i.normal_codel_drops), ("mark", i.normal_codel_marks)].map(
+                    |(action, n)| {
+                        let mut l = l.clone();
+                        l.push(("action", action.to_owned()));
+                        (l, n)
+                    },
+                )
+            }),
+        )?;
+        f.scalar(
             "zlrouter_aqm_probability",
             "The class AQM's drop or mark probability: PIE's drop_prob, DualPI2's base p' (classic packets see its square).",
             Gauge,

@@ -297,14 +297,16 @@ fn render_discipline(out: &mut String, d: &DisciplineSnapshot) {
             );
             let _ = writeln!(
                 out,
-                "      flagged {} confirmed {} cleared {} released {} box_full {} over_share_drops {} penalty_sent {}",
+                "      flagged {} confirmed {} cleared {} released {} box_full {} over_share_drops {} penalty_sent {}  normal queue CoDel drops {} marks {}",
                 i.flagged,
                 i.confirmed,
                 i.cleared,
                 i.released,
                 i.box_full,
                 i.over_share_drops,
-                i.penalty_sent
+                i.penalty_sent,
+                i.normal_codel_drops,
+                i.normal_codel_marks
             );
             for b in i.boxed.iter().filter(|b| b.state == "penalized") {
                 let _ = writeln!(

@@ -286,6 +286,9 @@ pub struct IsolationSnapshot {
     /// The normal queue's sojourn, seconds: what the flows the isolation protects waited.
     pub normal_sojourn_mean_s: f64,
     pub normal_sojourn_max_s: f64,
+    /// Packets CoDel dropped from the normal queue as they left, and marked CE instead.
+    pub normal_codel_drops: u64,
+    pub normal_codel_marks: u64,
     /// Every flow in the box now.
     pub boxed: Vec<BoxedSnapshot>,
     /// The latest penalty episodes (penalized .. released), oldest first.
@@ -551,6 +554,8 @@ fn discipline(
                     s.normal_sojourn_sum.as_secs_f64() / s.normal_sent as f64
                 },
                 normal_sojourn_max_s: s.normal_sojourn_max.as_secs_f64(),
+                normal_codel_drops: s.normal_codel_drops,
+                normal_codel_marks: s.normal_codel_marks,
                 boxed: (i.boxed().into_iter())
                     .map(|b| BoxedSnapshot {
                         id: format!("{:016x}", b.key.0),
