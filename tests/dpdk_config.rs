@@ -355,9 +355,15 @@ fn run_through_zl_red(test: &str, threaded_zero_copy: bool) {
     }
     // SAFETY: signals our own child by its pid.
     unsafe { libc::kill(pid, libc::SIGINT) };
-    let mut rest = String::new();
-    let _ = stderr.read_to_string(&mut rest);
+    // Both pipes drained at once: a child blocked writing a full stdout pipe never closes
+    // stderr.
+    let rest = std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = stderr.read_to_string(&mut rest);
+        rest
+    });
     let out = child.wait_with_output().unwrap();
+    let rest = rest.join().unwrap_or_default();
     let _ = done_tx.send(());
     watchdog.join().unwrap();
     let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/{prefix}"));

@@ -207,11 +207,16 @@ pub fn signal_and_wait(r: Running, signal: &str) -> Option<(std::process::Output
         return None;
     }
     let exited = watchdog(child.id(), CHILD_WITHIN);
-    let mut rest = String::new();
-    let _ = stderr.read_to_string(&mut rest);
+    // Both pipes drained at once: the final JSON on stdout can outgrow a pipe's buffer, and a
+    // child blocked writing it would never close stderr.
+    let rest = std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = stderr.read_to_string(&mut rest);
+        rest
+    });
     let out = child.wait_with_output().expect("wait for zlrouter");
     let _ = exited.send(());
-    Some((out, rest))
+    Some((out, rest.join().unwrap_or_default()))
 }
 
 /// The replay bench of the pcap tests: port `in` (`02:00:00:00:00:01`) replays `in.pcap`,
