@@ -168,60 +168,16 @@ pub fn categories(cfg: &PlotConfig, rows: &[Row]) -> Vec<String> {
 pub fn plot_series(cfg: &PlotConfig, rows: &[Row], results: &[PointResult]) -> Series {
     match cfg.kind {
         PlotKind::Bars => {
-            let x = cfg.x.clone().unwrap_or_default();
+            // A bar group's x is its category's index; a bar without a finite value is left out.
             let cats = categories(cfg, rows);
-            let mut series: Series = Vec::new();
-            for r in rows {
-                if !cfg.groups.is_empty() && !cfg.groups.contains(&r.group) {
-                    continue;
-                }
-                let Some(xi) = r.label(&x).and_then(|v| cats.iter().position(|c| c == v)) else {
-                    continue;
-                };
-                let Some(yv) = r.metric(&cfg.y).filter(|y| y.is_finite()) else {
-                    continue;
-                };
-                let mut name: Vec<String> = r
-                    .labels
-                    .iter()
-                    .filter(|(k, _)| *k != x)
-                    .map(|(k, v)| format!("{}={v}", short(k)))
-                    .collect();
-                name.push(r.group.clone());
-                let name = name.join(" ");
-                match series.iter_mut().find(|(n, _)| *n == name) {
-                    Some((_, pts)) => pts.push((xi as f64, yv)),
-                    None => series.push((name, vec![(xi as f64, yv)])),
-                }
-            }
-            series
+            series_by_label(
+                cfg,
+                rows,
+                |v| cats.iter().position(|c| c == v).map(|i| i as f64),
+                |y: &f64| y.is_finite(),
+            )
         }
-        PlotKind::Lines => {
-            let x = cfg.x.clone().unwrap_or_default();
-            let mut series: Series = Vec::new();
-            for r in rows {
-                if !cfg.groups.is_empty() && !cfg.groups.contains(&r.group) {
-                    continue;
-                }
-                let Some(xv) = r.label(&x).and_then(|v| v.parse::<f64>().ok()) else {
-                    continue;
-                };
-                let Some(yv) = r.metric(&cfg.y) else { continue };
-                let mut name: Vec<String> = r
-                    .labels
-                    .iter()
-                    .filter(|(k, _)| *k != x)
-                    .map(|(k, v)| format!("{}={v}", short(k)))
-                    .collect();
-                name.push(r.group.clone());
-                let name = name.join(" ");
-                match series.iter_mut().find(|(n, _)| *n == name) {
-                    Some((_, pts)) => pts.push((xv, yv)),
-                    None => series.push((name, vec![(xv, yv)])),
-                }
-            }
-            series
-        }
+        PlotKind::Lines => series_by_label(cfg, rows, |v| v.parse::<f64>().ok(), |_| true),
         PlotKind::Trace => results
             .iter()
             .map(|r| {
@@ -261,6 +217,43 @@ pub fn plot_series(cfg: &PlotConfig, rows: &[Row], results: &[PointResult]) -> S
             out
         }
     }
+}
+
+/// The rows of `cfg`'s groups as series, one per combination of the labels other than the x
+/// axis (and the group): a point's x from its x label by `x_of`, its y the plot's metric where
+/// `keep` takes it.
+fn series_by_label(
+    cfg: &PlotConfig,
+    rows: &[Row],
+    x_of: impl Fn(&str) -> Option<f64>,
+    keep: impl Fn(&f64) -> bool,
+) -> Series {
+    let x = cfg.x.clone().unwrap_or_default();
+    let mut series: Series = Vec::new();
+    for r in rows {
+        if !cfg.groups.is_empty() && !cfg.groups.contains(&r.group) {
+            continue;
+        }
+        let Some(xv) = r.label(&x).and_then(&x_of) else {
+            continue;
+        };
+        let Some(yv) = r.metric(&cfg.y).filter(&keep) else {
+            continue;
+        };
+        let mut name: Vec<String> = r
+            .labels
+            .iter()
+            .filter(|(k, _)| *k != x)
+            .map(|(k, v)| format!("{}={v}", short(k)))
+            .collect();
+        name.push(r.group.clone());
+        let name = name.join(" ");
+        match series.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, pts)) => pts.push((xv, yv)),
+            None => series.push((name, vec![(xv, yv)])),
+        }
+    }
+    series
 }
 
 /// Draws `series` to `<dir>/<file>.png` and `.svg`; a `Bars` plot names its bar groups by
