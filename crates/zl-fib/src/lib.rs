@@ -4,10 +4,11 @@
 //! data plane's poll loop. The flow:
 //!
 //! ```text
-//!  kernel (ip route, BIRD/FRR, ARP/NDP, ip addr)
-//!     | rtnetlink dump + RTM_NEWROUTE/DELROUTE/NEWNEIGH/DELNEIGH/NEWADDR/DELADDR
+//!  kernel (ip route, BIRD/FRR, ARP/NDP, ip addr, ip link)
+//!     | rtnetlink dump + RTM_NEWROUTE/DELROUTE/NEWNEIGH/DELNEIGH/NEWADDR/DELADDR/NEWLINK
 //!     v
-//!  control thread: FibState::apply (routes, neighbours, static routes) -> Fib snapshot
+//!  control thread: FibState::apply per event (the prefix map updated in place)
+//!     | a burst of events coalesced; one Fib snapshot (a copy of the map) per burst
 //!     | FibHandle::publish (an Arc swapped in, arc-swap: no lock for the reader)
 //!     v
 //!  poll loop: FibReader::refresh between polls, Fib::decide per packet
@@ -16,6 +17,11 @@
 //! ```
 //!
 //! Contract:
+//! - Following is linear in the number of changes: an event updates one prefix, and a
+//!   snapshot is published after a change has waited 2 ms for the ones behind it, but no
+//!   sooner than twice the last snapshot's build time after it (see `follow.rs`), so a
+//!   million routes from a daemon are a few snapshots, not a million. [`FollowStats`] says
+//!   how many routes are held and how long the oldest unpublished change has waited.
 //! - A [`Fib`] is immutable; the poll loop holds one for a whole poll and picks up the newest
 //!   at one place ([`FibReader::refresh`]), so a packet is routed by one consistent table.
 //! - [`Fib::decide`] is a longest-prefix match over kernel routes on zlrouter's ports and
@@ -39,7 +45,7 @@ mod state;
 mod table;
 mod wait;
 
-pub use follow::{FibFollower, ResolveQueue};
+pub use follow::{FibFollower, FollowStats, ResolveQueue};
 pub use state::{FibState, StaticRoute};
 pub use table::{pick_source, Decision, Fib, FibHandle, FibReader};
 pub use wait::{Hold, NeighbourWait};

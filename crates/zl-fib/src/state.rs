@@ -1,10 +1,14 @@
 //! The control thread's view: the kernel's routes and neighbours and the config's static
 //! routes, turned into a [`Fib`] snapshot after each batch of changes.
+//!
+//! decided: the prefix map a snapshot carries is kept up to date here, one prefix per event
+//! (the best route of that prefix chosen again), so that a snapshot is a copy of memory and
+//! not a rebuild: following N routes costs O(N) work however they are batched.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 
-use zl_netlink::{KernelAddr, KernelEvent, KernelNeighbour, KernelRoute, RouteKind};
+use zl_netlink::{KernelAddr, KernelEvent, KernelLink, KernelNeighbour, KernelRoute, RouteKind};
 use zl_wire::MacAddr;
 
 use crate::table::{mask4, mask6, Fib, PrefixMap, Target};
@@ -43,16 +47,30 @@ pub struct FibState {
     neighbours: HashMap<(u32, IpAddr), MacAddr>,
     /// Interface addresses by kernel interface: (address, prefix length).
     addresses: HashMap<u32, Vec<(IpAddr, u8)>>,
+    /// Interface MTUs by kernel interface.
+    mtus: HashMap<u32, u32>,
+    /// The table the snapshots carry: for each prefix, the static route or the kernel's best.
+    table: PrefixMap,
 }
 
 impl FibState {
     /// A state for zlrouter's ports, given as (kernel interface index, port index), and the
     /// config's static routes.
     pub fn new(ports: impl IntoIterator<Item = (u32, u16)>, statics: Vec<StaticRoute>) -> Self {
-        FibState {
+        let mut s = FibState {
             ports: ports.into_iter().collect(),
             statics,
             ..FibState::default()
+        };
+        s.reset_table();
+        s
+    }
+
+    /// The table with the static routes only.
+    fn reset_table(&mut self) {
+        self.table.clear();
+        for s in &self.statics {
+            self.table.insert(s.dst, s.prefix_len, static_target(s));
         }
     }
 
@@ -60,6 +78,7 @@ impl FibState {
     pub fn load(&mut self, routes: Vec<KernelRoute>, neighbours: Vec<KernelNeighbour>) {
         self.routes.clear();
         self.neighbours.clear();
+        self.reset_table();
         for r in routes {
             self.add_route(r);
         }
@@ -89,12 +108,18 @@ impl FibState {
         }
     }
 
+    /// Replaces the interface MTUs with a dump (at start, and after an overrun).
+    pub fn load_links(&mut self, links: Vec<KernelLink>) {
+        self.mtus = links.into_iter().map(|l| (l.ifindex, l.mtu)).collect();
+    }
+
     fn add_route(&mut self, r: KernelRoute) {
         let key = (masked(r.dst, r.prefix_len), r.prefix_len);
         let same = self.routes.entry(key).or_default();
         // A route of the same metric replaces (`ip route replace`, a daemon's update).
         same.retain(|x| x.priority != r.priority);
         same.push(r);
+        self.choose(key);
     }
 
     fn remove_route(&mut self, r: &KernelRoute) {
@@ -104,6 +129,41 @@ impl FibState {
             if same.is_empty() {
                 self.routes.remove(&key);
             }
+        }
+        self.choose(key);
+    }
+
+    /// Sets the table's entry for one prefix: a static route for it wins, else the kernel's
+    /// route of the lowest metric, else none.
+    fn choose(&mut self, (dst, len): (IpAddr, u8)) {
+        if self
+            .statics
+            .iter()
+            .any(|s| s.prefix_len == len && masked(s.dst, len) == dst)
+        {
+            return;
+        }
+        let best = self
+            .routes
+            .get(&(dst, len))
+            .and_then(|same| same.iter().min_by_key(|r| r.priority));
+        match best {
+            Some(best) => {
+                let target = match best.kind {
+                    RouteKind::Blackhole => Target::Blackhole,
+                    RouteKind::Unreachable => Target::Reject,
+                    RouteKind::Unicast => match self.ports.get(&best.oif) {
+                        Some(&port) => Target::Port {
+                            port,
+                            gateway: best.gateway,
+                            mac: None,
+                        },
+                        None => Target::Elsewhere,
+                    },
+                };
+                self.table.insert(dst, len, target);
+            }
+            None => self.table.remove(dst, len),
         }
     }
 
@@ -129,6 +189,15 @@ impl FibState {
                 self.neighbours.remove(&(ifindex, addr));
             }
             KernelEvent::AddrAdded(a) => self.add_address(&a),
+            KernelEvent::Link(l) => {
+                // Only zlrouter's own interfaces matter; an unchanged MTU (a link going up
+                // or down announces it again) publishes nothing.
+                if !self.ports.contains_key(&l.ifindex)
+                    || self.mtus.insert(l.ifindex, l.mtu) == Some(l.mtu)
+                {
+                    return false;
+                }
+            }
             KernelEvent::AddrRemoved(a) => self.remove_address(&a),
             KernelEvent::Resync => return false,
         }
@@ -145,39 +214,15 @@ impl FibState {
         self.ports.iter().find(|(_, &p)| p == port).map(|(&i, _)| i)
     }
 
-    /// The table as of now.
+    /// Prefixes in the table (kernel routes on any interface and static routes).
+    pub fn route_count(&self) -> usize {
+        self.table.len()
+    }
+
+    /// The table as of now: a copy of the prefix map kept by the events, and the neighbours,
+    /// addresses and MTUs of zlrouter's ports.
     pub fn snapshot(&self) -> Fib {
-        let mut routes = PrefixMap::default();
-        for (&(dst, len), same) in &self.routes {
-            let Some(best) = same.iter().min_by_key(|r| r.priority) else {
-                continue;
-            };
-            let target = match best.kind {
-                RouteKind::Blackhole => Target::Blackhole,
-                RouteKind::Unreachable => Target::Reject,
-                RouteKind::Unicast => match self.port_of(best.oif) {
-                    Some(port) => Target::Port {
-                        port,
-                        gateway: best.gateway,
-                        mac: None,
-                    },
-                    None => Target::Elsewhere,
-                },
-            };
-            routes.insert(dst, len, target);
-        }
-        // Static routes last: they win over a kernel route for the same prefix.
-        for s in &self.statics {
-            routes.insert(
-                s.dst,
-                s.prefix_len,
-                Target::Port {
-                    port: s.port,
-                    gateway: s.gateway,
-                    mac: s.mac,
-                },
-            );
-        }
+        let routes = self.table.clone();
         let neighbours = self
             .neighbours
             .iter()
@@ -188,10 +233,24 @@ impl FibState {
             .iter()
             .filter_map(|(&ifindex, a)| Some((self.port_of(ifindex)?, a.clone())))
             .collect();
+        let mtus = self
+            .mtus
+            .iter()
+            .filter_map(|(&ifindex, &mtu)| Some((self.port_of(ifindex)?, mtu)))
+            .collect();
         Fib {
             routes,
             neighbours,
             addresses,
+            mtus,
         }
+    }
+}
+
+fn static_target(s: &StaticRoute) -> Target {
+    Target::Port {
+        port: s.port,
+        gateway: s.gateway,
+        mac: s.mac,
     }
 }

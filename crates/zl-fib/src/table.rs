@@ -51,13 +51,19 @@ pub(crate) enum Target {
     Blackhole,
 }
 
-/// Longest-prefix match by per-length hash maps, lengths kept longest first.
+/// Longest-prefix match by per-length hash maps, lengths kept longest first. Insert and
+/// remove are O(1) (a length list of at most 33 / 129 entries is re-sorted only when a
+/// length comes into use or goes out of it); a clone is a copy of the maps' memory (keys and
+/// values are `Copy`), which is what publishing a snapshot costs.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct PrefixMap {
     v4: HashMap<(u8, u32), Target>,
     v6: HashMap<(u8, u128), Target>,
     v4_lens: Vec<u8>,
     v6_lens: Vec<u8>,
+    /// Prefixes held per length, to drop a length from the probe list when its last goes.
+    v4_count: Vec<u32>,
+    v6_count: Vec<u32>,
 }
 
 pub(crate) fn mask4(a: u32, len: u8) -> u32 {
@@ -76,24 +82,60 @@ pub(crate) fn mask6(a: u128, len: u8) -> u128 {
     }
 }
 
+/// Counts a prefix of length `len` in or out of `count`, keeping `lens` (longest first)
+/// the lengths with at least one prefix.
+fn count_len(count: &mut Vec<u32>, lens: &mut Vec<u8>, len: u8, added: bool) {
+    let i = usize::from(len);
+    if count.len() <= i {
+        count.resize(i + 1, 0);
+    }
+    if added {
+        count[i] += 1;
+        if count[i] == 1 {
+            lens.push(len);
+            lens.sort_unstable_by(|a, b| b.cmp(a));
+        }
+    } else {
+        count[i] = count[i].saturating_sub(1);
+        if count[i] == 0 {
+            lens.retain(|&l| l != len);
+        }
+    }
+}
+
 impl PrefixMap {
     pub(crate) fn insert(&mut self, dst: IpAddr, len: u8, t: Target) {
         match dst {
             IpAddr::V4(a) => {
-                self.v4.insert((len, mask4(a.into(), len)), t);
-                if !self.v4_lens.contains(&len) {
-                    self.v4_lens.push(len);
-                    self.v4_lens.sort_unstable_by(|a, b| b.cmp(a));
+                if self.v4.insert((len, mask4(a.into(), len)), t).is_none() {
+                    count_len(&mut self.v4_count, &mut self.v4_lens, len, true);
                 }
             }
             IpAddr::V6(a) => {
-                self.v6.insert((len, mask6(a.into(), len)), t);
-                if !self.v6_lens.contains(&len) {
-                    self.v6_lens.push(len);
-                    self.v6_lens.sort_unstable_by(|a, b| b.cmp(a));
+                if self.v6.insert((len, mask6(a.into(), len)), t).is_none() {
+                    count_len(&mut self.v6_count, &mut self.v6_lens, len, true);
                 }
             }
         }
+    }
+
+    pub(crate) fn remove(&mut self, dst: IpAddr, len: u8) {
+        match dst {
+            IpAddr::V4(a) => {
+                if self.v4.remove(&(len, mask4(a.into(), len))).is_some() {
+                    count_len(&mut self.v4_count, &mut self.v4_lens, len, false);
+                }
+            }
+            IpAddr::V6(a) => {
+                if self.v6.remove(&(len, mask6(a.into(), len))).is_some() {
+                    count_len(&mut self.v6_count, &mut self.v6_lens, len, false);
+                }
+            }
+        }
+    }
+
+    pub(crate) fn clear(&mut self) {
+        *self = PrefixMap::default();
     }
 
     pub(crate) fn lookup(&self, dst: IpAddr) -> Option<Target> {
@@ -125,6 +167,8 @@ pub struct Fib {
     pub(crate) neighbours: HashMap<(u16, IpAddr), MacAddr>,
     /// Each port's interface addresses (address, prefix length), as the kernel has them.
     pub(crate) addresses: HashMap<u16, Vec<(IpAddr, u8)>>,
+    /// Each port's interface MTU, as the kernel has it now (`ip link set X mtu N` follows).
+    pub(crate) mtus: HashMap<u16, u32>,
 }
 
 impl Fib {
@@ -158,6 +202,12 @@ impl Fib {
     /// Routes held (both families).
     pub fn route_count(&self) -> usize {
         self.routes.len()
+    }
+
+    /// The kernel's MTU of `port`'s interface now: the largest IP packet it sends (`None`
+    /// before the kernel said, e.g. a table built by hand).
+    pub fn mtu(&self, port: u16) -> Option<u32> {
+        self.mtus.get(&port).copied()
     }
 
     /// The kernel's addresses of `port`'s interface (address, prefix length).

@@ -9,9 +9,10 @@
 //! FRR) and the kernel's own ARP / NDP write these tables; zlrouter reads them.
 //!
 //! Contract:
-//! - [`Rtnl::dump_addresses`], [`Rtnl::dump_routes`], [`Rtnl::dump_neighbours`] return the
-//!   current tables as [`KernelAddr`], [`KernelRoute`], [`KernelNeighbour`] (messages the
-//!   types cannot hold, e.g. MPLS routes, are skipped, never an error).
+//! - [`Rtnl::dump_addresses`], [`Rtnl::dump_routes`], [`Rtnl::dump_neighbours`],
+//!   [`Rtnl::dump_links`] return the current tables as [`KernelAddr`], [`KernelRoute`],
+//!   [`KernelNeighbour`], [`KernelLink`] (messages the types cannot hold, e.g. MPLS routes,
+//!   are skipped, never an error).
 //! - [`Follower`] subscribes to the multicast groups *before* its caller dumps, so no change
 //!   falls between the dump and the first event; applying the dump and then the events in
 //!   order converges on the kernel's state (every event is idempotent: an add replaces, a
@@ -146,9 +147,20 @@ impl NeighbourState {
     }
 }
 
+/// One interface's link-layer facts zlrouter follows (`ip link`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelLink {
+    /// The interface's index.
+    pub ifindex: u32,
+    /// Its MTU (IFLA_MTU): the largest IP packet it sends.
+    pub mtu: u32,
+}
+
 /// One change announced by the kernel.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KernelEvent {
+    /// An interface was added or changed (RTM_NEWLINK: `ip link set X mtu N`, up, down).
+    Link(KernelLink),
     /// An address was added (RTM_NEWADDR).
     AddrAdded(KernelAddr),
     /// An address was removed (RTM_DELADDR).
@@ -179,13 +191,16 @@ pub struct Groups {
     pub routes: bool,
     /// Neighbour table changes (RTNLGRP_NEIGH).
     pub neighbours: bool,
+    /// Interface changes (RTNLGRP_LINK): MTU, state.
+    pub links: bool,
 }
 
 impl Groups {
-    /// Every group: addresses, routes and neighbours.
+    /// Every group: addresses, routes, neighbours and links.
     pub const ALL: Groups = Groups {
         addresses: true,
         routes: true,
         neighbours: true,
+        links: true,
     };
 }

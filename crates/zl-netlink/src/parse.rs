@@ -5,6 +5,7 @@
 use std::net::IpAddr;
 
 use netlink_packet_route::address::{AddressAttribute, AddressMessage};
+use netlink_packet_route::link::{LinkAttribute, LinkMessage};
 use netlink_packet_route::neighbour::{
     NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState as Nud,
 };
@@ -12,7 +13,8 @@ use netlink_packet_route::route::{RouteAddress, RouteAttribute, RouteMessage, Ro
 use netlink_packet_route::RouteNetlinkMessage;
 
 use crate::{
-    KernelAddr, KernelEvent, KernelNeighbour, KernelRoute, NeighbourState, RouteKind, MAIN_TABLE,
+    KernelAddr, KernelEvent, KernelLink, KernelNeighbour, KernelRoute, NeighbourState, RouteKind,
+    MAIN_TABLE,
 };
 
 pub(crate) fn event(msg: RouteNetlinkMessage) -> Option<KernelEvent> {
@@ -22,6 +24,7 @@ pub(crate) fn event(msg: RouteNetlinkMessage) -> Option<KernelEvent> {
         RouteNetlinkMessage::NewRoute(m) => KernelEvent::RouteAdded(route(&m)?),
         RouteNetlinkMessage::DelRoute(m) => KernelEvent::RouteRemoved(route(&m)?),
         RouteNetlinkMessage::NewNeighbour(m) => KernelEvent::Neighbour(neighbour(&m)?),
+        RouteNetlinkMessage::NewLink(m) => KernelEvent::Link(link(&m)?),
         RouteNetlinkMessage::DelNeighbour(m) => {
             let n = neighbour(&m)?;
             KernelEvent::NeighbourRemoved {
@@ -30,6 +33,18 @@ pub(crate) fn event(msg: RouteNetlinkMessage) -> Option<KernelEvent> {
             }
         }
         _ => return None,
+    })
+}
+
+/// An RTM_NEWLINK without IFLA_MTU (none the kernel sends) gives `None`.
+pub(crate) fn link(m: &LinkMessage) -> Option<KernelLink> {
+    let mtu = m.attributes.iter().find_map(|a| match a {
+        LinkAttribute::Mtu(mtu) => Some(*mtu),
+        _ => None,
+    })?;
+    Some(KernelLink {
+        ifindex: m.header.index,
+        mtu,
     })
 }
 

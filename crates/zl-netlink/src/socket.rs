@@ -10,6 +10,7 @@ use netlink_packet_core::{
     NLM_F_REQUEST,
 };
 use netlink_packet_route::address::AddressMessage;
+use netlink_packet_route::link::LinkMessage;
 use netlink_packet_route::neighbour::{
     NeighbourAddress, NeighbourAttribute, NeighbourFlags, NeighbourMessage,
 };
@@ -18,9 +19,10 @@ use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 
 use crate::parse;
-use crate::{Groups, KernelAddr, KernelEvent, KernelNeighbour, KernelRoute};
+use crate::{Groups, KernelAddr, KernelEvent, KernelLink, KernelNeighbour, KernelRoute};
 
 /// `RTNLGRP_*` group numbers (linux/rtnetlink.h).
+const RTNLGRP_LINK: u32 = 1;
 const RTNLGRP_NEIGH: u32 = 3;
 const RTNLGRP_IPV4_IFADDR: u32 = 5;
 const RTNLGRP_IPV4_ROUTE: u32 = 7;
@@ -28,8 +30,33 @@ const RTNLGRP_IPV6_IFADDR: u32 = 9;
 const RTNLGRP_IPV6_ROUTE: u32 = 11;
 
 /// Receive buffer of the event socket: a routing daemon installing a full table sends
-/// hundreds of thousands of events in a burst; an overrun costs a re-dump, not a wrong table.
-const FOLLOWER_RCVBUF: usize = 8 << 20;
+/// hundreds of thousands of events in a burst (`ip -batch` adds 100 k routes in about a
+/// second, some 10 MB of messages); an overrun costs a re-dump of the whole table, not a
+/// wrong table, but a re-dump of a million routes takes seconds, during which more events
+/// overrun it. decided: 64 MiB, set with SO_RCVBUFFORCE (root or CAP_NET_ADMIN, as zlrouter
+/// runs) because SO_RCVBUF is capped by `net.core.rmem_max` (208 KiB by default: an overrun
+/// every few thousand routes). The kernel charges only what is queued.
+const FOLLOWER_RCVBUF: usize = 64 << 20;
+
+/// Sets the socket's receive buffer to `bytes`, past `rmem_max` when privileged.
+fn set_rcvbuf(s: &Socket, bytes: usize) {
+    let v = bytes.min(i32::MAX as usize) as libc::c_int;
+    // SAFETY: setsockopt reads `size_of::<c_int>()` bytes from a live c_int on the stack; the
+    // fd is the socket's own, open for the call.
+    let forced = unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(s),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            &v as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if forced < 0 {
+        // Unprivileged: as much as `rmem_max` allows.
+        let _ = s.set_rx_buf_sz(bytes);
+    }
+}
 
 fn open() -> io::Result<Socket> {
     let mut s = Socket::new(NETLINK_ROUTE)?;
@@ -167,6 +194,18 @@ impl Rtnl {
         Ok(out)
     }
 
+    /// Every interface's index and MTU.
+    pub fn dump_links(&mut self) -> io::Result<Vec<KernelLink>> {
+        let msgs = self.dump(RouteNetlinkMessage::GetLink(LinkMessage::default()))?;
+        Ok(msgs
+            .into_iter()
+            .filter_map(|m| match m {
+                RouteNetlinkMessage::NewLink(l) => parse::link(&l),
+                _ => None,
+            })
+            .collect())
+    }
+
     /// The neighbour table, both families.
     pub fn dump_neighbours(&mut self) -> io::Result<Vec<KernelNeighbour>> {
         let msgs = self.dump(RouteNetlinkMessage::GetNeighbour(
@@ -219,8 +258,11 @@ impl Follower {
     /// the crate doc).
     pub fn subscribe(groups: Groups) -> io::Result<Self> {
         let sock = open()?;
-        let _ = sock.set_rx_buf_sz(FOLLOWER_RCVBUF);
+        set_rcvbuf(&sock, FOLLOWER_RCVBUF);
         let mut joined = Vec::new();
+        if groups.links {
+            joined.push(RTNLGRP_LINK);
+        }
         if groups.addresses {
             joined.extend([RTNLGRP_IPV4_IFADDR, RTNLGRP_IPV6_IFADDR]);
         }
@@ -242,8 +284,16 @@ impl Follower {
     /// The events of the next datagram, waiting at most `timeout` for one (an empty vector
     /// when none came). Messages this crate does not model are left out.
     pub fn next(&mut self, timeout: Duration) -> io::Result<Vec<KernelEvent>> {
-        set_timeout(&self.sock, timeout.max(Duration::from_micros(1)))?;
-        let n = match self.sock.recv(&mut &mut self.rx[..], 0) {
+        // A datagram already queued is taken without setting the timeout: during a burst
+        // (a daemon installing a table) that is one system call per datagram, not two.
+        let n = match self.recv(libc::MSG_DONTWAIT) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                set_timeout(&self.sock, timeout.max(Duration::from_micros(1)))?;
+                self.recv(0)
+            }
+            r => r,
+        };
+        let n = match n {
             Ok(n) => n,
             Err(e)
                 if matches!(
@@ -261,13 +311,17 @@ impl Follower {
         };
         decode_events(&self.rx[..n])
     }
+
+    fn recv(&mut self, flags: libc::c_int) -> io::Result<usize> {
+        self.sock.recv(&mut &mut self.rx[..], flags)
+    }
 }
 
 /// Decodes one datagram of kernel announcements into events, as [`Follower::next`] does with
 /// each datagram it receives (public so that the decoding of what arrives from outside the
 /// process can be tested and fuzzed without a socket: `fuzz/fuzz_targets/netlink_events.rs`).
 ///
-/// Messages this crate does not model (links, other tables, MPLS, unknown types, a prefix
+/// Messages this crate does not model (link deletions, other tables, MPLS, unknown types, a prefix
 /// longer than its address) are left out; bytes that are not netlink messages are an
 /// `InvalidData` error, never a panic.
 pub fn decode_events(datagram: &[u8]) -> io::Result<Vec<KernelEvent>> {
