@@ -330,16 +330,28 @@ impl Dataplane {
     }
 
     /// A packet whose next hop has no MAC yet: held (asking the kernel to resolve the next
-    /// hop for the first one) or, past the bound, dropped as `no_neighbour`.
+    /// hop for the first one) or, past the bounds, dropped as `no_neighbour` without an ICMP
+    /// error (as the kernel's queue overflow sends none); so are the packets of a next hop
+    /// that gave its place in the wait up to this one (`zl_fib::NeighbourWait`). A next hop
+    /// the wait has no place for is still resolved, so that later packets find its MAC.
     fn hold_for_neighbour(&mut self, now: Nanos, buf: PacketBuf, dst: Option<std::net::IpAddr>) {
         let Some((port, hop)) = dst.and_then(|d| self.forwarder.unresolved(d)) else {
             return self.count_drop(buf, DropCause::NoNeighbour);
         };
-        match self.neighbour_wait.hold(now, port, hop, buf) {
+        let mut evicted = std::mem::take(&mut self.expired);
+        match self.neighbour_wait.hold(now, port, hop, buf, &mut evicted) {
             Hold::HeldFirst => self.forwarder.request_resolve(port, hop),
             Hold::Held => {}
             Hold::Full(buf) => self.count_drop(buf, DropCause::NoNeighbour),
+            Hold::Refused(buf) => {
+                self.forwarder.request_resolve(port, hop);
+                self.count_drop(buf, DropCause::NoNeighbour);
+            }
         }
+        for buf in evicted.drain(..) {
+            self.count_drop(buf, DropCause::NoNeighbour);
+        }
+        self.expired = evicted;
     }
 
     /// The forwarding state (routes, MACs, addresses and MTUs).
