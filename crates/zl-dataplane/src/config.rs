@@ -494,6 +494,7 @@ impl RouterConfig {
                 configured
             },
             mtu: p.mtu.or_else(|| port.mtu()),
+            mtu_configured: p.mtu.is_some(),
         }
     }
 

@@ -20,7 +20,7 @@ use zl_port::PacketBuf;
 use zl_wire::{IpVersion, MacAddr, PacketInfo, ParseConfig, PlainIpv4, TtlOutcome};
 
 use crate::config::Forwarding;
-use crate::icmp::{IcmpCounters, IcmpKind, IcmpParams, IcmpPorts, IcmpSender, PortL3};
+use crate::icmp::{subnet_edge, IcmpCounters, IcmpKind, IcmpParams, IcmpPorts, IcmpSender, PortL3};
 use crate::priority::PriorityMap;
 use crate::route::RouteTable;
 use crate::stats::DropCause;
@@ -102,11 +102,36 @@ impl Forwarder {
     /// Sets the ports' configured addresses and egress MTUs (by port index) and the ICMP
     /// settings (`crate::icmp`).
     pub fn set_l3(&mut self, l3: Vec<PortL3>, icmp: IcmpParams) {
-        for (p, e) in self.egress.iter_mut().enumerate() {
-            e.mtu = l3.get(p).and_then(|l| l.mtu).unwrap_or(u32::MAX);
-        }
         self.l3 = l3;
         self.icmp = icmp;
+        self.follow_mtus();
+    }
+
+    /// Sets each port's egress MTU (the `too_big` check's and the one Fragmentation Needed /
+    /// Packet Too Big announce): with kernel routing, the kernel's MTU of the interface now
+    /// (`ip link set X mtu N` takes effect at the next snapshot, as on a Linux router), or
+    /// the config's `ports[i].mtu` where that is smaller (decided: the config can lower the
+    /// MTU, e.g. for a tunnel behind the port, but not raise it: a frame longer than the
+    /// interface's MTU cannot leave it, AF_XDP refuses it as `tx_no_buffer`); else the port's
+    /// MTU as set at start (configured, or read from the interface). Called when the table
+    /// changes, never per packet: the forwarding path reads the MTU from `EgressL2` as in
+    /// static routing, at the same cost.
+    #[cold]
+    #[inline(never)]
+    fn follow_mtus(&mut self) {
+        let fib = self.kernel.as_ref().map(|k| k.reader.fib());
+        for (p, e) in self.egress.iter_mut().enumerate() {
+            let l3 = self.l3.get(p);
+            let at_start = l3.and_then(|l| l.mtu);
+            let configured = l3.filter(|l| l.mtu_configured).and_then(|l| l.mtu);
+            let kernel = fib.and_then(|f| f.mtu(p as u16));
+            let mtu = match (kernel, configured) {
+                (Some(k), Some(c)) => Some(k.min(c)),
+                (Some(k), None) => Some(k),
+                (None, _) => at_start,
+            };
+            e.mtu = mtu.unwrap_or(u32::MAX);
+        }
     }
     /// Replaces the priority map (a live reload, between polls).
     pub fn set_priority(&mut self, priority: PriorityMap) {
@@ -148,18 +173,29 @@ impl Forwarder {
     /// Kernel routing: routes by `fib` from now on.
     pub fn set_kernel_fib(&mut self, fib: KernelFib) {
         self.kernel = Some(fib);
+        self.follow_mtus();
     }
 
     /// Kernel routing: picks up the newest table (the poll loop calls this once per poll,
-    /// the one place it sees route and neighbour changes); true when it changed.
+    /// the one place it sees route, neighbour, address and MTU changes); true when it
+    /// changed.
     #[inline]
     pub fn refresh(&mut self) -> bool {
-        self.kernel.as_mut().is_some_and(|k| k.reader.refresh())
+        let changed = self.kernel.as_mut().is_some_and(|k| k.reader.refresh());
+        if changed {
+            self.follow_mtus();
+        }
+        changed
     }
 
     /// Kernel routing: the table held now.
     pub fn kernel_fib(&self) -> Option<&zl_fib::Fib> {
         self.kernel.as_ref().map(|k| k.reader.fib())
+    }
+
+    /// Kernel routing: the follower's counters and lag (`None` without one).
+    pub fn fib_follow(&self) -> Option<&zl_fib::FollowStats> {
+        Some(self.kernel.as_ref()?.follower.as_ref()?.stats())
     }
 
     /// Kernel routing: the port and next hop whose MAC `dst` waits for, if it does.
@@ -270,12 +306,30 @@ impl Forwarder {
                 None => return Err(DropCause::NoRoute),
             },
             (Forwarding::Kernel(_), Ok(()), Some(info)) => {
-                decision = self.kernel_fib().map(|f| f.decide(info.dst()));
+                let dst = info.dst();
+                // A multicast group or the limited broadcast is not forwarded (no multicast
+                // routing; RFC 1812 §5.3.5.1, Linux delivers 255.255.255.255 locally): not
+                // looked up, no next hop resolved, no ICMP error (`icmp::error_allowed`).
+                if is_group(dst) {
+                    return Err(DropCause::NoRoute);
+                }
+                let Some(fib) = self.kernel_fib() else {
+                    return Err(DropCause::NoRoute);
+                };
+                decision = fib.decide(dst);
                 match &decision {
-                    Some(zl_fib::Decision::Forward { port, mac }) => ((*port, mac), info),
-                    // The caller holds it for the next hop (`Forwarder::unresolved`) or
-                    // counts it.
-                    Some(zl_fib::Decision::Resolve { .. }) => return Err(DropCause::NoNeighbour),
+                    // A group MAC (a neighbour entry the kernel made for a broadcast
+                    // address) is looked at further, off the common path.
+                    zl_fib::Decision::Forward { port, mac }
+                        if mac.0[0] & 1 == 0 || !self.directed_broadcast(fib, dst) =>
+                    {
+                        ((*port, mac), info)
+                    }
+                    // Held for the next hop by the caller (`Forwarder::unresolved`), unless
+                    // it is not to be forwarded at all.
+                    zl_fib::Decision::Resolve { port, .. } => {
+                        return Err(self.unresolved_cause(buf, info, fib, *port))
+                    }
                     _ => return Err(DropCause::NoRoute),
                 }
             }
@@ -318,6 +372,54 @@ impl Forwarder {
         }
         buf.out_port = port;
         Ok(info.meta(len, &self.priority))
+    }
+
+    /// Kernel routing: why a packet to `port`'s next hop, whose MAC is not known, is not
+    /// forwarded now. A directed broadcast (the network or broadcast address of a subnet on
+    /// one of the ports, which a Linux router delivers locally with `bc_forwarding` 0) is
+    /// not forwarded at all: `no_route`, no ICMP error (`crate::icmp`), no resolution, no
+    /// wait. Else, as Linux's `ip_forward` checks the TTL and then the MTU before the
+    /// neighbour output, an expiring packet is `ttl_expired` (Time Exceeded at once, not
+    /// Host Unreachable after the wait) and one too big for the port is `too_big`; the rest
+    /// are `no_neighbour`, for the caller to hold while the next hop resolves.
+    #[cold]
+    #[inline(never)]
+    fn unresolved_cause<H: Parsed>(
+        &self,
+        buf: &mut PacketBuf,
+        info: &H,
+        fib: &zl_fib::Fib,
+        port: u16,
+    ) -> DropCause {
+        if self.directed_broadcast(fib, info.dst()) {
+            return DropCause::NoRoute;
+        }
+        if info.ttl() <= 1 {
+            return DropCause::TtlExpired;
+        }
+        let mtu = self.egress.get(port as usize).map_or(u32::MAX, |e| e.mtu);
+        if info.too_big(mtu as usize, buf.as_slice()) {
+            buf.out_port = port;
+            return DropCause::TooBig;
+        }
+        DropCause::NoNeighbour
+    }
+
+    /// Kernel routing: whether `dst` is the network or broadcast address of a subnet (shorter
+    /// than /31) of one of the ports' interfaces, as the kernel has them: Linux's local
+    /// broadcast routes, made whether or not the address was added with `brd`.
+    #[cold]
+    fn directed_broadcast(&self, fib: &zl_fib::Fib, dst: IpAddr) -> bool {
+        (0..self.egress.len()).any(|p| subnet_edge(fib.addresses(p as u16), dst))
+    }
+}
+
+/// A multicast group or the limited broadcast (255.255.255.255).
+#[inline(always)]
+fn is_group(dst: IpAddr) -> bool {
+    match dst {
+        IpAddr::V4(a) => a.is_multicast() || a.is_broadcast(),
+        IpAddr::V6(a) => a.is_multicast(),
     }
 }
 
@@ -439,7 +541,193 @@ impl IcmpPorts for Forwarder {
     fn mac(&self, port: u16) -> Option<MacAddr> {
         self.egress.get(port as usize).map(|e| e.mac)
     }
+    /// The MTU the `too_big` check uses (see `Forwarder::follow_mtus`).
     fn mtu(&self, port: u16) -> Option<u32> {
-        self.l3.get(port as usize).and_then(|l| l.mtu)
+        let mtu = self.egress.get(port as usize)?.mtu;
+        (mtu != u32::MAX).then_some(mtu)
+    }
+    /// Kernel routing: the interface's own addresses (followed from netlink), else the
+    /// configured ones; static routing: the configured ones (or the interface's at start).
+    fn addresses(&self, port: u16) -> Option<&[(IpAddr, u8)]> {
+        if usize::from(port) >= self.egress.len() {
+            return None;
+        }
+        let configured = self
+            .l3
+            .get(usize::from(port))
+            .map_or(&[][..], |l| &l.addresses);
+        Some(match self.kernel_fib().map(|f| f.addresses(port)) {
+            Some(kernel) if !kernel.is_empty() => kernel,
+            _ => configured,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zl_netlink::{KernelAddr, KernelLink, KernelNeighbour, KernelRoute, NeighbourState};
+
+    const RX_MAC: [u8; 6] = [2, 0, 0, 0, 0, 0x64];
+    const HOST_MAC: [u8; 6] = [2, 0, 0, 0, 0, 0x99];
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    /// Kernel routing over two ports: port 0 (interface 10) 10.9.1.1/24, port 1 (interface
+    /// 20) 10.9.100.1/24 with the receiver 10.9.100.2 resolved, 10.66.0.0/16 on-link on port
+    /// 1 (nothing resolved), and a NOARP entry for port 1's broadcast, as the kernel makes
+    /// one when something on the router sends to it. `mtu_rx` is port 1's kernel MTU.
+    fn state(mtu_rx: u32) -> zl_fib::FibState {
+        let mut s = zl_fib::FibState::new([(10, 0), (20, 1)], vec![]);
+        let route = |dst: &str, len, oif| KernelRoute {
+            dst: ip(dst),
+            prefix_len: len,
+            kind: zl_netlink::RouteKind::Unicast,
+            gateway: None,
+            oif,
+            priority: 0,
+        };
+        let neigh = |ifindex, addr: &str, mac| KernelNeighbour {
+            ifindex,
+            addr: ip(addr),
+            mac: Some(mac),
+            state: NeighbourState::Usable,
+        };
+        s.load(
+            vec![
+                route("10.9.1.0", 24, 10),
+                route("10.9.100.0", 24, 20),
+                route("10.66.0.0", 16, 20),
+            ],
+            vec![
+                neigh(20, "10.9.100.2", [2, 0, 0, 0, 0, 2]),
+                neigh(20, "10.9.100.255", [0xff; 6]),
+            ],
+        );
+        let addr = |ifindex, a: &str| KernelAddr {
+            ifindex,
+            addr: ip(a),
+            prefix_len: 24,
+            broadcast: None,
+        };
+        s.load_addresses(vec![addr(10, "10.9.1.1"), addr(20, "10.9.100.1")]);
+        s.load_links(vec![
+            KernelLink {
+                ifindex: 10,
+                mtu: 1500,
+            },
+            KernelLink {
+                ifindex: 20,
+                mtu: mtu_rx,
+            },
+        ]);
+        s
+    }
+
+    /// A forwarder on `fib` (kernel routing), both ports with MTU 1500 as read at start (or
+    /// `configured` on port 1 from the config), and the handle that publishes new tables.
+    fn forwarder(fib: zl_fib::Fib, configured: Option<u32>) -> (Forwarder, zl_fib::FibHandle) {
+        let mut f = Forwarder::new(
+            Forwarding::Kernel(vec![]),
+            ParseConfig::default(),
+            PriorityMap::default(),
+            vec![MacAddr([2, 0, 0, 0, 0, 1]), MacAddr(RX_MAC)],
+        );
+        let handle = zl_fib::FibHandle::new(fib);
+        f.set_kernel_fib(KernelFib {
+            reader: handle.reader(),
+            resolve: zl_fib::ResolveQueue::new(1),
+            follower: None,
+        });
+        let l3 = |mtu: Option<u32>, configured| PortL3 {
+            addresses: vec![],
+            mtu: mtu.or(Some(1500)),
+            mtu_configured: configured,
+        };
+        f.set_l3(
+            vec![l3(None, false), l3(configured, configured.is_some())],
+            IcmpParams::default(),
+        );
+        (f, handle)
+    }
+
+    /// An IPv4 UDP frame into port 0 from 10.9.1.2, DF set, `payload` octets.
+    fn packet(dst: &str, ttl: u8, payload: usize) -> PacketBuf {
+        let IpAddr::V4(d) = ip(dst) else { panic!() };
+        let mut frame = Vec::new();
+        etherparse::PacketBuilder::ethernet2(HOST_MAC, [2, 0, 0, 0, 0, 1])
+            .ipv4([10, 9, 1, 2], d.octets(), ttl)
+            .udp(4000, 5000)
+            .write(&mut frame, &vec![0; payload])
+            .unwrap();
+        let mut pool = zl_port::BufPool::new(1, 2048);
+        let mut buf = pool.alloc().unwrap();
+        buf.copy_from(&frame).unwrap();
+        buf.in_port = 0;
+        buf
+    }
+
+    fn forward(f: &Forwarder, dst: &str, ttl: u8, payload: usize) -> Result<u16, DropCause> {
+        let mut buf = packet(dst, ttl, payload);
+        f.forward(&mut buf).map(|_| buf.out_port)
+    }
+
+    #[test]
+    fn broadcasts_and_groups_are_not_forwarded_nor_resolved() {
+        let (f, _h) = forwarder(state(1500).snapshot(), None);
+        assert_eq!(forward(&f, "10.9.100.2", 64, 10), Ok(1));
+        for dst in [
+            "10.9.100.255",
+            "10.9.100.0",
+            "10.9.1.255",
+            "255.255.255.255",
+            "224.0.0.1",
+            "239.1.2.3",
+        ] {
+            assert_eq!(
+                forward(&f, dst, 64, 10),
+                Err(DropCause::NoRoute),
+                "{dst} is dropped at once, not held for a neighbour"
+            );
+        }
+        // An on-link destination that is no subnet's edge still waits for its MAC.
+        assert_eq!(
+            forward(&f, "10.66.255.255", 64, 10),
+            Err(DropCause::NoNeighbour)
+        );
+    }
+
+    #[test]
+    fn an_expiring_packet_to_an_unresolved_next_hop_is_time_exceeded_at_once() {
+        let (f, _h) = forwarder(state(1500).snapshot(), None);
+        assert_eq!(forward(&f, "10.66.1.1", 1, 10), Err(DropCause::TtlExpired));
+        assert_eq!(forward(&f, "10.66.1.1", 0, 10), Err(DropCause::TtlExpired));
+        assert_eq!(forward(&f, "10.66.1.1", 2, 10), Err(DropCause::NoNeighbour));
+        let mut buf = packet("10.66.1.1", 64, 1500);
+        assert_eq!(f.forward(&mut buf).err(), Some(DropCause::TooBig));
+        assert_eq!(buf.out_port, 1, "the port whose MTU it exceeds");
+    }
+
+    #[test]
+    fn the_kernels_mtu_is_followed_and_a_configured_one_only_lowers_it() {
+        let (mut f, handle) = forwarder(state(1500).snapshot(), None);
+        // 1472 octets of UDP payload: a 1500-octet IP packet.
+        assert_eq!(forward(&f, "10.9.100.2", 64, 1472), Ok(1));
+        handle.publish(state(1400).snapshot());
+        assert!(f.refresh());
+        assert_eq!(forward(&f, "10.9.100.2", 64, 1472), Err(DropCause::TooBig));
+        assert_eq!(forward(&f, "10.9.100.2", 64, 1372), Ok(1));
+        assert_eq!(f.mtu(1), Some(1400), "what Fragmentation Needed announces");
+        handle.publish(state(9000).snapshot());
+        assert!(f.refresh());
+        assert_eq!(f.mtu(1), Some(9000));
+
+        let (mut f, handle) = forwarder(state(1500).snapshot(), Some(1300));
+        assert_eq!(f.mtu(1), Some(1300), "the config's is smaller");
+        handle.publish(state(1200).snapshot());
+        f.refresh();
+        assert_eq!(f.mtu(1), Some(1200), "the kernel's is smaller");
     }
 }

@@ -25,6 +25,18 @@
 //! port's configured `address` (`ports[i].address`); among several, the one whose prefix
 //! holds the packet's source, else a global one, else any ([`zl_fib::pick_source`]).
 //!
+//! # Which packets get none (RFC 1812 §4.3.2.7)
+//!
+//! No error about an ICMP error, a non-initial fragment, a frame sent to a link-layer group
+//! (broadcast or multicast) address, or a packet to an IP multicast group or the limited
+//! broadcast ([`error_allowed`]); nor about a packet whose source names no single host
+//! (0.0.0.0/8, 127/8, 224/4, 240/4 including 255.255.255.255; IPv6 unspecified, loopback,
+//! multicast), whose source is one of the router's own addresses or the network or
+//! broadcast address of one of its ports' IPv4 subnets shorter than /31, or whose
+//! destination is such a network or broadcast address ([`names_no_host`]). The ports'
+//! addresses are the kernel's with `routing.source = "kernel"`, else the configured ones
+//! (or the interface's at start). Each is counted in [`IcmpCounters::suppressed`].
+//!
 //! # Counting
 //!
 //! The offending packet stays counted by its drop cause, so the conservation identity
@@ -205,6 +217,10 @@ pub struct PortL3 {
     /// The largest IP packet (octets, IP header included, as Linux's interface MTU) the port
     /// sends; `None`: no check.
     pub mtu: Option<u32>,
+    /// `mtu` is the config's `ports[i].mtu`, not the interface's as read at start: with
+    /// kernel routing it still bounds the kernel's MTU followed at run time
+    /// (`Forwarder::follow_mtus`), which otherwise replaces it.
+    pub mtu_configured: bool,
 }
 
 /// What happened to the ICMP errors the router could have sent.
@@ -281,6 +297,49 @@ pub trait IcmpPorts {
     fn mac(&self, port: u16) -> Option<MacAddr>;
     /// The port's egress MTU.
     fn mtu(&self, port: u16) -> Option<u32>;
+    /// The port's addresses (address, prefix length), which decide what names no single
+    /// host ([`names_no_host`]); `None` past the last port.
+    fn addresses(&self, port: u16) -> Option<&[(IpAddr, u8)]>;
+}
+
+/// Whether `a` is the network or the broadcast address of one of the IPv4 subnets of
+/// `addrs` shorter than /31 (a /31 or /32 has neither, RFC 3021), as Linux's local table has
+/// them as broadcast routes for every address, whether or not it was added with `brd`.
+pub fn subnet_edge(addrs: &[(IpAddr, u8)], a: IpAddr) -> bool {
+    let IpAddr::V4(a) = a else {
+        return false;
+    };
+    let a = u32::from(a);
+    addrs.iter().any(|&(addr, len)| match addr {
+        IpAddr::V4(addr) if len < 31 => {
+            let host = u32::MAX.checked_shr(u32::from(len)).unwrap_or(0);
+            let net = u32::from(addr) & !host;
+            a == net || a == net | host
+        }
+        _ => false,
+    })
+}
+
+/// RFC 1812 §4.3.2.7 on what [`error_allowed`] cannot tell from the packet alone (and the
+/// one source range it leaves out), none of which Linux answers (its `icmp_send` and its
+/// martian-source check, `fib_validate_source`): the source is in 0.0.0.0/8 ("this
+/// network", naming no host), is the network or broadcast address of a subnet on one of the
+/// ports (the ingress port's above all), or is one of the router's own addresses (IPv4 or
+/// IPv6: a spoofed or looped packet); or the destination is the network or broadcast address
+/// of one of those subnets (a directed broadcast: not forwarded, and an error about it would
+/// answer a packet meant for a whole subnet). Cold: asked only about a packet an error is due
+/// for.
+pub fn names_no_host(ports: &impl IcmpPorts, info: &PacketInfo) -> bool {
+    if let IpAddr::V4(s) = info.src {
+        if s.octets()[0] == 0 {
+            return true;
+        }
+    }
+    (0..=u16::MAX).map_while(|p| ports.addresses(p)).any(|a| {
+        a.iter().any(|&(own, _)| own == info.src)
+            || subnet_edge(a, info.src)
+            || subnet_edge(a, info.dst)
+    })
 }
 
 impl IcmpSender {
@@ -328,7 +387,7 @@ impl IcmpSender {
             _ => return None,
         };
         let mac = ports.mac(buf.in_port)?;
-        if !error_allowed(buf.as_slice(), info) {
+        if !error_allowed(buf.as_slice(), info) || names_no_host(ports, info) {
             counters.suppressed += 1;
             return None;
         }
@@ -360,6 +419,126 @@ impl IcmpSender {
 mod tests {
     use super::*;
     use std::net::Ipv4Addr;
+
+    /// Two ports: 10.0.1.1/24 and 2001:db8:1::1/64 on port 0, 10.0.2.1/24 and the
+    /// point-to-point 10.0.3.0/31 on port 1.
+    struct TwoPorts(Vec<Vec<(IpAddr, u8)>>);
+    impl TwoPorts {
+        fn new() -> Self {
+            let a = |s: &str, l| (s.parse().unwrap(), l);
+            TwoPorts(vec![
+                vec![a("10.0.1.1", 24), a("2001:db8:1::1", 64)],
+                vec![a("10.0.2.1", 24), a("10.0.3.0", 31)],
+            ])
+        }
+    }
+    impl IcmpPorts for TwoPorts {
+        fn source(&self, port: u16, toward: IpAddr) -> Option<IpAddr> {
+            zl_fib::pick_source(self.0.get(usize::from(port))?, toward)
+        }
+        fn mac(&self, _: u16) -> Option<MacAddr> {
+            Some(MacAddr([2, 0, 0, 0, 0, 1]))
+        }
+        fn mtu(&self, _: u16) -> Option<u32> {
+            Some(1500)
+        }
+        fn addresses(&self, port: u16) -> Option<&[(IpAddr, u8)]> {
+            self.0.get(usize::from(port)).map(Vec::as_slice)
+        }
+    }
+
+    /// What the sender says about a TTL-1 UDP packet from `src` to `dst` arriving on port 0
+    /// to the router's unicast MAC.
+    fn time_exceeded(src: &str, dst: &str) -> (Option<IcmpKind>, IcmpCounters) {
+        let (src, dst): (IpAddr, IpAddr) = (src.parse().unwrap(), dst.parse().unwrap());
+        let eth = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 9], [2, 0, 0, 0, 0, 1]);
+        let b = match (src, dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => eth.ipv4(s.octets(), d.octets(), 1),
+            (IpAddr::V6(s), IpAddr::V6(d)) => eth.ipv6(s.octets(), d.octets(), 1),
+            _ => unreachable!(),
+        };
+        let mut frame = Vec::new();
+        b.udp(4000, 33434).write(&mut frame, &[0; 20]).unwrap();
+        let info = zl_wire::parse(&frame, &zl_wire::ParseConfig::default()).unwrap();
+        let mut pool = zl_port::BufPool::new(1, 2048);
+        let mut buf = pool.alloc().unwrap();
+        buf.copy_from(&frame).unwrap();
+        let mut counters = IcmpCounters::default();
+        let mut sender = IcmpSender::new(IcmpParams::default(), 1);
+        let kind = sender.reply(
+            Nanos(1),
+            &mut buf,
+            Some(&info),
+            DropCause::TtlExpired,
+            &TwoPorts::new(),
+            &mut counters,
+        );
+        (kind, counters)
+    }
+
+    #[test]
+    fn no_error_to_a_source_or_about_a_destination_that_names_no_single_host() {
+        for (src, dst) in [
+            ("10.0.1.255", "192.168.0.1"),
+            ("10.0.1.0", "192.168.0.1"),
+            ("10.0.2.255", "192.168.0.1"),
+            ("10.0.1.1", "192.168.0.1"),
+            ("10.0.2.1", "192.168.0.1"),
+            ("0.1.2.3", "192.168.0.1"),
+            ("0.0.0.0", "192.168.0.1"),
+            ("127.0.0.1", "192.168.0.1"),
+            ("224.0.0.5", "192.168.0.1"),
+            ("240.0.0.1", "192.168.0.1"),
+            ("255.255.255.255", "192.168.0.1"),
+            ("10.0.1.2", "10.0.2.255"),
+            ("10.0.1.2", "10.0.2.0"),
+            ("10.0.1.2", "255.255.255.255"),
+            ("10.0.1.2", "239.1.1.1"),
+            ("2001:db8:1::1", "2001:db8:9::1"),
+            ("::", "2001:db8:9::1"),
+            ("::1", "2001:db8:9::1"),
+            ("ff02::1", "2001:db8:9::1"),
+            ("2001:db8:1::2", "ff0e::1"),
+        ] {
+            let (kind, c) = time_exceeded(src, dst);
+            assert_eq!(kind, None, "{src} -> {dst}");
+            assert_eq!(c.suppressed, 1, "{src} -> {dst}: {c:?}");
+        }
+    }
+
+    #[test]
+    fn a_host_on_a_subnet_or_a_point_to_point_link_gets_its_error() {
+        for (src, dst) in [
+            ("10.0.1.2", "192.168.0.1"),
+            ("10.0.1.254", "192.168.0.1"),
+            ("192.0.2.7", "192.168.0.255"),
+            // Both ends of a /31 are hosts (RFC 3021).
+            ("10.0.3.1", "192.168.0.1"),
+            ("10.0.1.2", "10.0.3.1"),
+            ("2001:db8:1::2", "2001:db8:9::1"),
+            ("2001:db8:1::", "2001:db8:9::1"),
+        ] {
+            let (kind, c) = time_exceeded(src, dst);
+            assert_eq!(kind, Some(IcmpKind::TimeExceeded), "{src} -> {dst}: {c:?}");
+        }
+    }
+
+    #[test]
+    fn subnet_edges_are_the_network_and_broadcast_addresses_below_slash_31() {
+        let v4 = |s: &str| -> IpAddr { s.parse().unwrap() };
+        let addrs = [
+            (v4("172.16.5.9"), 20),
+            (v4("10.1.1.1"), 32),
+            (v4("0.0.0.0"), 0),
+        ];
+        assert!(subnet_edge(&addrs, v4("172.16.0.0")));
+        assert!(subnet_edge(&addrs, v4("172.16.15.255")));
+        assert!(!subnet_edge(&addrs, v4("172.16.16.0")));
+        assert!(!subnet_edge(&addrs, v4("10.1.1.1")));
+        // A /0 address's edges are 0.0.0.0 and 255.255.255.255.
+        assert!(subnet_edge(&addrs, v4("255.255.255.255")));
+        assert!(!subnet_edge(&addrs, "2001:db8::".parse().unwrap()));
+    }
 
     const MS: u64 = 1_000_000;
     fn at(ms: u64) -> Nanos {
