@@ -75,14 +75,17 @@ pub enum AfXdpError {
         source: io::Error,
     },
 
-    #[error(
-        "{op} on `{ifname}`: the interface or queue is already in use ({source}); another XDP \
-         program or AF_XDP socket holds it: detach it (`ip link set dev {ifname} xdp off`) or \
-         stop the other process"
-    )]
+    /// EBUSY / EEXIST at attach or bind: the interface already has an XDP program, or the
+    /// queue an AF_XDP socket. [`crate::AfXdpPort::open`] retries for [`crate::BUSY_RETRY_FOR`]
+    /// first (`waited`), since the kernel releases a killed process's socket asynchronously.
+    #[error("{}", busy_text(*.op, .ifname, *.queue, *.waited, .source))]
     Busy {
         op: Op,
         ifname: String,
+        /// The queue of a refused bind.
+        queue: Option<u32>,
+        /// How long the open retried before giving up (`None`: not retried).
+        waited: Option<std::time::Duration>,
         #[source]
         source: io::Error,
     },
@@ -117,6 +120,50 @@ pub enum AfXdpError {
         #[source]
         source: io::Error,
     },
+}
+
+/// The message of [`AfXdpError::Busy`]: what holds the interface or queue, how to see it and
+/// what removes it.
+///
+/// decided: the advice follows how programs are attached. zlrouter attaches its own through a
+/// BPF link (`bpf.rs`), which only its owner closing it removes (the process ending, or
+/// `bpftool link detach`); `ip link set dev X xdp off` detaches only a program attached
+/// through netlink, returns 0 without touching a link (it even targets the driver mode,
+/// leaving a generic program alone), so it is named for that case only.
+fn busy_text(
+    op: Op,
+    ifname: &str,
+    queue: Option<u32>,
+    waited: Option<std::time::Duration>,
+    source: &io::Error,
+) -> String {
+    let after = match waited {
+        Some(w) => format!(", still after retrying for {:.1} s", w.as_secs_f64()),
+        None => String::new(),
+    };
+    let ifname = ifname.to_owned();
+    if op == Op::Bind {
+        let queue = queue.map_or_else(|| "the queue".to_owned(), |q| format!("queue {q}"));
+        format!(
+            "{op} on `{ifname}` was refused ({source}{after}): {queue} of `{ifname}` already \
+             has an AF_XDP socket bound to it, held by another process (a socket of a process \
+             that was just killed is released by the kernel within moments, which this start \
+             waited for); stop the process that holds it, or use another queue (`queues` of \
+             the port)"
+        )
+    } else {
+        format!(
+            "{op} on `{ifname}` was refused ({source}{after}): another XDP program is attached \
+             to `{ifname}` (`ip link show dev {ifname}` shows `xdp`, `xdpgeneric` or `xdpdrv` \
+             with its `prog/xdp id`; zlrouter's own is named `zlr_xdp`). If it was attached \
+             through a BPF link, as zlrouter attaches its own (`bpftool link show` lists the \
+             link and the pid that holds it), it goes only when that process ends or the \
+             link is detached (`bpftool link detach id <link id>`); `ip link set dev \
+             {ifname} xdpgeneric off` (or `xdpdrv off`, the mode `ip link` shows) removes only \
+             a program attached through netlink (`ip link`, libbpf's `bpf_xdp_attach`) and \
+             does nothing to a link"
+        )
+    }
 }
 
 /// What the failing call was asked to do, so an EINVAL / EOPNOTSUPP can name the mode.
@@ -164,6 +211,8 @@ pub fn classify(op: Op, ifname: &str, mode: ModeContext, err: io::Error) -> AfXd
             AfXdpError::Busy {
                 op,
                 ifname,
+                queue: None,
+                waited: None,
                 source: err,
             }
         }
@@ -262,17 +311,47 @@ mod tests {
     }
 
     #[test]
-    fn busy_interface_says_how_to_detach() {
+    fn busy_interface_says_what_removes_a_link() {
         let err = classify(
             Op::AttachProgram,
             "eth1",
             ModeContext::GenericXdp,
             e(libc::EBUSY),
         );
-        assert!(
-            err.to_string().contains("ip link set dev eth1 xdp off"),
-            "{err}"
-        );
+        let text = err.to_string();
+        for want in [
+            "another XDP program is attached to `eth1`",
+            "ip link show dev eth1",
+            "bpftool link show",
+            "bpftool link detach",
+            "does nothing to a link",
+        ] {
+            assert!(text.contains(want), "{want}: {text}");
+        }
+        // Not the old advice, which returns 0 and leaves a BPF link attached.
+        assert!(!text.contains("detach it (`ip link set"), "{text}");
+        assert!(!text.contains("retrying"), "{text}");
+    }
+
+    #[test]
+    fn busy_queue_names_the_queue_and_the_wait() {
+        let err = match classify(Op::Bind, "eth1", ModeContext::CopyBind, e(libc::EBUSY)) {
+            AfXdpError::Busy {
+                op, ifname, source, ..
+            } => AfXdpError::Busy {
+                op,
+                ifname,
+                queue: Some(3),
+                waited: Some(std::time::Duration::from_millis(2000)),
+                source,
+            },
+            other => panic!("unexpected {other:?}"),
+        };
+        let text = err.to_string();
+        assert!(text.contains("queue 3 of `eth1`"), "{text}");
+        assert!(text.contains("after retrying for 2.0 s"), "{text}");
+        assert!(text.contains("AF_XDP socket"), "{text}");
+        assert!(!text.contains("xdp off"), "{text}");
     }
 
     #[test]

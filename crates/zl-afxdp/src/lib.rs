@@ -16,6 +16,10 @@
 //!    completion / RX / TX rings ([`XskSocket`]), binds it in copy or zero-copy mode, and
 //!    registers it in the XSKMAP under its queue index.
 //!
+//! An attach or bind the kernel answers busy (EBUSY / EEXIST) is tried again for up to
+//! [`BUSY_RETRY_FOR`] (a socket of a router killed a moment ago is still being released),
+//! then reported with what holds the interface or queue and what removes it.
+//!
 //! The port splits ([`zl_port::SplitPort`]) into one receive half per queue ([`AfXdpRx`]: RX +
 //! fill rings) and one transmit half ([`AfXdpTx`]: the first queue's TX + completion rings),
 //! which the threaded router's workers own with no lock on the packet path ([`halves`]).
@@ -70,7 +74,7 @@ mod socket;
 pub use bpf::{LocalAddrs, ProgramProbe, Redirect};
 pub use error::{classify, AfXdpError, ModeContext, Op};
 pub use halves::{AfXdpRx, AfXdpTx};
-pub use port::{interface_index, AfXdpPort, REATTACH_INTERVAL};
+pub use port::{interface_index, AfXdpPort, BUSY_RETRY_FOR, REATTACH_INTERVAL};
 pub use socket::{XskCounters, XskKernelStats, XskRx, XskSocket, XskTx};
 
 /// How the XDP program is attached (`xdp_mode = "generic" | "native"` in config).

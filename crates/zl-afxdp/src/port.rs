@@ -15,6 +15,7 @@
 //! halves share that state ([`crate::halves`]'s decision).
 
 use std::ffi::CString;
+use std::time::{Duration, Instant};
 
 use zl_core::Nanos;
 use zl_port::{
@@ -57,6 +58,73 @@ pub(crate) fn attach(
         sockets.push(s);
     }
     Ok((attachment, sockets, ifindex))
+}
+
+/// How long [`AfXdpPort::open`] keeps trying an interface or queue the kernel calls busy
+/// (EBUSY / EEXIST at attach or bind) before it reports [`AfXdpError::Busy`].
+///
+/// decided: 2 s, trying again after 10, 20, 40, ... ms (at most 200 ms apart). The kernel
+/// releases a killed process's AF_XDP socket asynchronously (its buffer pool is freed from a
+/// work queue after the process is gone), so a router restarted right after `kill -9` can find
+/// its queue still taken for a moment; it is free again within milliseconds, far under 2 s,
+/// while a queue or interface another live process holds stays busy and is reported after the
+/// wait. Only at open: a port re-attaching while the router runs (`on_gone = "wait"`) tries
+/// again at its own interval and must not stall the poll loop.
+pub const BUSY_RETRY_FOR: Duration = Duration::from_secs(2);
+
+/// [`attach`], again while the kernel answers busy, for up to [`BUSY_RETRY_FOR`]; the wait is
+/// logged once and named in the error if it runs out.
+fn attach_at_start(
+    cfg: &AfXdpConfig,
+) -> Result<(Option<XdpAttachment>, Vec<XskSocket>, u32), AfXdpError> {
+    let start = Instant::now();
+    let mut pause = Duration::from_millis(10);
+    let mut logged = false;
+    loop {
+        match attach(cfg) {
+            Err(AfXdpError::Busy {
+                op,
+                ifname,
+                queue,
+                source,
+                ..
+            }) => {
+                let waited = start.elapsed();
+                if waited >= BUSY_RETRY_FOR {
+                    return Err(AfXdpError::Busy {
+                        op,
+                        ifname,
+                        queue,
+                        waited: Some(waited),
+                        source,
+                    });
+                }
+                if !logged {
+                    tracing::info!(
+                        ifname = %ifname,
+                        "AF_XDP: {op} on `{ifname}` found it busy ({source}); trying again for \
+                         up to {} s (the kernel releases what a process killed a moment ago \
+                         held shortly after)",
+                        BUSY_RETRY_FOR.as_secs()
+                    );
+                    logged = true;
+                }
+                std::thread::sleep(pause.min(BUSY_RETRY_FOR - waited));
+                pause = (pause * 2).min(Duration::from_millis(200));
+            }
+            Ok(attached) => {
+                if logged {
+                    tracing::info!(
+                        "AF_XDP: `{}` attached after {} ms",
+                        cfg.ifname,
+                        start.elapsed().as_millis()
+                    );
+                }
+                return Ok(attached);
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// An AF_XDP port: one socket per configured RX queue, transmit on the first; its receive
@@ -153,7 +221,7 @@ impl AfXdpPort {
     /// Opens the port `name` (index `index` in the data plane's port table).
     pub fn open(name: &str, index: u16, cfg: &AfXdpConfig) -> Result<Self, AfXdpError> {
         cfg.validate()?;
-        let (attachment, sockets, ifindex) = attach(cfg)?;
+        let (attachment, sockets, ifindex) = attach_at_start(cfg)?;
         let shared = Shared::new(cfg, name, attachment, ifindex);
         let mut rx = Vec::with_capacity(sockets.len());
         let mut tx = None;

@@ -406,7 +406,24 @@ impl XskSocket {
             )
         };
         if r < 0 {
-            return Err(classify(Op::Bind, ifname, mode, io::Error::last_os_error()));
+            return Err(
+                match classify(Op::Bind, ifname, mode, io::Error::last_os_error()) {
+                    AfXdpError::Busy {
+                        op,
+                        ifname,
+                        waited,
+                        source,
+                        ..
+                    } => AfXdpError::Busy {
+                        op,
+                        ifname,
+                        queue: Some(queue_id),
+                        waited,
+                        source,
+                    },
+                    other => other,
+                },
+            );
         }
 
         let rx_end = cfg.rx_ring_size as usize * cfg.frame_size as usize;
