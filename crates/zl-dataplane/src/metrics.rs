@@ -361,6 +361,44 @@ impl Collector for SnapshotCollector {
             ]
             .map(|(r, n)| (vec![("reason", r.to_owned())], n)),
         )?;
+        if let Some(fib) = &s.fib {
+            f.scalar(
+                "zlrouter_fib_routes",
+                "Prefixes in the forwarding table that follows the kernel's.",
+                Gauge,
+                [(Vec::new(), fib.routes)],
+            )?;
+            f.scalar(
+                "zlrouter_fib_lag_seconds",
+                "How long the oldest kernel route / neighbour change not yet in the data plane's table has waited (0: in step).",
+                Gauge,
+                [(Vec::new(), fib.lag_s)],
+            )?;
+            f.scalar(
+                "zlrouter_fib_events_total",
+                "Kernel route, neighbour, address and link events applied.",
+                Counter,
+                [(Vec::new(), fib.events)],
+            )?;
+            f.scalar(
+                "zlrouter_fib_publishes_total",
+                "Forwarding tables published to the data plane.",
+                Counter,
+                [(Vec::new(), fib.publishes)],
+            )?;
+            f.scalar(
+                "zlrouter_fib_resyncs_total",
+                "Times the kernel dropped events and the tables were read again.",
+                Counter,
+                [(Vec::new(), fib.resyncs)],
+            )?;
+            f.scalar(
+                "zlrouter_fib_build_seconds",
+                "How long the last forwarding table took to build.",
+                Gauge,
+                [(Vec::new(), fib.last_build_s)],
+            )?;
+        }
         f.scalar(
             "zlrouter_queued_packets",
             "Packets waiting in egress queues.",

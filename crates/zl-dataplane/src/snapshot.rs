@@ -44,6 +44,41 @@ pub struct Snapshot {
     pub capture: Option<CaptureStats>,
     /// The ICMP errors the router sent and held back (`crate::icmp`).
     pub icmp: IcmpSnapshot,
+    /// Kernel routing: how the forwarding table follows the kernel's (absent with static
+    /// routes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fib: Option<FibSnapshot>,
+}
+
+/// The forwarding table that follows the kernel (`[routing] source = "kernel"`).
+#[derive(Clone, Debug, Serialize)]
+pub struct FibSnapshot {
+    /// Prefixes in the table the data plane reads (kernel routes and static routes).
+    pub routes: u64,
+    /// How long the oldest kernel change read but not yet in that table has waited, seconds
+    /// (0 when the two agree).
+    pub lag_s: f64,
+    /// Kernel events applied (routes, neighbours, addresses, links).
+    pub events: u64,
+    /// Tables published to the data plane.
+    pub publishes: u64,
+    /// Times the kernel dropped events (socket overrun) and the tables were read again.
+    pub resyncs: u64,
+    /// How long the last table took to build, seconds.
+    pub last_build_s: f64,
+}
+
+impl FibSnapshot {
+    pub fn of(s: &zl_fib::FollowStats) -> Self {
+        FibSnapshot {
+            routes: s.routes(),
+            lag_s: s.lag().as_secs_f64(),
+            events: s.events(),
+            publishes: s.publishes(),
+            resyncs: s.resyncs(),
+            last_build_s: s.last_build().as_secs_f64(),
+        }
+    }
 }
 
 /// ICMP errors from the router: frames it originates (in the ingress ports' `tx_packets`),
@@ -696,6 +731,7 @@ impl Snapshot {
                 .collect(),
             capture: view.capture_stats(),
             icmp: IcmpSnapshot::of(&view.icmp()),
+            fib: view.fib(),
         }
     }
 

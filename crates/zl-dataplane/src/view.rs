@@ -35,6 +35,10 @@ pub trait RouterView {
     fn capture_stats(&self) -> Option<crate::capture::CaptureStats> {
         None
     }
+    /// Kernel routing: how the table follows the kernel's (`None` with static routes).
+    fn fib(&self) -> Option<crate::snapshot::FibSnapshot> {
+        None
+    }
     /// The named flows of `port`'s egress, when it tracks them.
     fn flow_table(&self, port: usize) -> Option<&FlowTable>;
     /// The ICMP errors the router sent and held back (`crate::icmp`).
@@ -95,5 +99,10 @@ impl RouterView for Dataplane {
     }
     fn icmp(&self) -> IcmpCounters {
         *Dataplane::icmp(self)
+    }
+    fn fib(&self) -> Option<crate::snapshot::FibSnapshot> {
+        self.forwarder()
+            .fib_follow()
+            .map(crate::snapshot::FibSnapshot::of)
     }
 }
