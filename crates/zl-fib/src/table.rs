@@ -103,6 +103,15 @@ fn count_len(count: &mut Vec<u32>, lens: &mut Vec<u8>, len: u8, added: bool) {
     }
 }
 
+/// A map emptied to a quarter of its room gives half of it back: a clone copies the whole
+/// room, so a table that once held a million routes would otherwise cost a million-entry
+/// copy per snapshot after they were withdrawn. Amortised O(1) per removal.
+fn shrink<K: std::hash::Hash + Eq, V>(m: &mut HashMap<K, V>) {
+    if m.capacity() > 1024 && m.len() * 4 < m.capacity() {
+        m.shrink_to(m.len() * 2);
+    }
+}
+
 impl PrefixMap {
     pub(crate) fn insert(&mut self, dst: IpAddr, len: u8, t: Target) {
         match dst {
@@ -124,11 +133,13 @@ impl PrefixMap {
             IpAddr::V4(a) => {
                 if self.v4.remove(&(len, mask4(a.into(), len))).is_some() {
                     count_len(&mut self.v4_count, &mut self.v4_lens, len, false);
+                    shrink(&mut self.v4);
                 }
             }
             IpAddr::V6(a) => {
                 if self.v6.remove(&(len, mask6(a.into(), len))).is_some() {
                     count_len(&mut self.v6_count, &mut self.v6_lens, len, false);
+                    shrink(&mut self.v6);
                 }
             }
         }
@@ -294,5 +305,29 @@ impl FibReader {
     #[inline]
     pub fn fib(&self) -> &Fib {
         &self.held
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    #[test]
+    fn a_map_emptied_gives_its_room_back_and_its_lengths() {
+        let mut m = PrefixMap::default();
+        let p = |i: u32| IpAddr::V4(Ipv4Addr::from(0x4000_0000 + (i << 8)));
+        for i in 0..100_000 {
+            m.insert(p(i), 24, Target::Blackhole);
+        }
+        m.insert(p(0), 16, Target::Reject);
+        assert_eq!(m.v4_lens, [24, 16]);
+        for i in 0..100_000 {
+            m.remove(p(i), 24);
+        }
+        assert_eq!(m.len(), 1);
+        assert_eq!(m.v4_lens, [16]);
+        assert!(m.v4.capacity() <= 2048, "room left: {}", m.v4.capacity());
+        assert_eq!(m.lookup(p(5)), Some(Target::Reject));
     }
 }
