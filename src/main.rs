@@ -15,6 +15,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::{Parser, Subcommand};
 use zl_core::Nanos;
 use zl_dataplane::config::{PortKind, PortParams, RouteSource};
+use zl_dataplane::control::{self, token, Endpoint};
 use zl_dataplane::cpus::WorkerCpus;
 use zl_dataplane::egress::Threading;
 use zl_dataplane::metrics::{ControlThread, MetricsHub};
@@ -97,11 +98,22 @@ enum Command {
     },
     /// Make a running router re-read its config file and apply what changed while it
     /// forwards (as SIGHUP does): prints what changed, or why the reload was refused (the old
-    /// config keeps running; exit status 1).
+    /// config keeps running; exit status 1). Sends the router's control token, which only
+    /// its user and root can read (docs/operations.md).
     Reload {
-        /// The router's control (metrics) address.
-        #[arg(long, default_value = "127.0.0.1:9464")]
-        addr: String,
+        /// The router's control (metrics) address [default: `metrics.listen` of --config,
+        /// else 127.0.0.1:9464].
+        #[arg(long)]
+        addr: Option<String>,
+        /// The router's config file: its `metrics.listen` and `metrics.token_file` say where
+        /// to connect and which token to send.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// The control token's file [default: the config's `metrics.token_file`, else the
+        /// first readable of /run/zlrouter/control.token,
+        /// $XDG_RUNTIME_DIR/zlrouter/control.token, $TMPDIR/zlrouter-<uid>/control.token].
+        #[arg(long, value_name = "FILE")]
+        token_file: Option<PathBuf>,
     },
 }
 
@@ -274,6 +286,24 @@ fn load(config: Option<&Path>) -> Result<(RouterConfig, PathBuf)> {
     }
 }
 
+/// The control endpoint's token (`zl_dataplane::control::token`): the file the config names
+/// (an error stops the start: the operator asked for it), else the first default place that
+/// works; without one, `POST /reload` is refused and the start says so.
+fn control_token(cfg: &RouterConfig, base: &Path) -> Result<Option<control::ControlToken>> {
+    let configured = cfg.metrics.token_file.as_deref().map(|f| base.join(f));
+    match token::provision(configured.as_deref()) {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if configured.is_some() => Err(e).context("metrics.token_file"),
+        Err(e) => {
+            note!(
+                "zlrouter: warning: {e}; POST /reload (`zlrouter reload`) is refused, SIGHUP \
+                 still reloads; set metrics.token_file to a file this user can create"
+            );
+            Ok(None)
+        }
+    }
+}
+
 /// How often a loop shows its progress and publishes the metrics, in the loop's clock.
 const PROGRESS_PERIOD: Nanos = Nanos::from_millis(100);
 
@@ -333,23 +363,37 @@ struct Session {
 }
 
 impl Session {
+    /// `base`: the config's directory (a relative `metrics.token_file` is in it).
     fn start(
         router: &dyn RouterView,
         cfg: &RouterConfig,
+        base: &Path,
         reloader: Reloader,
         quiet: bool,
     ) -> Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
         let hub = Arc::new(MetricsHub::new(router));
-        let server = ControlThread::start(
+        let endpoint = match cfg.metrics.listen {
+            None => Endpoint::default(),
+            Some(_) => Endpoint::from_config(&cfg.metrics, control_token(cfg, base)?),
+        };
+        let token_path = endpoint.token.as_ref().map(|t| t.path().to_owned());
+        let server = ControlThread::start_endpoint(
             cfg.metrics.listen.as_deref(),
+            endpoint,
             hub.clone(),
             stop.clone(),
             Some(reloader),
         )
         .context("starting the control thread")?;
         if let Some(addr) = server.local_addr() {
-            note!("zlrouter: metrics on http://{addr}/metrics");
+            match token_path {
+                Some(p) => note!(
+                    "zlrouter: metrics on http://{addr}/metrics (control token in {})",
+                    p.display()
+                ),
+                None => note!("zlrouter: metrics on http://{addr}/metrics"),
+            }
         }
         Ok(Session {
             stop,
@@ -439,7 +483,7 @@ fn run(
             mt.routes(),
             mt.reload_slot(),
         );
-        return run_threaded(mt, &cfg, r, quiet, json);
+        return run_threaded(mt, &cfg, &base, r, quiet, json);
     }
     let mut dp = build(&cfg, &base, &mut dpdk, FileAccess::Open)?;
     if cfg.routing.source == RouteSource::Kernel {
@@ -451,7 +495,7 @@ fn run(
         dp.routes(),
         dp.reload_slot(),
     );
-    let mut session = Session::start(&dp, &cfg, r, quiet)?;
+    let mut session = Session::start(&dp, &cfg, &base, r, quiet)?;
     let end = Nanos::from_secs_f64(cfg.run.duration_s);
     let drain = Nanos::from_secs_f64(cfg.run.drain_s);
     let (stop, progress) = (&session.stop, &mut session.progress);
@@ -468,11 +512,12 @@ fn run(
 fn run_threaded(
     mut mt: MtRouter,
     cfg: &RouterConfig,
+    base: &Path,
     reloader: Reloader,
     quiet: bool,
     json: bool,
 ) -> Result<()> {
-    let mut session = Session::start(&mt, cfg, reloader, quiet)?;
+    let mut session = Session::start(&mt, cfg, base, reloader, quiet)?;
     if !quiet {
         note!(
             "zlrouter: {} receive worker(s) and {} transmit worker(s)",
@@ -625,29 +670,85 @@ fn flows(addr: &str, port: Option<&str>, top: usize, json: bool) -> Result<()> {
     out(format_args!("{}", report::render_flows(&with_list, top)))
 }
 
-/// The body of `GET path` from the router's metrics endpoint at `addr`.
+/// The body of `GET path` from the router's metrics endpoint at `addr`. On a loopback address
+/// the control token is sent when this user can read it (a router bound beyond loopback
+/// serves `/stats.json` only with it); never to another host, which is not the router whose
+/// token this host keeps.
 fn fetch(addr: &str, path: &str) -> Result<String> {
-    let (status, text) = request(addr, "GET", path)?;
+    let local = addr
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .is_some_and(|a| a.ip().is_loopback());
+    let token = local
+        .then(|| token::read_for_client(None).ok())
+        .flatten()
+        .map(|(_, t)| t);
+    let (status, text) = request(addr, "GET", path, token.as_deref())?;
     if !status.ends_with(" 200") {
-        bail!("{addr} answered: {status}");
+        bail!("{addr} answered: {status}: {}", text.trim_end());
     }
     Ok(text)
 }
 
-/// `zlrouter reload`: `POST /reload` to the running router; its answer on stdout when the
-/// reload was applied, on stderr (exit status 1) when it was refused.
-fn reload(addr: &str) -> Result<()> {
-    let (status, text) = request(addr, "POST", "/reload")?;
+/// The router's control address when neither `--addr` nor a config names one.
+const DEFAULT_CONTROL_ADDR: &str = "127.0.0.1:9464";
+
+/// From a config file, loosely (a file that does not validate is still read, so that the
+/// router itself can say why it refuses it): the control address (`metrics.listen`) and the
+/// token file (`metrics.token_file`, relative to the file's directory).
+fn control_settings(config: &Path) -> Result<(Option<String>, Option<PathBuf>)> {
+    let text =
+        std::fs::read_to_string(config).with_context(|| format!("reading {}", config.display()))?;
+    let table: toml::Table = match text.parse() {
+        Ok(t) => t,
+        Err(e) => {
+            note!(
+                "zlrouter: {} does not parse ({}); using the default address and token",
+                config.display(),
+                e.message()
+            );
+            return Ok((None, None));
+        }
+    };
+    let metrics = table.get("metrics").and_then(|m| m.as_table());
+    let key = |k: &str| metrics.and_then(|m| m.get(k)).and_then(|v| v.as_str());
+    let addr = key("listen").and_then(|l| control::listen_address(l).ok());
+    let base = config.parent().unwrap_or(Path::new(""));
+    Ok((addr, key("token_file").map(|f| base.join(f))))
+}
+
+/// `zlrouter reload`: `POST /reload` with the control token to the running router; its
+/// answer on stdout when the reload was applied, on stderr (exit status 1) when it was
+/// refused, with why this user has no token when that is the reason.
+fn reload(addr: Option<String>, config: Option<&Path>, token_file: Option<PathBuf>) -> Result<()> {
+    let (config_addr, config_token) = match config {
+        Some(c) => control_settings(c)?,
+        None => (None, None),
+    };
+    let addr = addr
+        .or(config_addr)
+        .unwrap_or_else(|| DEFAULT_CONTROL_ADDR.to_owned());
+    let token = token::read_for_client(token_file.or(config_token).as_deref());
+    let bearer = token.as_ref().ok().map(|(_, t)| t.as_str());
+    let (status, text) = request(&addr, "POST", "/reload", bearer)?;
     if status.ends_with(" 200") {
         return out(format_args!("{text}"));
     }
     note!("zlrouter: {}", text.trim_end());
+    if let (true, Err(why)) = (status.ends_with(" 401") || status.ends_with(" 403"), &token) {
+        note!(
+            "zlrouter: {why}: run this as the router's user or root, name the file with \
+             --token-file or --config, or send the router SIGHUP"
+        );
+    }
     std::process::exit(1);
 }
 
-/// One request to the router's control endpoint at `addr`: the status line's code part
-/// (`HTTP/1.0 200`) and the body, whatever the status.
-fn request(addr: &str, method: &str, path: &str) -> Result<(String, String)> {
+/// One request to the router's control endpoint at `addr`, with `bearer` as its
+/// `Authorization` when given: the status line's code part (`HTTP/1.0 200`) and the body,
+/// whatever the status.
+fn request(addr: &str, method: &str, path: &str, bearer: Option<&str>) -> Result<(String, String)> {
     let endpoint = || format!("the router's metrics endpoint at {addr}");
     let target = addr
         .to_socket_addrs()
@@ -674,7 +775,8 @@ fn request(addr: &str, method: &str, path: &str) -> Result<(String, String)> {
         ),
         _ => anyhow!("reading from {}: {e}", endpoint()),
     };
-    s.write_all(format!("{method} {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+    let auth = bearer.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    s.write_all(format!("{method} {path} HTTP/1.0\r\nHost: {addr}\r\n{auth}\r\n").as_bytes())
         .map_err(timed_out)?;
     let mut body = String::new();
     s.read_to_string(&mut body).map_err(timed_out)?;
@@ -723,7 +825,11 @@ fn main() {
             top,
             json,
         } => flows(&addr, port.as_deref(), top, json),
-        Command::Reload { addr } => reload(&addr),
+        Command::Reload {
+            addr,
+            config,
+            token_file,
+        } => reload(addr, config.as_deref(), token_file),
     };
     if let Err(e) = result {
         note!("zlrouter: {}", error_text(&e));

@@ -357,6 +357,23 @@ pub struct MetricsParams {
     /// by default, 0 turns the flow tracking off. Only ports with a Zombie List have one.
     #[serde(default)]
     pub top_flows: Option<usize>,
+    /// The most connections the endpoint holds open at once
+    /// ([`crate::control::DEFAULT_MAX_CONNECTIONS`] by default, 1 ..= 65536); a new one beyond
+    /// it closes the oldest that has not yet sent its whole request (`crate::control`).
+    #[serde(default)]
+    pub max_connections: Option<usize>,
+    /// Seconds a client has from connecting to send its whole request head
+    /// ([`crate::control::DEFAULT_REQUEST_TIMEOUT`] by default, above 0 and at most 300): an
+    /// idle or drip-feeding client is cut then.
+    #[serde(default)]
+    pub request_timeout_s: Option<f64>,
+    /// The file holding the control token that `POST /reload` must present
+    /// (`Authorization: Bearer`); relative to the config's directory. Read if it exists
+    /// (owned by the router's user or root, no access for others), else created with a
+    /// random token, mode 0600. Without it: `/run/zlrouter/control.token`, then
+    /// `$XDG_RUNTIME_DIR/zlrouter/`, then `/tmp/zlrouter-<uid>/` (`crate::control::token`).
+    #[serde(default)]
+    pub token_file: Option<String>,
 }
 
 /// The whole file.
@@ -680,6 +697,23 @@ impl RouterConfig {
         if let Some(listen) = &self.metrics.listen {
             crate::control::listen_address(listen)
                 .map_err(|e| invalid("metrics.listen", format!("{listen:?}"), e))?;
+        }
+        if let Some(n) = self.metrics.max_connections {
+            if !(1..=65_536).contains(&n) {
+                return Err(invalid("metrics.max_connections", n, "1 ..= 65536"));
+            }
+        }
+        if let Some(t) = self.metrics.request_timeout_s {
+            if !(t > 0.0 && t <= 300.0) {
+                return Err(invalid(
+                    "metrics.request_timeout_s",
+                    t,
+                    "seconds, above 0 and at most 300",
+                ));
+            }
+        }
+        if self.metrics.token_file.as_deref() == Some("") {
+            return Err(invalid("metrics.token_file", "\"\"", "a file path"));
         }
         self.check_forwarding()?;
         Ok(())

@@ -22,7 +22,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use zl_core::Nanos;
 
-pub use crate::control::{ControlError, ControlThread};
+pub use crate::control::{ControlError, ControlEvent, ControlThread};
 use crate::snapshot::{
     qlen_bounds, sojourn_bounds_s, DisciplineSnapshot, FlowSnapshot, PortSnapshot, Snapshot,
 };
@@ -38,6 +38,11 @@ pub struct MetricsHub {
     accept_errors: AtomicU64,
     /// Config reloads applied and refused; written by the control thread.
     reloads: [AtomicU64; 2],
+    /// The control endpoint's connections cut and requests refused, by [`ControlEvent`];
+    /// written by the control thread.
+    control: [AtomicU64; ControlEvent::ALL.len()],
+    /// The control endpoint's connections open now.
+    open_connections: AtomicU64,
 }
 
 impl MetricsHub {
@@ -47,7 +52,26 @@ impl MetricsHub {
             last: ArcSwap::from_pointee(Snapshot::take(dp, Nanos::ZERO)),
             accept_errors: AtomicU64::new(0),
             reloads: [AtomicU64::new(0), AtomicU64::new(0)],
+            control: Default::default(),
+            open_connections: AtomicU64::new(0),
         }
+    }
+
+    /// Counts one connection cut or request refused by the control endpoint.
+    pub fn count_control(&self, event: ControlEvent) {
+        // Relaxed: counters read on their own.
+        self.control[event as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The control endpoint's counts so far, in the order of [`ControlEvent::ALL`].
+    pub fn control_counts(&self) -> [u64; ControlEvent::ALL.len()] {
+        ControlEvent::ALL.map(|e| self.control[e as usize].load(Ordering::Relaxed))
+    }
+
+    /// Sets the number of the control endpoint's open connections.
+    pub fn set_open_connections(&self, n: usize) {
+        // Relaxed: a gauge read on its own.
+        self.open_connections.store(n as u64, Ordering::Relaxed);
     }
 
     /// Counts one failed `accept()` of the metrics endpoint.
@@ -95,6 +119,10 @@ impl MetricsHub {
             self.snapshot(),
             self.accept_errors(),
             self.reloads(),
+            (
+                self.control_counts(),
+                self.open_connections.load(Ordering::Relaxed),
+            ),
         )));
         let mut out = String::new();
         // Cannot fail: writing to a String.
@@ -104,7 +132,12 @@ impl MetricsHub {
 }
 
 #[derive(Debug)]
-struct SnapshotCollector(Arc<Snapshot>, u64, (u64, u64));
+struct SnapshotCollector(
+    Arc<Snapshot>,
+    u64,
+    (u64, u64),
+    ([u64; ControlEvent::ALL.len()], u64),
+);
 
 type Labels = Vec<(&'static str, String)>;
 
@@ -725,6 +758,36 @@ impl Collector for SnapshotCollector {
             Counter,
             [("applied", self.2 .0), ("refused", self.2 .1)]
                 .map(|(r, n)| (vec![("result", r.to_owned())], n)),
+        )?;
+        let (control, open) = &self.3;
+        let by_event = |cut: bool| {
+            ControlEvent::ALL
+                .iter()
+                .zip(control)
+                .filter(move |(e, _)| e.cuts_connection() == cut)
+                .map(|(e, n)| (vec![("reason", e.label().to_owned())], *n))
+        };
+        f.scalar(
+            "zlrouter_metrics_connections_cut_total",
+            "Control endpoint connections closed unanswered: evicted (the oldest without a \
+             whole request, to admit a new one beyond metrics.max_connections), deadline (no \
+             whole request within metrics.request_timeout_s), refused (over the limit with \
+             every connection busy answering)",
+            Counter,
+            by_event(true),
+        )?;
+        f.scalar(
+            "zlrouter_metrics_requests_refused_total",
+            "Control endpoint requests refused: unauthorized (no or a wrong control token), \
+             cross_origin (a state-changing request from a web page: an Origin header)",
+            Counter,
+            by_event(false),
+        )?;
+        f.scalar(
+            "zlrouter_metrics_connections_open",
+            "Control endpoint connections open now (at most metrics.max_connections)",
+            Gauge,
+            [(Vec::new(), *open)],
         )?;
         Ok(())
     }

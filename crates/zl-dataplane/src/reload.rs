@@ -15,7 +15,8 @@
 //! `ports[i].af_xdp`, `ports[i].address`, `ports[i].mtu`, ...), the ICMP settings (`icmp`),
 //! kernel routing's settings (`routing`), the drop capture (`capture`), `metrics.top_flows`,
 //! the forwarding mode and bridges (`forwarding`), the parser (`parse`), the run's shape
-//! (`run.*`: workers, buffers, duration, seed), the metrics address (`metrics.listen`) and
+//! (`run.*`: workers, buffers, duration, seed), the control endpoint (`metrics.listen`,
+//! `metrics.max_connections`, `metrics.request_timeout_s`, `metrics.token_file`) and
 //! DPDK's EAL (`dpdk`); a port's classes themselves (their number, names, ring sizes
 //! `max_packets`, one policy for every color or one per color); and, with kernel routing,
 //! the static routes (the kernel's table is the live one there: `ip route`). decided: these
@@ -225,6 +226,18 @@ pub fn plan(old: &RouterConfig, new: &RouterConfig) -> Result<ReloadPlan, Reload
         ("forwarding", old.forwarding != new.forwarding),
         ("parse", old.parse != new.parse),
         ("metrics.listen", old.metrics.listen != new.metrics.listen),
+        (
+            "metrics.max_connections",
+            old.metrics.max_connections != new.metrics.max_connections,
+        ),
+        (
+            "metrics.request_timeout_s",
+            old.metrics.request_timeout_s != new.metrics.request_timeout_s,
+        ),
+        (
+            "metrics.token_file",
+            old.metrics.token_file != new.metrics.token_file,
+        ),
         ("dpdk", old.dpdk != new.dpdk),
         ("icmp", old.icmp != new.icmp),
         ("routing", old.routing != new.routing),
