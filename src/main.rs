@@ -736,11 +736,17 @@ fn reload(addr: Option<String>, config: Option<&Path>, token_file: Option<PathBu
         return out(format_args!("{text}"));
     }
     note!("zlrouter: {}", text.trim_end());
-    if let (true, Err(why)) = (status.ends_with(" 401") || status.ends_with(" 403"), &token) {
-        note!(
+    match (status.ends_with(" 401") || status.ends_with(" 403"), &token) {
+        (true, Err(why)) => note!(
             "zlrouter: {why}: run this as the router's user or root, name the file with \
              --token-file or --config, or send the router SIGHUP"
-        );
+        ),
+        (true, Ok((path, _))) if status.ends_with(" 401") => note!(
+            "zlrouter: the token sent, from `{}`, is not this router's: its start-up line \
+             names its token file (give it with --token-file, or --config)",
+            path.display()
+        ),
+        _ => {}
     }
     std::process::exit(1);
 }

@@ -220,6 +220,24 @@ fn reload_needs_the_token_from_the_same_host_and_paths_match_exactly() {
     );
     assert!(ok, "{said}{err}");
 
+    // Another router's token: refused, and told which file it came from.
+    let other = dir.join("other.token");
+    std::fs::write(&other, format!("{wrong}\n")).unwrap();
+    let (ok, _, err) = cli(
+        None,
+        &[
+            "reload",
+            "--addr",
+            &addr.to_string(),
+            "--token-file",
+            other.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        !ok && err.contains("is not this router's") && err.contains("other.token"),
+        "{err}"
+    );
+
     // Another local user cannot read the token: refused, and told why.
     let nobody = zl_testkit::netns::is_root()
         && Command::new("runuser")
@@ -256,7 +274,7 @@ fn reload_needs_the_token_from_the_same_host_and_paths_match_exactly() {
         )
     };
     let by_nobody = if nobody { 2 } else { 0 };
-    assert_eq!(refused("unauthorized"), 2 + by_nobody, "{metrics}");
+    assert_eq!(refused("unauthorized"), 3 + by_nobody, "{metrics}");
     assert_eq!(refused("cross_origin"), 1, "{metrics}");
     assert_eq!(
         series(
