@@ -47,7 +47,7 @@ pub(crate) fn ewma(p: f64, alpha: f64, hit: bool) -> f64 {
 /// the subtraction and a multiply. A miss returns `keep p` without adding `+0`: that sum
 /// differs from its operand only for `-0`, and `keep p` is never `-0` here (`keep >= 0`, and
 /// P(t) starts at `+0` or at a mean of shards, each a step of values in `[0, 1]`): two
-/// instructions off each arrival's update (issue 14). The unit test below checks it against
+/// instructions off each arrival's update. The unit test below checks it against
 /// [`ewma`].
 #[inline]
 pub(crate) fn ewma_step(p: f64, keep: f64, alpha: f64, hit: bool) -> f64 {

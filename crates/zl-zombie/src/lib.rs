@@ -83,7 +83,7 @@
 //! ```
 
 // decided: `unsafe` only where a bounds check on the per-packet path is proven redundant,
-// each block with its `// SAFETY:` reason (issue 14).
+// each block with its `// SAFETY:` reason.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 

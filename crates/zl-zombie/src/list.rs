@@ -305,7 +305,7 @@ impl ZombieList {
     }
 
     // Always inlined, so that the caller gets the Observation in registers rather than
-    // through a returned struct in memory (measured: zombie_observe 21.5 -> 17.7 ns).
+    // through a returned struct in memory (the zombie_observe bench measures the difference).
     #[inline(always)]
     fn observe_with<R: RngCore + ?Sized, S: OpSink>(
         &self,
@@ -320,9 +320,9 @@ impl ZombieList {
         home.prefetch();
         let hit = self.update_list(flow, h, now, rng, ops);
         let p = self.update_p(hit, ops);
-        // `read_occurrence`'s steps written out on the found bucket: `read_occurrence` taking
-        // the bucket instead measured 7.7 instructions per packet more in the pipeline bench
-        // (871.6 -> 879.3, LLVM's register allocation; issue 14).
+        // `read_occurrence`'s steps written out on the found bucket: a `read_occurrence` taking
+        // the bucket costs about 8 instructions per packet more in the pipeline bench (LLVM's
+        // register allocation around the call).
         let (occurrence, total) = match self.cfg.occurrence() {
             OccurrenceMode::Table => (
                 self.table.occurrence_from(home, flow, h, ops),
@@ -425,8 +425,8 @@ impl ZombieList {
     /// swap over another flow's zombie goes on in [`ZombieList::swap_in`], every other case (a
     /// possible hit, an empty slot) in [`ZombieList::compare_from`], with the word read here
     /// and the swap already drawn, so the draws and the result are those of the one loop
-    /// (measured: the loop's set-up, hoisted by the compiler ahead of the common case, cost
-    /// the pipeline's observation about 20 instructions per packet).
+    /// (in one function the compiler hoists the loop's set-up ahead of the common case, about
+    /// 20 instructions per packet on the pipeline's observation).
     #[inline]
     fn compare<R: RngCore + ?Sized, S: OpSink>(
         &self,
@@ -461,10 +461,10 @@ impl ZombieList {
     /// drawn, as it would have.
     ///
     /// The common case (the flow's live entry taken at once, the slot's CAS done) calls
-    /// nothing; every other case goes on in a cold function, called last (pipeline bench:
-    /// 836.6 -> 834.2 instructions per packet, issue 14; with `overwrite`'s `reserve_any`
-    /// called in the middle of this one, 835.9). The same atomic operations in the same order
-    /// as [`ZombieList::overwrite`] and the loop.
+    /// nothing; every other case goes on in a cold function, called last, so that their
+    /// set-up stays off the common path (`overwrite`'s `reserve_any` called in the middle of
+    /// this one brings it back). The same atomic operations in the same order as
+    /// [`ZombieList::overwrite`] and the loop.
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
     fn swap_in<R: RngCore + ?Sized, S: OpSink>(
@@ -715,9 +715,8 @@ impl ZombieList {
             self.cfg.alpha(),
             hit,
         );
-        // Stored even when unchanged: a test skipping the store cost a compare, a branch and
-        // a jump on every arrival (pipeline 808.1 -> 804.9 instructions per packet, issue 14),
-        // and only this shard's threads write its line.
+        // Stored even when unchanged: a test skipping the store costs a compare, a branch and
+        // a jump on every arrival, and only this shard's threads write its line.
         ops.total_write();
         shard.store(next.to_bits(), Ordering::Relaxed);
         next

@@ -71,8 +71,8 @@ fn state(meta: u64) -> u64 {
 
 /// `state(meta) == LIVE`, by its one bit: the states are `EMPTY`, `LIVE` and `FROZEN` only
 /// (`pack` is given no other, and a count never carries into the generation), so `LIVE` is the
-/// one with bit 62 set. One bit test where the two-bit compare took five instructions on the
-/// F lookup's path (issue 14).
+/// one with bit 62 set. One bit test where the two-bit compare takes five instructions on the
+/// F lookup's path.
 #[inline]
 fn is_live(meta: u64) -> bool {
     debug_assert!(matches!(state(meta), EMPTY | LIVE | FROZEN));
@@ -98,7 +98,7 @@ fn count(meta: u64) -> u64 {
 /// multiply, not SplitMix64's finalizer (two multiplies, and about 8 instructions more on
 /// every observation); the ids are themselves hashes of the flow keys in the data plane. The
 /// id's high half is not folded in before the multiply (the product's high half already
-/// depends on every bit of the id): 3 instructions less on every observation (issue 14), and
+/// depends on every bit of the id): 3 instructions less on every observation, and
 /// the same hash as with that fold for every id below 2^32 (the loom models' flows).
 #[inline]
 pub(crate) fn mix(x: u64) -> u64 {
@@ -382,8 +382,8 @@ impl OccurrenceTable {
     ///
     /// The flow's first bucket is read in line; a walk on past it (its spill counter not 0,
     /// rare in a table at most half full) goes on in [`OccurrenceTable::reserve_live_spilled`],
-    /// out of line, with the same loads in the same order (issue 14: the walk's set-up held
-    /// registers a swap then saved and restored on every call).
+    /// out of line, with the same loads in the same order (in line, the walk's set-up holds
+    /// registers that a swap then saves and restores on every call).
     #[inline(always)]
     pub(crate) fn reserve_live<S: OpSink>(
         &self,
@@ -392,7 +392,7 @@ impl OccurrenceTable {
         ops: &mut S,
     ) -> Option<usize> {
         let b = self.probe_hashed(h).first;
-        // Unchecked: pipeline bench 869.4 -> 866.4 instructions per packet (issue 14).
+        // Unchecked: `b` is masked like every caller's index (see `bucket_masked`).
         let (bucket, metas) = self.bucket_masked(b);
         match reserve_in_bucket(bucket, metas, flow, 0, ops) {
             InBucket::Taken(s) => return Some(b * ENTRIES_PER_BUCKET + s),
@@ -571,8 +571,8 @@ impl OccurrenceTable {
     /// way: lock-free). A count that moved between the two loads is still this flow's: either
     /// value is F at some instant. `tests/loom.rs` (`occurrence_never_counts_a_recycled_entry`)
     /// finds the mixed read without the reload. Each entry's key is compared first, so the
-    /// entries of other flows cost one load each (measured: `observe` 17.3 -> 15.6 ns, ZL-RED
-    /// 24.5 -> 22.7 ns at M = 1000, against reading every entry's state word first).
+    /// entries of other flows cost one load each (reading every entry's state word first
+    /// makes `observe` and ZL-RED about 10% slower at M = 1000).
     ///
     /// The flow's first bucket is read in line (the F lookup that ends every observation,
     /// where a call's prologue and spills were a fifth of its cost); a lookup that must go on
@@ -586,15 +586,15 @@ impl OccurrenceTable {
 
     /// `h`'s first bucket (its keys and state words), found once for an observation's
     /// prefetch and its F lookup: the lookup after the list's atomics then does not load the
-    /// table's fields and bounds-check the index again. Without bounds checks (pipeline
-    /// bench: 871.6 -> 869.4 instructions per packet; issue 14).
+    /// table's fields and bounds-check the index again. Without bounds checks (the index is
+    /// masked; see `bucket_masked`).
     #[inline(always)]
     pub(crate) fn home(&self, h: u64) -> Home<'_> {
         let (bucket, metas) = self.bucket_masked(self.probe_hashed(h).first);
         Home { bucket, metas }
     }
 
-    /// Bucket `b & mask`'s keys and state words, without a bounds check (issue 14). Every
+    /// Bucket `b & mask`'s keys and state words, without a bounds check. Every
     /// caller's index is masked already, so the mask here folds into theirs.
     #[inline(always)]
     #[allow(unsafe_code)]
