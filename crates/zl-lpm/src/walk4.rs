@@ -61,9 +61,8 @@ impl Tables {
         let root = self.root4();
         let mut e = root[(addr >> 8) as usize].load(Ordering::Relaxed);
         // The loop only behind a pointer: with the first root load inside it, the compiler
-        // loaded the groups' address and length ahead of it, for every lookup (issue 14:
-        // 845.5 -> 842.5 instructions per packet in the pipeline bench, whose route is a root
-        // leaf).
+        // loads the groups' address and length ahead of it, for every lookup, even one that
+        // ends at a root leaf (the common case).
         while entry::is_ext(e) {
             if let Some(c) = self.group4(e, addr) {
                 return entry::value(c);

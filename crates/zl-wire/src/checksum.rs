@@ -73,14 +73,14 @@ pub fn checksum(bytes: &[u8]) -> u16 {
 /// Without the folds: the words' plain sum `s` folds to `0xffff` exactly when `s` is a
 /// nonzero multiple of `0xffff` (each fold keeps the value modulo `0xffff`, as `2^16` is 1
 /// modulo `0xffff`, and keeps it nonzero), and the compiler tests the multiple with one
-/// multiplication, where the folds took a dozen instructions on every received header
-/// (issue 14). Equal to the folded sum compared with `0xffff` (tested on every length and on
+/// multiplication, where the folds take a dozen instructions on every received header.
+/// Equal to the folded sum compared with `0xffff` (tested on every length and on
 /// random words).
 ///
 /// The multiple is tested as `sum * 0xffff^-1 mod 2^64 <= (2^64 - 1) / 0xffff` (Granlund and
 /// Montgomery's divisibility test for an odd divisor: multiplying by the inverse maps the
 /// multiples `k * 0xffff` to exactly the `k` up to that bound), a multiply and a compare where
-/// the remainder took a wide multiply, a shift and two subtractions (issue 14).
+/// the remainder takes a wide multiply, a shift and two subtractions.
 #[inline]
 pub fn verifies(header: &[u8]) -> bool {
     let sum = wide_sum(header, u32::from_ne_bytes);
@@ -124,7 +124,7 @@ pub const fn update_high_octet_decrement(hc: u16) -> u16 {
 /// [`update_high_octet_decrement`] on the checksum field as the machine reads it
 /// (`u16::from_ne_bytes` of its two octets; the result is stored back the same way): Linux's
 /// `ip_decrease_ttl`, the field plus `0x0100` in network order with the end-around carry, in
-/// a compare and two adds, with no byte swap and no fold (issue 14). Equal to
+/// a compare and two adds, with no byte swap and no fold. Equal to
 /// [`update_high_octet_decrement`] for every field value (tested exhaustively).
 #[inline]
 pub const fn update_high_octet_decrement_ne(field: u16) -> u16 {

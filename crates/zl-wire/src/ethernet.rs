@@ -74,8 +74,8 @@ impl VlanTag {
 /// The link layer of a parsed frame.
 ///
 /// The MACs are not copied here: they are always the frame's first 12 octets ([`dst_mac`],
-/// [`src_mac`]), and writing them into every packet's [`PacketInfo`](crate::PacketInfo) cost
-/// the data plane about 12 instructions per packet that its common path never read (issue 14).
+/// [`src_mac`]), and writing them into every packet's [`PacketInfo`](crate::PacketInfo) would
+/// cost the data plane about 12 instructions per packet that its common path never reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct EthernetInfo {
     /// The outer tag (the S-tag of a QinQ frame, or the only tag).

@@ -114,7 +114,7 @@ impl FlowKey {
     /// Hashes the fields `kind` selects, with `seed`.
     ///
     /// One copy of [`FlowKey::hash_as`] per kind, chosen once: in each the kind is a constant,
-    /// so its tag and its field choices cost nothing per packet (issue 14).
+    /// so its tag and its field choices cost nothing per packet.
     #[inline]
     pub fn hash(&self, kind: FlowKeyKind, seed: u64) -> FlowId {
         match kind {

@@ -273,7 +273,7 @@ pub fn decrement_ttl(frame: &mut [u8], info: &mut PacketInfo) -> Result<TtlOutco
 /// [`decrement_ttl`] for a packet that [`parse_into_common`](crate::parse_into_common) took
 /// (untagged IPv4 without options: the IP header at octet 14), with that offset and version
 /// as constants rather than read from `info`: for a caller that keeps `info` in memory where
-/// the compiler cannot see them, the data plane's per-packet path (issue 14). Equal to
+/// the compiler cannot see them, the data plane's per-packet path. Equal to
 /// [`decrement_ttl`] for every such `info` (tested); `info` of any other frame is a caller's
 /// error (a debug assertion; in release the rewrite is bounds-checked as always).
 #[inline]
