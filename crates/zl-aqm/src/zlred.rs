@@ -263,8 +263,8 @@ fn fires_positive<R: rand::RngCore + ?Sized>(
     };
     // `(p1 h, d)` of `p3_fraction`. A miss (almost every arrival) has `h = 1` and `d = c`, and
     // `x * 1.0` is `x` bit for bit, so it skips both multiplies; the rare hit goes on in a copy
-    // of the rest of its own, off the hot path (issue 14: the shared form multiplied by a
-    // selected 1.0 twice and selected the two factors on every decision).
+    // of the rest of its own, off the hot path (a shared form would multiply by a selected
+    // 1.0 twice and select the two factors on every decision).
     if i.hit {
         cold_path();
         let (h, d) = p3_fraction(true, i.p_hit);

@@ -175,9 +175,8 @@ impl PacketBuf {
     /// Moves the packet out, leaving a hollow buffer (no room, no frame, nothing allocated;
     /// its stamps and ports as they were) in its place: for a caller that works on a packet
     /// where it lies in a batch and moves it out only where it goes (a queue), [`Batch::clear`]
-    /// dropping the hollow ones. Only the room and the length are written over (issue 14: a
-    /// whole hollow buffer written in, 820.8 against 810.1 instructions per packet in the
-    /// pipeline bench).
+    /// dropping the hollow ones. Only the room and the length are written over (a whole hollow
+    /// buffer written in costs about 10 instructions per packet more in the pipeline bench).
     ///
     /// [`Batch::clear`]: crate::Batch::clear
     #[inline]
@@ -388,7 +387,7 @@ impl PacketBuf {
 /// The free buffers are one stack, last freed first out, kept in two parts: `free` below and
 /// `recent` on top. `recent` is a batch's storage (room for [`BATCH_CAPACITY`] buffers): a
 /// whole burst given back ([`BufPool::free_batch`]) or taken ([`BufPool::alloc_batch`]) trades
-/// storage with the batch instead of moving its buffers one by one (issue 14: the moves cost
+/// storage with the batch instead of moving its buffers one by one (the moves would cost
 /// about 25 instructions a buffer in the pipeline benchmark).
 #[derive(Debug)]
 pub struct BufPool {
@@ -471,8 +470,8 @@ impl BufPool {
 
     /// [`BufPool::alloc_batch`] without the pass that empties each buffer and clears its tag:
     /// for a port that writes the frame ([`PacketBuf::copy_from`] sets the length) and the tag
-    /// of every buffer it takes, in its own pass over them (issue 14: the second pass cost
-    /// about 4 instructions per buffer).
+    /// of every buffer it takes, in its own pass over them (a second pass would cost about 4
+    /// instructions per buffer).
     #[inline]
     pub(crate) fn alloc_batch_to_fill(&mut self, n: usize, batch: &mut Batch) -> bool {
         let top = self.recent.len();
@@ -524,7 +523,7 @@ impl BufPool {
     }
 
     /// [`BufPool::free_batch`], returning the frame bytes the batch held: summed in the pass
-    /// that tests the buffers, for a sink's counters (issue 14: a pass of its own cost about 3
+    /// that tests the buffers, for a sink's counters (a pass of its own would cost about 3
     /// instructions a packet).
     #[inline]
     pub(crate) fn free_batch_bytes(&mut self, batch: &mut Batch) -> u64 {

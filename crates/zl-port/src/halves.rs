@@ -1,4 +1,4 @@
-//! A port split into receive halves and a transmit half that different threads own (issue 14):
+//! A port split into receive halves and a transmit half that different threads own:
 //! the threaded router's receive workers own the receive halves, its transmit workers the
 //! transmit halves, so no lock is taken on the packet path.
 //!

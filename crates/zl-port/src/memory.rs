@@ -31,7 +31,7 @@ enum Source {
 const SHORT: usize = 64;
 
 /// A template of at most [`SHORT`] octets, zero-padded to that: copied into a buffer as one
-/// fixed-size copy, with no test of its length per frame (issue 14: the tests cost about 4
+/// fixed-size copy, with no test of its length per frame (the tests would cost about 4
 /// instructions a frame in the pipeline benchmark).
 #[derive(Debug)]
 struct ShortFrame {
@@ -52,7 +52,7 @@ impl ShortFrame {
 }
 
 /// Fills `bufs` with `templates` from index `i` on, cycling, as many runs as it wraps around
-/// them: one bounds check and one wrap per run, not per frame (issue 14). `i` is below the
+/// them: one bounds check and one wrap per run, not per frame. `i` is below the
 /// templates' count (at least one where `bufs` is not empty), so no run is empty. Returns the
 /// index that comes next.
 #[inline(always)]
@@ -285,9 +285,8 @@ impl RxHalf for MemoryRx {
                 let start = batch.len();
                 if *longest <= pool.buf_size() && pool.alloc_batch_to_fill(take, batch) {
                     // The templates' slice and the port's index held in registers: read
-                    // through `self` they were loaded again for every frame, as the copies
-                    // into the buffers might have changed them for all the compiler knows
-                    // (issue 14).
+                    // through `self` they would be loaded again for every frame, as the copies
+                    // into the buffers might change them for all the compiler knows.
                     let templates: &[Vec<u8>] = templates;
                     let index = self.index;
                     // The burst's buffers zipped with the templates from `next` on (`take` is

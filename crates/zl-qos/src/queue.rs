@@ -149,8 +149,8 @@ impl<T> ClassQueue<T> {
     /// [`zl_aqm::Admission`]). Past the bounds the ring
     /// still holds the packet, growing beyond its reservation: a caller's bug costs memory,
     /// not a lost packet. The item is taken (`take`) only once the ring has its room, so a
-    /// caller's item moves once, from where it lies into the ring (issue 14: taken before the
-    /// room check, the 40-byte buffer went through the stack around the growing call).
+    /// caller's item moves once, from where it lies into the ring (taken before the room
+    /// check, the 40-byte buffer would go through the stack around the growing call).
     #[inline]
     pub(crate) fn push_fitting(&mut self, now: Nanos, meta: PacketMeta, take: impl FnOnce() -> T) {
         debug_assert!(!self.view().is_full_for(meta.len));

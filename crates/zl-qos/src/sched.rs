@@ -114,9 +114,9 @@ impl Scheduler {
     /// The class to serve next, given `head(class)` = the length in bytes of the packet at
     /// the head of that class's queue (`None` when empty). `None` when every queue is empty.
     ///
-    /// Always inlined: left to the compiler it went out of line in the data plane's transmit
-    /// loop after unrelated changes elsewhere (callgrind: 69 instructions per packet in the
-    /// call, transmit 241 -> 269 per packet; docs/performance/dataplane.md).
+    /// Always inlined: left to the compiler it can go out of line in the data plane's transmit
+    /// loop after unrelated changes elsewhere, about 28 instructions per packet dearer
+    /// (callgrind; docs/performance/dataplane.md).
     #[inline(always)]
     pub fn peek(&mut self, head: impl Fn(usize) -> Option<u32>) -> Option<usize> {
         for &c in &self.strict {
@@ -148,8 +148,8 @@ impl Scheduler {
     /// [`Scheduler::peek`] and, for the class it returns, [`Scheduler::run_quota`], in one
     /// call: the class to serve next and how many packets in a row it sends before `peek`
     /// would choose otherwise. `head` as for `peek`; a class is backlogged when its head is
-    /// `Some`. The transmit burst asks it once per run: against `peek` then `run_quota`, the
-    /// pipeline bench measured 836.6 -> 831.8 instructions per packet (issue 14).
+    /// `Some`. The transmit burst asks it once per run: `peek` then `run_quota` walk the
+    /// classes twice.
     ///
     /// Its WRR round is the same walk as `peek`'s, written twice on purpose: `peek` built on
     /// this one body measured +8 per packet on the receive side, into which the cut-through

@@ -280,8 +280,9 @@ mod tests {
         }
     }
 
-    /// Issue 13 defect 9: `overhead_bytes = 4294967295` was reported as "`burst_bytes` ...
-    /// 4294968809 is outside 4294968809 ..= 2147483648", an empty range naming the wrong key.
+    /// `overhead_bytes = 4294967295` is reported on `overhead_bytes`, not as "`burst_bytes`
+    /// ... 4294968809 is outside 4294968809 ..= 2147483648", an empty range naming the wrong
+    /// key.
     #[test]
     fn a_huge_overhead_is_reported_on_overhead_bytes() {
         let p = ShaperParams {

@@ -265,8 +265,8 @@ mod tests {
 
     #[test]
     fn packet_limits_stay_within_the_ring() {
-        // Issue 13 defect 9: `packets = 4294967295` reached the AQM as `B` and was reported
-        // as `aqm.capacity_packets`; it is the rule's own `packets` that is wrong.
+        // `packets = 4294967295` must not reach the AQM as `B` and be reported as
+        // `aqm.capacity_packets`; it is the rule's own `packets` that is wrong.
         for rule in [
             BufferRule::Fixed {
                 packets: u32::MAX,

@@ -118,8 +118,7 @@ pub struct ColorStats {
     /// Packets admitted (including marked ones).
     pub enqueued: u64,
     /// Packets that left the queue. Between the two counters every arrival adds to: side by
-    /// side, LLVM paired their adds into one vector add, six instructions where three do
-    /// (issue 14: 829.1 -> 826.3 instructions per packet in the pipeline bench).
+    /// side, LLVM pairs their adds into one vector add, six instructions where three do.
     pub dequeued: u64,
     /// Bytes admitted.
     pub enqueued_bytes: u64,
