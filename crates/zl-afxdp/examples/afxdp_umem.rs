@@ -1,4 +1,4 @@
-//! What a port's UMEMs cost (issue 14, docs/afxdp.md "Queues"): the resident memory a port
+//! What a port's UMEMs cost (docs/afxdp.md "Queues"): the resident memory a port
 //! with 1, 2 and 4 queues adds when it opens (default rings: 2048 RX and 2048 TX chunks of
 //! 2 KiB; the UMEM is mapped MAP_POPULATE, so RSS is what it pins), and how long the open
 //! takes (program load and attach included), 5 opens each, on a 4-queue veth with native XDP

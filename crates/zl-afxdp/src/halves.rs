@@ -1,4 +1,4 @@
-//! The halves of an [`crate::AfXdpPort`] (issue 14): one [`AfXdpRx`] per configured queue
+//! The halves of an [`crate::AfXdpPort`]: one [`AfXdpRx`] per configured queue
 //! (that queue's RX + fill rings) and one [`AfXdpTx`] (the first queue's TX + completion rings
 //! and its wakeup), each owned by its own thread with no lock on the packet path. The port
 //! itself is these halves driven from one thread.

@@ -762,7 +762,7 @@ impl XskTx {
     }
 
     /// Moves every frame still on the TX ring from `tx_packets` and `tx_bytes` to
-    /// `tx_abandoned` (issue 13: the bytes stayed counted as sent). Returns how many.
+    /// `tx_abandoned`, the bytes too (they were never sent). Returns how many.
     pub(crate) fn abandon_queued(&mut self) -> u32 {
         let (mut n, mut bytes) = (0u64, 0u64);
         self.tx.for_each_outstanding(|d| {

@@ -1,4 +1,4 @@
-//! The AF_XDP port split into halves that threads own (issue 14), on real veths inside
+//! The AF_XDP port split into halves that threads own, on real veths inside
 //! throw-away namespaces `zlxh-...` (needs root; each test says so on stderr and passes
 //! trivially without it, unless ZLR_REQUIRE_ENV=1 as in CI, where it fails).
 //!

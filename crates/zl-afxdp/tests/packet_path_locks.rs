@@ -1,4 +1,4 @@
-//! "No lock on the packet path" for the AF_XDP halves (issue 14), as a rule the tests check
+//! "No lock on the packet path" for the AF_XDP halves, as a rule the tests check
 //! (the data plane's own is `zl-dataplane/tests/packet_path_locks.rs`):
 //! - the functions every burst goes through (a receive half's `recv`, the transmit half's
 //!   `send`, the attachment check `ready`, and the socket parts' ring work and wakeups) may

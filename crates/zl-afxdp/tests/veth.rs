@@ -718,7 +718,7 @@ fn on_gone_wait_counts_what_was_left_on_the_rings() {
             (0, 3, 0, 1),
             "{c:?}"
         );
-        // Issue 13 defect 10: the abandoned frame's bytes left `tx_bytes` with it.
+        // The abandoned frame's bytes leave `tx_bytes` with it.
         assert_eq!(c.tx_bytes, 0, "{c:?}");
     })
     .unwrap();

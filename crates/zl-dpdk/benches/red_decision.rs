@@ -1,7 +1,7 @@
 //! ZL-RED's decision against DPDK's own RED decision (`rte_red_enqueue`, librte_sched, through
 //! the `zl-dpdk-sys` binding: one call into the C shim per decision), in one criterion run, so
-//! that their ratio is measured on the same machine in the same minutes (issue 14; this
-//! machine's speed changes ~2x from day to day, the ratio does not).
+//! that their ratio is measured on the same machine in the same minutes (this machine's speed
+//! changes ~2x from day to day, the ratio does not).
 //!
 //! Rows of the group `red_decision`:
 //! - `zl-red`: one ZL-RED arrival through `Admission<AqmPolicy>` as the QoS engine calls it,

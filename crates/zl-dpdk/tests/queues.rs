@@ -1,4 +1,4 @@
-//! A DPDK port's queues as halves on their own threads (issue 14): the receive and transmit
+//! A DPDK port's queues as halves on their own threads: the receive and transmit
 //! halves of one port at once, a forward between two ports' halves, `queues = N` receive
 //! queues each receiving, and `Joined` of the halves behaving as the port. One test, because
 //! the EAL can be initialised only once per process; skips with a message without DPDK.
