@@ -340,8 +340,8 @@ impl Egress {
             return;
         }
         // At most one packet, counted as it leaves: counted after, from the batch with
-        // `Fates::departed_burst` as `transmit_queued` does, the pipeline bench measured 31
-        // instructions per packet more (LLVM's inlining into `forward_and_admit`; issue 14).
+        // `Fates::departed_burst` as `transmit_queued` does, it costs about 31 instructions
+        // per packet more in the pipeline bench (LLVM's inlining into `forward_and_admit`).
         let mut bytes = 0;
         let burst = self.qos.release_if_alone(now, class, |b| {
             bytes += fates.departs(&b);

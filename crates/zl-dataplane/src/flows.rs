@@ -1,4 +1,4 @@
-//! Misbehaving flows, named (issue 12): the flow keys and per-flow counters of the flows that
+//! Misbehaving flows, named: the flow keys and per-flow counters of the flows that
 //! matter at one egress port, kept beside their 64-bit [`FlowId`]s so that the top of the
 //! port's Zombie List can be listed as addresses and ports (`zlrouter flows`, the final table,
 //! `/stats.json`, the `zlrouter_top_flow_*` series).
@@ -71,9 +71,8 @@ pub struct TopFlow {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Counters {
     packets: u64,
-    // Between the two counters every packet adds to: side by side, LLVM paired their adds
-    // into one vector add, six instructions where three do (issue 14: 836.6 -> 834.0
-    // instructions per packet in the pipeline bench).
+    // Between the two counters every packet adds to: side by side, LLVM pairs their adds
+    // into one vector add, six instructions where three do.
     marked: u64,
     bytes: u64,
     drops: [u64; DropCause::ALL.len()],
@@ -186,7 +185,7 @@ impl FlowTable {
     /// decided (no second lookup).
     ///
     /// The packet as an [`Arriving`] (its buffer): its bytes are read only to claim a flow, so
-    /// the buffer's `as_slice` length check is not on every packet's path (issue 14).
+    /// the buffer's `as_slice` length check is not on every packet's path.
     #[inline]
     pub fn arrives(
         &mut self,

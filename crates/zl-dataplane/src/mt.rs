@@ -78,8 +78,8 @@
 //! its `received`, and `received = forwarded + Σ drops + queued + in_flight` holds with
 //! `in_flight >= 0`: the packets in the rings, in a worker's hands, or dropped by a worker
 //! since it last published its drops (at most half a progress period ago). `queued` is the
-//! class queues alone (issue 13, defect 5: the receive counts were read as last published, so
-//! the transmit side had counted packets they had not, and `in_flight` went negative).
+//! class queues alone (were the receive counts read as last published, the transmit side
+//! could have counted packets they had not, and `in_flight` would go negative).
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -95,7 +95,7 @@ use zl_port::{
     BATCH_CAPACITY, DEFAULT_BUF_SIZE,
 };
 use zl_qos::{QosConfigError, QosEngine, QosParams};
-use zl_wire::QosHeaders;
+use zl_wire::{PacketInfo, QosHeaders};
 use zl_zombie::{Observation, ZombieConfig, ZombieList};
 
 use crate::build::{stream_seed, BoxedPort};
@@ -103,7 +103,9 @@ use crate::capture::{CaptureStats, CaptureTap, CaptureWriter};
 use crate::cpus::WorkerCpus;
 use crate::dataplane::{apply_egress, PortSlot, StopReason};
 use crate::egress::{Egress, Link, QueueLengthHistogram};
+use crate::config::Forwarding;
 use crate::forward::Forwarder;
+use crate::neighbour::{NeighbourStage, DEFAULT_UNRES_QLEN};
 use crate::icmp::{IcmpKind, IcmpSender};
 use crate::reload::{Applied, LiveUpdate, ReloadSlot};
 use crate::stats::{DropCause, FateCounters, Fates, GroupStats};
@@ -197,6 +199,9 @@ pub struct MtRouter {
     /// Sent or dropped buffers the return ring had no room for, over every run (0 unless the
     /// ring's sizing is wrong: see [`ReturnRing`]).
     returns_lost: u64,
+    /// Kernel routing: packets each receive worker holds per unresolved next hop
+    /// (`routing.unres_qlen`).
+    unres_qlen: usize,
 }
 
 /// What the receive workers forward with, replaced as a whole by a live reload: each worker
@@ -231,6 +236,8 @@ struct Shared<'a> {
     progress: &'a [Mutex<Published>],
     /// Each receive worker's received count, published before the burst is forwarded.
     leads: &'a [Lead],
+    /// Kernel routing: each receive worker's neighbour wait per next hop; `None` otherwise.
+    unres_qlen: Option<usize>,
 }
 
 /// A receive worker's `received` packets and bytes, stored (release) before it forwards the
@@ -455,7 +462,22 @@ impl MtRouter {
             capture: None,
             reload: None,
             returns_lost: 0,
+            unres_qlen: DEFAULT_UNRES_QLEN,
         }
+    }
+
+    /// Kernel routing (`[routing] source = "kernel"`): follows the kernel's tables from now
+    /// on (`Forwarder::follow_kernel`); every receive worker routes by them and holds the
+    /// packets of unresolved next hops in its own wait of `unres_qlen` per next hop, as the
+    /// single-thread loop does (`crate::neighbour`).
+    pub fn follow_kernel(
+        &mut self,
+        ports: Vec<(u32, u16)>,
+        unres_qlen: usize,
+    ) -> std::io::Result<()> {
+        self.forwarder.follow_kernel(ports)?;
+        self.unres_qlen = unres_qlen;
+        Ok(())
     }
 
     /// Captures drops through `tap` (every worker's counters carry a copy), written by
@@ -635,6 +657,8 @@ impl MtRouter {
             drained: &drained,
             progress: &progress,
             leads: &leads,
+            unres_qlen: matches!(self.forwarder.forwarding(), Forwarding::Kernel(_))
+                .then_some(self.unres_qlen),
         };
         let params = self.params.clone();
         // This thread is transmit worker 0 for the run, then goes back where it was.
@@ -1198,6 +1222,9 @@ where
     let mut error = None;
     let mut next_report = Nanos::ZERO;
     let mut idle = 0u32;
+    // Kernel routing: this worker's packets waiting for a next hop's MAC.
+    let mut neighbour = sh.unres_qlen.map(NeighbourStage::new);
+    let (mut released, mut expired) = (Vec::new(), Vec::new());
     // Relaxed: the flags carry no data.
     'run: while !sh.quit.load(Ordering::Relaxed)
         && !stop.load(Ordering::Relaxed)
@@ -1218,6 +1245,20 @@ where
         }
         let now = clock();
         counts.set_clock(now);
+        if let Some(stage) = &mut neighbour {
+            stage.follow(now, &mut state.forwarder, &mut released, &mut expired);
+            for buf in released.drain(..) {
+                let ctx = (sh, &state);
+                forward_one(buf, now, ctx, &mut pool, &mut rng, &mut icmp, &mut counts, Some(stage));
+            }
+            for buf in expired.drain(..) {
+                // Held as it arrived; parsed again (cold).
+                let info = zl_wire::parse(buf.as_slice(), state.forwarder.parse_config()).ok();
+                let cause = DropCause::NoNeighbour;
+                let ctx = (sh, &state);
+                reject(buf, info.as_ref(), cause, now, ctx, &mut pool, &mut icmp, &mut counts);
+            }
+        }
         let mut got = 0;
         let ring_full_before = counts.totals.drops_of(DropCause::RingFull);
         for (k, (_, _, half)) in mine.iter_mut().enumerate() {
@@ -1240,7 +1281,8 @@ where
                 }
                 for buf in batch.drain() {
                     let ctx = (sh, &state);
-                    forward_one(buf, now, ctx, &mut pool, &mut rng, &mut icmp, &mut counts);
+                    let stage = neighbour.as_mut();
+                    forward_one(buf, now, ctx, &mut pool, &mut rng, &mut icmp, &mut counts, stage);
                 }
                 if let Err(e) = result {
                     error = Some(e);
@@ -1271,6 +1313,14 @@ where
             pause(idle);
         }
     }
+    // Packets still waiting for a next hop's MAC are not sent.
+    if let Some(stage) = &mut neighbour {
+        stage.drain(&mut expired);
+        for buf in expired.drain(..) {
+            counts.dropped(&buf, DropCause::Shutdown);
+            pool.free(buf);
+        }
+    }
     // lock-ok: once, after the loop
     if let Ok(mut c) = sh.progress[w].lock() {
         publish(&mut c, &counts, mine);
@@ -1280,12 +1330,46 @@ where
     (counts, error)
 }
 
+/// A packet forwarding dropped for `cause` (`info`: its headers, when they parsed):
+/// counted, and the ICMP error about it, when one is due, goes into its ingress port's ring
+/// (`Forwarder::icmp_error`); else its buffer is recycled.
+#[cold]
+#[allow(clippy::too_many_arguments)]
+fn reject(
+    mut buf: PacketBuf,
+    info: Option<&PacketInfo>,
+    cause: DropCause,
+    now: Nanos,
+    (sh, state): (&Shared<'_>, &RxState),
+    pool: &mut BufPool,
+    icmp: &mut IcmpSender,
+    fates: &mut Fates,
+) {
+    fates.dropped(&buf, cause);
+    let kind = (state.forwarder).icmp_error(icmp, &mut fates.icmp, now, &mut buf, info, cause);
+    let (Some(kind), Some(ring)) = (kind, sh.rings.get(buf.out_port as usize)) else {
+        return pool.free(buf);
+    };
+    let item = Item {
+        buf,
+        meta: PacketMeta::default(),
+        headers: None,
+        obs: None,
+        icmp: Some(kind),
+    };
+    if let Err(item) = ring.push(item) {
+        fates.icmp.no_room += 1;
+        pool.free(item.buf);
+    }
+}
+
 /// The receive stage of one packet (counted as received with its burst), as in the
 /// single-thread loop's `forward_and_admit`: forwarding, then the egress port's list observed
 /// once; the packet goes into its egress port's ring with the observation and its rewritable
-/// headers (or its drop is counted, and the ICMP error about it, when one is due, goes into its
-/// ingress port's ring).
+/// headers. One forwarding did not keep is held for its next hop's MAC (kernel routing,
+/// `neighbour`), or rejected ([`reject`]).
 #[inline]
+#[allow(clippy::too_many_arguments)]
 fn forward_one(
     mut buf: PacketBuf,
     now: Nanos,
@@ -1294,35 +1378,25 @@ fn forward_one(
     rng: &mut Xoshiro256PlusPlus,
     icmp: &mut IcmpSender,
     fates: &mut Fates,
+    neighbour: Option<&mut NeighbourStage>,
 ) {
     let mut parsed = None;
     let meta = match state.forwarder.forward_in_place(&mut buf, &mut parsed) {
         Ok(meta) => meta,
-        Err(cause) => {
-            fates.dropped(&buf, cause);
-            let kind = (state.forwarder).icmp_error(
-                icmp,
-                &mut fates.icmp,
-                now,
-                &mut buf,
-                parsed.as_ref(),
-                cause,
-            );
-            let (Some(kind), Some(ring)) = (kind, sh.rings.get(buf.out_port as usize)) else {
-                return pool.free(buf);
-            };
-            let item = Item {
-                buf,
-                meta: PacketMeta::default(),
-                headers: None,
-                obs: None,
-                icmp: Some(kind),
-            };
-            if let Err(item) = ring.push(item) {
-                fates.icmp.no_room += 1;
-                pool.free(item.buf);
+        Err(DropCause::NoNeighbour) if neighbour.is_some() => {
+            let mut dropped = Vec::new();
+            if let Some(stage) = neighbour {
+                let dst = parsed.as_ref().map(|i| i.dst);
+                stage.hold(now, &state.forwarder, buf, dst, &mut dropped);
+            }
+            for buf in dropped {
+                fates.dropped(&buf, DropCause::NoNeighbour);
+                pool.free(buf);
             }
             return;
+        }
+        Err(cause) => {
+            return reject(buf, parsed.as_ref(), cause, now, (sh, state), pool, icmp, fates)
         }
     };
     let out = buf.out_port as usize;
@@ -1385,6 +1459,11 @@ impl RouterView for MtRouter {
     }
     fn capture_stats(&self) -> Option<CaptureStats> {
         MtRouter::capture_stats(self)
+    }
+    fn fib(&self) -> Option<crate::snapshot::FibSnapshot> {
+        self.forwarder
+            .fib_follow()
+            .map(crate::snapshot::FibSnapshot::of)
     }
     fn icmp(&self) -> crate::icmp::IcmpCounters {
         self.fates.icmp

@@ -239,11 +239,11 @@ impl RouteTable {
 
     /// [`RouteTable::lookup`] without the copy: the next hop where the table keeps it (a
     /// next hop is never changed once set, see the module doc). The forwarding path reads
-    /// only its port and MAC, so it need not copy the gateway address along (issue 14).
+    /// only its port and MAC, so it need not copy the gateway address along.
     ///
-    /// The family's test in line, each family's walk out of line: as one call it took the
-    /// address by a pointer into the caller's parsed headers, and after that escape the caller
-    /// read every header field back from memory (issue 14).
+    /// The family's test in line, each family's walk out of line: as one call it would take
+    /// the address by a pointer into the caller's parsed headers, and after that escape the
+    /// caller would read every header field back from memory.
     #[inline(always)]
     pub fn lookup_ref(&self, dst: IpAddr) -> Option<&NextHop> {
         match dst {

@@ -233,8 +233,8 @@ impl Fates {
     }
 
     /// A received burst: in the totals at once, and each packet in its flow group, a pass made
-    /// only when groups are configured (issue 14: with none, the per-packet test of the tag
-    /// was half the cost of counting a burst).
+    /// only when groups are configured (with none, a per-packet test of the tag would be half
+    /// the cost of counting a burst).
     #[inline]
     pub fn received_burst(&mut self, burst: &Batch) {
         let bytes = burst.iter().map(|b| b.len() as u64).sum();
@@ -260,7 +260,7 @@ impl Fates {
 
     /// The packets a transmit burst took from their queues (`departs` for each, the totals
     /// at once), the groups' pass made only when groups are configured: the burst's loop
-    /// then keeps neither the byte count nor the tag test (issue 14).
+    /// then keeps neither the byte count nor the tag test.
     #[inline]
     pub fn departed_burst<'a>(&mut self, burst: impl Iterator<Item = &'a PacketBuf> + Clone) {
         let (n, bytes) = burst

@@ -174,9 +174,9 @@ fn udp_checksum_verifies(frame: &[u8]) -> bool {
     stored != 0 && zl_wire::checksum::ones_complement_sum(&all) == 0xffff
 }
 
-/// Issue 13 defect 11: every UDP checksum the generator wrote was 0 (illegal for IPv6, RFC
-/// 8200 §8.1: tshark flagged every IPv6 frame). Now each frame, IPv4 and IPv6, every size of
-/// a range (odd lengths too), carries a checksum that verifies.
+/// Every frame the generator writes, IPv4 and IPv6, every size of a range (odd lengths too),
+/// carries a UDP checksum that verifies: a checksum of 0 is illegal for IPv6 (RFC 8200 §8.1;
+/// tshark flags every such frame).
 #[test]
 fn udp_checksums_are_real_and_verify() {
     for (src, dst) in [("10.0.0.1", "10.9.0.1"), ("2001:db8::1", "2001:db8:9::1")] {

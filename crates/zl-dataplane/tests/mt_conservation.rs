@@ -746,11 +746,11 @@ impl Observer<MtRouter> for LiveTotals {
     }
 }
 
-/// Issue 13 defect 5: a live scrape of a threaded run read the receive workers' counts as they
-/// were at their last publish (up to half a period old) against the transmit worker's current
-/// ones, so the transmit side had already counted packets the receive side had not: received
-/// minus (forwarded + dropped + queued) was negative (-58 .. -27 in six scrapes of a real
-/// run). The receive side must lead: `in_flight`, the packets received whose fate is not
+/// A live scrape of a threaded run that reads the receive workers' counts as they were at
+/// their last publish (up to half a period old) against the transmit worker's current ones
+/// finds the transmit side ahead, having counted packets the receive side has not: received
+/// minus (forwarded + dropped + queued) comes out negative (-58 .. -27 in six scrapes of a
+/// real run). The receive side must lead: `in_flight`, the packets received whose fate is not
 /// counted yet, is never negative in any snapshot.
 fn live_snapshots_lead_with_the_receive_side(workers: (usize, usize)) {
     const CYCLES: u64 = 20_000;

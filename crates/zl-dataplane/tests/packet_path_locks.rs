@@ -1,4 +1,4 @@
-//! "No lock on the packet path" as a rule the tests check (issue 14): the functions of
+//! "No lock on the packet path" as a rule the tests check: the functions of
 //! `src/mt.rs` that every packet goes through, on the receive and the transmit workers, may
 //! not name `Mutex` or `RwLock` nor call `.lock()`, `.try_lock()`, `.read()`/`.write()` of a
 //! lock, or `lock_port(`. A line that must (for now) says why, on the line itself or on the

@@ -140,8 +140,8 @@ fn write_linktype(path: &Path, link_type: u32) {
         .unwrap();
 }
 
-/// Issue 13 defect 4: raw IP, Linux cooked and radiotap captures were accepted and every frame
-/// became a `parse_error`. Now the port refuses them, naming the link type.
+/// Raw IP, Linux cooked and radiotap captures are refused, naming the link type: accepted,
+/// every frame of them would be a `parse_error`.
 #[test]
 fn a_capture_that_is_not_ethernet_is_refused_naming_its_link_type() {
     let d = dir("pcap-linktype");
@@ -166,7 +166,7 @@ fn a_capture_that_is_not_ethernet_is_refused_naming_its_link_type() {
     assert!(open(&d, "in.pcap").is_ok());
 }
 
-/// Issue 13 defect 2: `zlrouter check` created (truncated) every output capture. Opened with
+/// `zlrouter check` must not create (or truncate) any output capture. Opened with
 /// `FileAccess::CheckOnly` the port leaves an existing capture's bytes alone and creates no new
 /// file or directory, yet still refuses an output path it could not create.
 #[test]
@@ -213,8 +213,8 @@ fn send_frames(port: &mut PcapPort, pool: &mut BufPool, at: Nanos, n: usize, len
 }
 
 /// The output capture holds whole records at every moment: each write to the file ends on a
-/// record boundary (issue 13 defect 6: a killed router left a capture "cut short in the
-/// middle of a packet"). Checked after every send of frames of an awkward size, while the
+/// record boundary, so that a killed router leaves no capture "cut short in the middle of a
+/// packet". Checked after every send of frames of an awkward size, while the
 /// port is still open, by parsing the file as it is on disk.
 #[test]
 fn the_output_capture_on_disk_always_ends_at_a_whole_record() {
