@@ -30,7 +30,7 @@
 //! [pipeline|bridge-zc|port|port-zc|mt]` (no root needed; no hugepages). Prints each round and
 //! the median ratios; with one of the first four, only that path's rate (for a profiler).
 //!
-//! `mt`: the threaded router's scaling (issue 14) instead: four net_null ports of two queues
+//! `mt`: the threaded router's scaling instead: four net_null ports of two queues
 //! each (8 receive queues; p0 <-> p1 and p2 <-> p3 routed both ways, the pipeline's ZL-RED
 //! class on each), run with 1, 2, 4, 8 receive workers and 1, 2, 4 transmit workers, every
 //! worker free to run on every CPU the process may use (as `zlrouter run` places them); per

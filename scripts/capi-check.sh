@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The C ABI's CI checks (issue 15), run by .ci/run after `cargo test --workspace` has built
+# The C ABI's CI checks, run by .ci/run after `cargo test --workspace` has built
 # target/debug/libzl_aqm_capi.a:
 #  1. include/zl_aqm.h equals what the pinned cbindgen generates from the crate;
 #  2. the C example (crates/zl-aqm-capi/examples/c/zlred_trace.c, through the C ABI) prints exactly what the Rust

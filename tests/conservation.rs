@@ -190,7 +190,7 @@ fn an_interrupted_run_counts_what_was_queued_as_shutdown_drops() {
     assert_eq!(dp.queued(), 0);
     let shutdown = dp.totals().drops_of(DropCause::Shutdown);
     assert!(shutdown > 50);
-    // Issue 13 defect 12: the classes count what they held at the end as shutdown drops, not
+    // The classes count what they held at the end as shutdown drops, not
     // as sent, so their `dequeued` is what the link carried: the forwarded packets, all of
     // which went through a class queue of the one egress port.
     let (mut dequeued, mut discarded) = (0, 0);

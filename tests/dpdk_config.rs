@@ -238,7 +238,7 @@ fn zlrouter_runs_between_two_net_pcap_ports_through_zl_red() {
     );
 }
 
-/// The same run on the threaded router (issue 14): the input port has two receive queues (two
+/// The same run on the threaded router: the input port has two receive queues (two
 /// `rx_pcap` files, half the frames each), split into two receive halves on two receive
 /// workers, and, in a build with `dpdk-zero-copy`, `zero_copy` (its mbufs lent to the data
 /// plane, rewritten in place and sent as they are). Every assertion of the single-thread run

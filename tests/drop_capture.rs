@@ -1,4 +1,4 @@
-//! Drop capture (`[capture]`, issue 12): every dropped packet, and every marked one when
+//! Drop capture (`[capture]`): every dropped packet, and every marked one when
 //! asked, is in the pcapng file with its cause as the packet's comment, so the counts per
 //! cause in the capture (read back by tshark, and by pcap-file) equal the final table's when
 //! the rate cap is not hit; over the cap or past a full ring, what is missing is counted.

@@ -1,5 +1,5 @@
-//! Fault tests of the `zlrouter` binary: what a hostile or unlucky user does to it (issue 13).
-//! Each test names the defect it pins and fails on the code before its fix.
+//! Fault tests of the `zlrouter` binary: what a hostile or unlucky user does to it. Each
+//! test says what went wrong without the behaviour it pins.
 //!
 //! - `check` writes nothing (an existing output capture keeps its bytes);
 //! - `check` refuses the `metrics.listen` values `run` refuses, and accepts a bare port;
@@ -98,7 +98,7 @@ fn write_capture(path: &Path, times_s: &[f64]) {
     }
 }
 
-/// Defect 2: `zlrouter check` created every `pcap.write` file while validating, so checking a
+/// `zlrouter check` created every `pcap.write` file while validating, so checking a
 /// config truncated the capture of its last run (772 184 bytes became 24).
 #[test]
 fn check_leaves_an_existing_output_capture_alone() {
@@ -125,7 +125,7 @@ fn check_leaves_an_existing_output_capture_alone() {
     assert!(!dir.join("later").exists(), "check created a directory");
 }
 
-/// Defect 8: `check` passed `metrics.listen` values that `run` refused (`"not-an-addr"`), and
+/// `check` passed `metrics.listen` values that `run` refused (`"not-an-addr"`), and
 /// refused nothing; a bare port is accepted in the config as on the command line.
 #[test]
 fn check_validates_metrics_listen_as_run_does() {
@@ -158,7 +158,7 @@ fn check_validates_metrics_listen_as_run_does() {
     }
 }
 
-/// Defect 3: `zlrouter run | head -1` panicked (exit 101 with a backtrace) when its stdout
+/// `zlrouter run | head -1` panicked (exit 101 with a backtrace) when its stdout
 /// pipe was closed. Now the process ends quietly with status 141 (as if killed by SIGPIPE).
 #[test]
 fn a_closed_stdout_pipe_ends_run_quietly() {
@@ -201,7 +201,7 @@ fn fake_endpoint(body: Option<String>) -> (String, std::thread::JoinHandle<()>) 
     (addr, h)
 }
 
-/// Defect 3, `stats --raw | head -1`: the same quiet end on a closed pipe.
+/// `stats --raw | head -1`: the same quiet end on a closed pipe.
 #[test]
 fn a_closed_stdout_pipe_ends_stats_quietly() {
     let body: String = (0..20_000)
@@ -224,7 +224,7 @@ fn a_closed_stdout_pipe_ends_stats_quietly() {
     assert!(!err.contains("panicked"), "{err}");
 }
 
-/// Defect 3, `zlrouter run > /dev/full`: one clear error, status 2, no panic.
+/// `zlrouter run > /dev/full`: one clear error, status 2, no panic.
 #[test]
 fn a_full_stdout_is_one_clear_error() {
     let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
@@ -250,7 +250,7 @@ fn a_full_stdout_is_one_clear_error() {
     assert!(err.contains("writing to standard output"), "{err}");
 }
 
-/// Defect 9: an OS error was printed twice ("Not a directory (os error 20): Not a directory
+/// An OS error was printed twice ("Not a directory (os error 20): Not a directory
 /// (os error 20)"), once by the port error's text and once as its source.
 #[test]
 fn an_os_error_is_printed_once() {
@@ -265,7 +265,7 @@ fn an_os_error_is_printed_once() {
     assert_eq!(err.matches("(os error 20)").count(), 1, "{err}");
 }
 
-/// Defect 12: frames of an input capture timestamped after `duration + drain` were never read
+/// Frames of an input capture timestamped after `duration + drain` were never read
 /// and never mentioned; warnings carried ANSI colour codes on a pipe and were appended to the
 /// progress line. Now the warning counts them, without escape codes, on a line of its own.
 #[test]
@@ -294,7 +294,7 @@ fn unread_capture_frames_are_reported_in_a_plain_warning() {
     assert!(!line.contains(" s] rx "), "on the progress line: {line:?}");
 }
 
-/// Defect 9: a `stats` timeout showed as "Resource temporarily unavailable (os error 11)".
+/// A `stats` timeout showed as "Resource temporarily unavailable (os error 11)".
 #[test]
 fn a_stats_timeout_says_so() {
     let (addr, server) = fake_endpoint(None);
@@ -318,7 +318,7 @@ fn scrape(addr: &str, within: Duration) -> Option<String> {
     (!body.is_empty()).then_some(body)
 }
 
-/// Defect 1: one failed `accept()` (the process at its file-descriptor limit) disabled the
+/// One failed `accept()` (the process at its file-descriptor limit) disabled the
 /// endpoint's accept branch for good: `curl /metrics` never answered again. Now the failure is
 /// counted, logged, backed off and retried, and the endpoint answers once descriptors are free.
 #[test]

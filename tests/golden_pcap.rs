@@ -261,7 +261,7 @@ fn assert_no_bad_checksums(path: &str) {
     );
 }
 
-/// Issue 13 defect 11, end to end: the generator's IPv4 and IPv6 UDP frames, routed (TTL and
+/// End to end: the generator's IPv4 and IPv6 UDP frames, routed (TTL and
 /// hop limit decremented, MACs rewritten, ECN CE marked by RED) into a capture, carry UDP
 /// checksums that tshark verifies, with no IPv6 "Illegal checksum value (0)".
 #[test]

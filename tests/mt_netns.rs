@@ -57,7 +57,7 @@ fn two_rx_workers_forward_udp_and_tcp_both_ways() {
     assert!(forwarded > 400, "{out}");
 }
 
-/// Issue 14: two receive and two transmit workers (ports r0 and rx on transmit worker 0, r1 on
+/// Two receive and two transmit workers (ports r0 and rx on transmit worker 0, r1 on
 /// worker 1) under tenfold overload: both senders flood 64-byte frames at the receiver for
 /// 2 s through rx, shaped to 1 Mbit/s (about 1950 frames a second; two senders offer far more
 /// than ten times that on any machine that runs the lab), while the receiver floods sender 1

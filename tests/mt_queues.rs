@@ -1,4 +1,4 @@
-//! RSS multi-queue through the threaded router (issue 14; root, prints `SKIPPED ...` and passes
+//! RSS multi-queue through the threaded router (root, prints `SKIPPED ...` and passes
 //! otherwise, fails instead with `ZLR_REQUIRE_ENV=1` as in CI): the sender's veth has 4 queues
 //! (`ip link add ... numrxqueues 4 numtxqueues 4`, `ethtool -L`), the router's port on it opens
 //! one AF_XDP socket per queue (`queues = [0, 1, 2, 3]`, native XDP, so that veth hands each

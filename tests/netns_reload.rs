@@ -1,4 +1,4 @@
-//! Live reload under real traffic on AF_XDP veths (root; issue 12): a kernel UDP sender
+//! Live reload under real traffic on AF_XDP veths (root): a kernel UDP sender
 //! offers 8 Mbit/s through `zlrouter` to a receiver behind a 4 Mbit/s shaper; SIGHUP with
 //! the shaper halved in the file halves what reaches the receiver within a second; SIGHUP with
 //! an invalid file is refused (logged) and the rate stays; the final table balances across

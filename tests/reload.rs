@@ -1,4 +1,4 @@
-//! Live reconfiguration (issue 12): a reload changes the running router's QoS while it
+//! Live reconfiguration: a reload changes the running router's QoS while it
 //! forwards. Under traffic (the generator in virtual time, and a threaded router on the wall
 //! clock driven through `zlrouter reload` and SIGHUP): halving the shaper's rate halves the
 //! egress rate within a second, queued packets stay queued, the conservation identity is
@@ -181,7 +181,7 @@ fn a_reload_in_virtual_time_halves_the_egress_rate_within_a_second_and_loses_not
     );
 }
 
-/// Issue 14: with two transmit workers (`gen` on worker 0, `out` on worker 1) a reload that
+/// With two transmit workers (`gen` on worker 0, `out` on worker 1) a reload that
 /// halves the shaper is installed by the coordinator while it holds every worker's egress (one
 /// handover), and reaches `out`, the other worker's port: its rate halves from the reload on
 /// (virtual time: every clock read 1 µs), and every packet is counted.

@@ -43,9 +43,9 @@ fn sigterm_stops_cleanly_with_the_final_table() {
     stop_with("-TERM");
 }
 
-/// Issue 13 defect 6: SIGHUP killed the router without the final table. SIGHUP now reloads
-/// the config (issue 12; tests/reload.rs): the run goes on, says what the reload changed, and
-/// a later SIGTERM still ends it with the final table.
+/// SIGHUP reloads the config (tests/reload.rs) rather than killing the router without its
+/// final table: the run goes on, says what the reload changed, and a later SIGTERM still ends
+/// it with the final table.
 #[test]
 fn sighup_reloads_and_the_run_goes_on() {
     let dir = common::scratch("signal-hup");
@@ -94,10 +94,9 @@ fn whole_records(path: &std::path::Path) -> usize {
     n
 }
 
-/// Issue 13 defect 6: a router killed outright left its capture cut in the middle of a packet
-/// (`capinfos`: "cut short in the middle of a packet"), and a slow capture stayed in memory
-/// until the end of the run. The capture is now written whole records at a time, on a timer
-/// too: a slow threaded run (its generator paced by the wall clock, 20 frames of 100 bytes a
+/// A router killed outright leaves no capture cut in the middle of a packet (`capinfos`: "cut
+/// short in the middle of a packet"), and a slow capture does not stay in memory until the
+/// end of the run: the capture is written whole records at a time, on a timer too: a slow threaded run (its generator paced by the wall clock, 20 frames of 100 bytes a
 /// second: the old 8 KiB buffer took 4 s to fill) has whole records on disk within 1.5 s, and
 /// after a SIGKILL (no handler runs) the capture reads to its end.
 #[test]

@@ -1,4 +1,4 @@
-//! Misbehaving flows, named (issue 12): the default config's misbehaving flows are the top of
+//! Misbehaving flows, named: the default config's misbehaving flows are the top of
 //! its egress list, named by address, with their packets and drops; a pcap replay gives the
 //! same list for the same seed; the Prometheus series of the list are bounded by
 //! `metrics.top_flows`.
