@@ -16,14 +16,40 @@
 //! receive worker and the transmit worker), on the loop's clock, with a burst of one second's
 //! worth; the writer rotates to `<stem>-1.<ext>`, `<stem>-2.<ext>`, ... once a file reaches
 //! `rotate_bytes` (each file a complete pcapng with its own header), keeping every file.
+//!
+//! decided: each block reaches the file in one `pwrite(2)` of the whole block at the end of
+//! the last whole one (encoded into a reused buffer, no byte-stream buffer in between), as
+//! soon as the writer takes its record off the ring (it looks at least every 2 ms), and no
+//! page boundary of the file falls inside a block ([`padding`]: a block that would straddle
+//! one goes to the next page behind a padding block of a type readers skip). A process killed
+//! between two writes (`kill -9`, a panic, an abort) leaves whole blocks, and so does one
+//! killed inside a write: Linux cuts a write short on a fatal signal only at a page boundary,
+//! which is then a block boundary (before the padding, `tests/capture_crash.rs` found about 1
+//! kill in 25 of an overloaded writer cutting a block there). Only a block longer than a page
+//! (a frame of more than about 4000 bytes kept whole) can still be cut. A kill loses the
+//! records still in the ring: at most `ring` packets (a full ring of 4096 blocks of 1000-1500
+//! bytes took the writer 17-28 ms on a loaded 2-core VM, 150-240 thousand blocks a second;
+//! past a full ring drops are counted `capture_overflow`, never captured), so with the
+//! default ring a kill loses well under the last 100 ms of drops. One write per block rather
+//! than batches: a system call each (raw `pwrite`s of 1100 bytes on that VM: 160 thousand a
+//! second, against 780 thousand blocks a second in 64 KiB batches) is the writer's ceiling,
+//! but what a crash loses is only what the ring holds; the poll loop never waits either way.
+//!
+//! A failed write (a full disk, an I/O error) is logged at once with the OS's reason, once
+//! until writes succeed again; a short write's partial block is cut off (`File::set_len`) so
+//! the file stays readable; `written` counts only packets whose block is wholly in the file,
+//! and the others are `write_errors`. decided: the writer keeps trying, once per second
+//! (the packets in between are counted without a system call each), since space can come
+//! back (an operator deleting old captures) and the capture should then resume by itself;
+//! it logs when it does, with the number of packets lost meanwhile.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_queue::ArrayQueue;
 use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPacketOption};
@@ -146,13 +172,14 @@ impl CaptureParams {
 /// The capture's counters (the loop's side and the writer's).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct CaptureStats {
-    /// Packets written to the file(s).
+    /// Packets whose block is wholly in the file(s).
     pub written: u64,
     /// Packets not captured because the ring was full (the writer behind).
     pub overflow: u64,
     /// Packets not captured because of `rate_pps`.
     pub rate_limited: u64,
-    /// Packets lost to a failed write (the error is logged once per file).
+    /// Packets lost to a failed write or a file that could not be created (logged when the
+    /// failure starts, with the OS's reason, and when writes succeed again).
     pub write_errors: u64,
     /// Files started (1 + rotations).
     pub files: u64,
@@ -322,23 +349,16 @@ impl CaptureWriter {
         for _ in 0..params.ring {
             let _ = shared.free.push(Vec::with_capacity(reserve));
         }
-        let mut out = Output {
-            base: path,
-            snap_len: params.snap_len,
-            rotate_bytes: params.rotate_bytes,
-            ports,
-            classes,
-            writer: None,
-            bytes: 0,
-            index: 0,
-        };
-        out.open(&shared).map_err(|e| {
+        let fail = |e: String| {
             invalid(
                 "capture.file",
                 format!("\"{}\"", params.file),
                 format!("a pcapng file that can be created ({e})"),
             )
-        })?;
+        };
+        let mut out = Output::new(path, params.snap_len, params.rotate_bytes, ports, classes)
+            .map_err(fail)?;
+        out.open(&shared, 0).map_err(fail)?;
         let s = shared.clone();
         let handle = std::thread::Builder::new()
             .name("zlrouter-capture".into())
@@ -388,18 +408,145 @@ impl Drop for CaptureWriter {
 /// The writer thread's state.
 struct Output {
     base: PathBuf,
-    snap_len: u32,
     rotate_bytes: Option<u64>,
     ports: Vec<String>,
     classes: Vec<Vec<String>>,
-    writer: Option<PcapNgWriter<BufWriter<File>>>,
-    bytes: u64,
+    /// The file being written; `None` after a rotation that could not create its file.
+    file: Option<File>,
+    /// Its length up to the end of the last whole block: where the next block goes.
+    committed: u64,
+    /// A failed write whose partial block could not be cut off: cut before the next write.
+    dirty: bool,
     index: u64,
+    /// The block encoder: its buffer holds one block at a time (the section header and the
+    /// interface description are in it already, so it checks each packet's interface id).
+    enc: PcapNgWriter<Vec<u8>>,
+    /// Each file's first bytes: the section header and the interface description.
+    header: Vec<u8>,
+    /// The comment of the packet being written (its buffer reused).
+    comment: String,
+    /// Since when writing fails, and the packets lost since (`None` while writes succeed).
+    failing: Option<Failing>,
+}
+
+struct Failing {
+    /// When a write was last tried.
+    tried: Instant,
+    lost: u64,
+}
+
+/// After a failed write, the writer tries again once this much time has passed, counting the
+/// packets in between as `write_errors` without a system call each.
+const RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// The granularity at which Linux can cut a write short on a fatal signal: it checks for one
+/// before copying each page (or larger folio, whose boundaries are page boundaries too) of
+/// the file (`generic_perform_write`).
+const PAGE: u64 = 4096;
+
+/// The block type of the padding blocks: the local-use range of pcapng block types (most
+/// significant bit set), which readers skip (tshark, capinfos and pcap-file, as an unknown
+/// block, were checked).
+pub const PAD_BLOCK_TYPE: u32 = 0x807A_0000;
+
+/// The smallest block: type, total length, total length.
+const MIN_BLOCK: u64 = 12;
+
+/// A padding block of `len` bytes (a multiple of 4, at least [`MIN_BLOCK`]), in the native
+/// byte order of the section header pcap-file writes.
+fn pad_block(len: u32) -> Vec<u8> {
+    let mut b = vec![0u8; len as usize];
+    b[..4].copy_from_slice(&PAD_BLOCK_TYPE.to_ne_bytes());
+    b[4..8].copy_from_slice(&len.to_ne_bytes());
+    b[len as usize - 4..].copy_from_slice(&len.to_ne_bytes());
+    b
+}
+
+/// Bytes of padding to write before a block of `len` bytes that goes at file offset `at`.
+///
+/// decided: a SIGKILL can cut a write short only at a page boundary of the file (the kernel
+/// checks for a fatal signal before copying each page), so a write is safe from the cut if
+/// every page boundary inside it is a block boundary. A block that would straddle one is
+/// moved to the next page behind a padding block that fills the rest of this one; and no
+/// write leaves 4 or 8 bytes before a boundary, where a padding block (12 bytes at least)
+/// would not fit. A block longer than a page less 12 bytes (a frame of more than about 4000
+/// bytes kept whole: jumbo frames with a large `snap_len`) straddles a boundary wherever it
+/// goes, and only it can still be cut by a SIGKILL inside its write. The cost: the rest of a
+/// page whenever the next block does not fit in it (a stream of 1100-byte blocks: 796 bytes
+/// a page, 19 %; of 300-byte blocks, 5 %).
+fn padding(at: u64, len: u64) -> u64 {
+    let room = PAGE - at % PAGE;
+    let leaves_a_gap = |pad: u64| matches!((PAGE - (at + pad + len) % PAGE) % PAGE, 4 | 8);
+    if room < MIN_BLOCK {
+        // Never left by this writer (the header is longer than 8 bytes and every write
+        // avoids it); nothing fits in front, so the block goes as it is.
+        return 0;
+    }
+    if len <= PAGE - MIN_BLOCK {
+        if len <= room && !leaves_a_gap(0) {
+            0
+        } else {
+            // On the next page it fits and leaves at least 12 bytes.
+            room
+        }
+    } else if leaves_a_gap(0) {
+        MIN_BLOCK
+    } else {
+        0
+    }
+}
+
+/// Writes all of `buf` at `offset`; on an error, also how many of its bytes reached the file.
+fn write_whole(file: &File, buf: &[u8], offset: u64) -> Result<(), (std::io::Error, usize)> {
+    let mut done = 0;
+    while done < buf.len() {
+        match file.write_at(&buf[done..], offset + done as u64) {
+            Ok(0) => return Err((std::io::ErrorKind::WriteZero.into(), done)),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err((e, done)),
+        }
+    }
+    Ok(())
 }
 
 impl Output {
-    fn path(&self) -> PathBuf {
-        if self.index == 0 {
+    fn new(
+        base: PathBuf,
+        snap_len: u32,
+        rotate_bytes: Option<u64>,
+        ports: Vec<String>,
+        classes: Vec<Vec<String>>,
+    ) -> Result<Output, String> {
+        let mut enc = PcapNgWriter::new(Vec::new()).map_err(|e| e.to_string())?;
+        // if_tsresol = 9: pcap-file writes each packet's time in nanoseconds, and without this
+        // option pcapng readers take it as microseconds (pcapng §4.2), 1000 times late (found
+        // writing the `capture_roundtrip` fuzz target, which checks it; tests/capture_time.rs).
+        let idb = InterfaceDescriptionBlock {
+            linktype: DataLink::ETHERNET,
+            snaplen: snap_len,
+            options: vec![InterfaceDescriptionOption::IfTsResol(9)],
+        };
+        enc.write_pcapng_block(idb).map_err(|e| e.to_string())?;
+        let header = std::mem::take(enc.get_mut());
+        Ok(Output {
+            base,
+            rotate_bytes,
+            ports,
+            classes,
+            file: None,
+            committed: 0,
+            dirty: false,
+            index: 0,
+            enc,
+            header,
+            comment: String::with_capacity(128),
+            failing: None,
+        })
+    }
+
+    fn path_of(&self, index: u64) -> PathBuf {
+        if index == 0 {
             return self.base.clone();
         }
         let stem = self
@@ -408,97 +555,179 @@ impl Output {
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
         let name = match self.base.extension() {
-            Some(ext) => format!("{stem}-{}.{}", self.index, ext.to_string_lossy()),
-            None => format!("{stem}-{}", self.index),
+            Some(ext) => format!("{stem}-{index}.{}", ext.to_string_lossy()),
+            None => format!("{stem}-{index}"),
         };
         self.base.with_file_name(name)
     }
 
-    fn open(&mut self, shared: &Shared) -> Result<(), String> {
-        if let Some(mut w) = self.writer.take() {
-            let _ = w.get_mut().flush();
+    /// Creates file `index` with its header (one write) and makes it the current file. A file
+    /// whose header could not be written is removed, so every file left is readable.
+    fn open(&mut self, shared: &Shared, index: u64) -> Result<(), String> {
+        let path = self.path_of(index);
+        let file = File::create(&path).map_err(|e| format!("creating {}: {e}", path.display()))?;
+        if let Err((e, _)) = write_whole(&file, &self.header, 0) {
+            drop(file);
+            let _ = std::fs::remove_file(&path);
+            return Err(format!("writing {}: {e}", path.display()));
         }
-        let path = self.path();
-        let file = File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let mut w = PcapNgWriter::new(BufWriter::new(file))
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        // if_tsresol = 9: pcap-file writes each packet's time in nanoseconds, and without this
-        // option pcapng readers take it as microseconds (pcapng §4.2), 1000 times late
-        // (issue 13, found writing the `capture_roundtrip` fuzz target, which checks it;
-        // tests/capture_time.rs).
-        let idb = InterfaceDescriptionBlock {
-            linktype: DataLink::ETHERNET,
-            snaplen: self.snap_len,
-            options: vec![InterfaceDescriptionOption::IfTsResol(9)],
-        };
-        self.bytes = w
-            .write_pcapng_block(idb)
-            .map_err(|e| format!("{}: {e}", path.display()))? as u64;
-        self.writer = Some(w);
+        self.file = Some(file);
+        self.committed = self.header.len() as u64;
+        self.dirty = false;
+        self.index = index;
         shared.files.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
-    fn comment(&self, r: &Record) -> String {
-        let port = |p: u16| {
-            self.ports
-                .get(p as usize)
-                .cloned()
-                .unwrap_or_else(|| p.to_string())
+    /// The packet's comment (`cause=early in=lan out=wan class=be color=green`), written into
+    /// `out` (cleared first; reused from packet to packet).
+    fn comment(&self, r: &Record, out: &mut String) {
+        use std::fmt::Write as _;
+        let port = |out: &mut String, p: u16| match self.ports.get(p as usize) {
+            Some(name) => out.push_str(name),
+            None => {
+                let _ = write!(out, "{p}");
+            }
         };
-        let mut c = format!("cause={} in={}", r.cause.name(), port(r.in_port));
+        out.clear();
+        out.push_str("cause=");
+        out.push_str(r.cause.name());
+        out.push_str(" in=");
+        port(out, r.in_port);
         if let Some(o) = r.out_port {
-            c.push_str(&format!(" out={}", port(o)));
+            out.push_str(" out=");
+            port(out, o);
             if let Some(k) = r.class {
-                let name = self
+                out.push_str(" class=");
+                match self
                     .classes
                     .get(o as usize)
                     .and_then(|cs| cs.get(k as usize))
-                    .cloned()
-                    .unwrap_or_else(|| k.to_string());
-                c.push_str(&format!(" class={name}"));
-            }
-        }
-        if let Some(k) = r.color {
-            c.push_str(&format!(" color={}", k.name()));
-        }
-        c
-    }
-
-    fn write(&mut self, shared: &Shared, r: &Record) {
-        if let Some(limit) = self.rotate_bytes {
-            if self.bytes >= limit {
-                self.index += 1;
-                if let Err(e) = self.open(shared) {
-                    tracing::error!("zlrouter: drop capture: {e}");
-                    self.writer = None;
+                {
+                    Some(name) => out.push_str(name),
+                    None => {
+                        let _ = write!(out, "{k}");
+                    }
                 }
             }
         }
-        let comment = self.comment(r);
-        let Some(w) = &mut self.writer else {
-            shared.write_errors.fetch_add(1, Ordering::Relaxed);
+        if let Some(k) = r.color {
+            out.push_str(" color=");
+            out.push_str(k.name());
+        }
+    }
+
+    /// A record that is not in any file: counted, and the failure logged when it starts.
+    fn lost(&mut self, shared: &Shared, error: Option<String>) {
+        shared.write_errors.fetch_add(1, Ordering::Relaxed);
+        match &mut self.failing {
+            Some(f) => {
+                f.lost += 1;
+                if error.is_some() {
+                    f.tried = Instant::now();
+                }
+            }
+            None => {
+                tracing::error!(
+                    "zlrouter: drop capture: {}; captured packets are counted as \
+                     capture.write_errors and not written, trying again every {} s",
+                    error.as_deref().unwrap_or("write failed"),
+                    RETRY_AFTER.as_secs()
+                );
+                self.failing = Some(Failing {
+                    tried: Instant::now(),
+                    lost: 1,
+                });
+            }
+        }
+    }
+
+    fn write(&mut self, shared: &Shared, r: &Record) {
+        if self
+            .failing
+            .as_ref()
+            .is_some_and(|f| f.tried.elapsed() < RETRY_AFTER)
+        {
+            self.lost(shared, None);
             return;
-        };
+        }
+        let rotate = self
+            .rotate_bytes
+            .is_some_and(|limit| self.committed >= limit);
+        if self.file.is_none() || rotate {
+            let next = if self.file.is_some() {
+                self.index + 1
+            } else {
+                self.index
+            };
+            if let Err(e) = self.open(shared, next) {
+                // The old file stays as it is (whole blocks); the next try creates `next` again.
+                self.file = None;
+                self.index = next;
+                self.lost(shared, Some(e));
+                return;
+            }
+        }
+        let mut comment = std::mem::take(&mut self.comment);
+        self.comment(r, &mut comment);
         let block = EnhancedPacketBlock {
             interface_id: 0,
             timestamp: Duration::from_nanos(r.time.0),
             original_len: r.orig_len,
             data: std::borrow::Cow::Borrowed(&r.data),
-            options: vec![EnhancedPacketOption::Comment(comment.into())],
+            options: vec![EnhancedPacketOption::Comment(comment.as_str().into())],
         };
-        match w.write_pcapng_block(block) {
-            Ok(n) => {
-                self.bytes += n as u64;
-                shared.written.fetch_add(1, Ordering::Relaxed);
+        self.enc.get_mut().clear();
+        let encoded = self.enc.write_pcapng_block(block);
+        self.comment = comment;
+        if let Err(e) = encoded {
+            // Cannot happen (interface 0 is described, the sizes fit); counted if it did.
+            self.lost(shared, Some(format!("encoding a packet block: {e}")));
+            return;
+        }
+        // Padding in front, so that no page boundary of the file falls inside the block
+        // (see [`padding`]); in the same write, whose only possible cut is then between them.
+        let pad = padding(self.committed, self.enc.get_ref().len() as u64);
+        if pad > 0 {
+            let block = pad_block(pad as u32);
+            self.enc.get_mut().splice(0..0, block);
+        }
+        let Some(file) = &self.file else { return };
+        // An earlier partial block not cut off yet: cut it first (a block written after it
+        // would be unreadable).
+        let cut = if self.dirty {
+            file.set_len(self.committed)
+        } else {
+            Ok(())
+        };
+        let result = match cut {
+            Err(e) => Err((e, 0)),
+            Ok(()) => {
+                self.dirty = false;
+                write_whole(file, self.enc.get_ref(), self.committed)
             }
-            Err(e) => {
-                if shared.write_errors.fetch_add(1, Ordering::Relaxed) == 0 {
-                    tracing::error!(
-                        "zlrouter: drop capture: writing {}: {e}",
-                        self.path().display()
+        };
+        match result {
+            Ok(()) => {
+                self.committed += self.enc.get_ref().len() as u64;
+                shared.written.fetch_add(1, Ordering::Relaxed);
+                if let Some(f) = self.failing.take() {
+                    tracing::warn!(
+                        "zlrouter: drop capture: writing {} again; {} captured packets were \
+                         lost while writes failed",
+                        self.path_of(self.index).display(),
+                        f.lost
                     );
                 }
+            }
+            Err((e, partial)) => {
+                // A short write left part of the block: cut the file back to its last whole
+                // block, so it stays readable to its end.
+                if partial > 0 && file.set_len(self.committed).is_err() {
+                    self.dirty = true;
+                }
+                let msg = format!("writing {}: {e}", self.path_of(self.index).display());
+                self.lost(shared, Some(msg));
             }
         }
     }
@@ -520,10 +749,63 @@ impl Output {
                 std::thread::park_timeout(Duration::from_millis(2));
             }
         }
-        if let Some(mut w) = self.writer.take() {
-            if let Err(e) = w.get_mut().flush() {
-                tracing::error!("zlrouter: drop capture: {}: {e}", self.path().display());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every position the writer can be at (any multiple of 4 but 4 or 8 bytes before a page
+    /// boundary) and every block length up to two pages: the padding fits in the page, no
+    /// boundary falls inside a block that fits in a page, and no write leaves a gap too small
+    /// for a padding block.
+    #[test]
+    fn padding_keeps_page_boundaries_between_blocks() {
+        for at in (0..PAGE).step_by(4).filter(|a| !matches!(PAGE - a, 4 | 8)) {
+            let at = at + 3 * PAGE;
+            let room = PAGE - at % PAGE;
+            for len in (MIN_BLOCK..=2 * PAGE).step_by(4) {
+                let pad = padding(at, len);
+                assert!(pad == 0 || (MIN_BLOCK..=room).contains(&pad), "{at} {len}");
+                let start = at + pad;
+                if len <= PAGE - MIN_BLOCK {
+                    assert_eq!(
+                        start / PAGE,
+                        (start + len - 1) / PAGE,
+                        "{at} {len}: straddles"
+                    );
+                }
+                let after = (PAGE - (start + len) % PAGE) % PAGE;
+                assert!(!matches!(after, 4 | 8), "{at} {len}: leaves {after}");
             }
         }
+    }
+
+    #[test]
+    fn a_pad_block_is_a_block_readers_skip() {
+        let mut w = PcapNgWriter::new(Vec::new()).unwrap();
+        w.write_pcapng_block(InterfaceDescriptionBlock {
+            linktype: DataLink::ETHERNET,
+            snaplen: 100,
+            options: vec![],
+        })
+        .unwrap();
+        let mut bytes = std::mem::take(w.get_mut());
+        bytes.extend(pad_block(12));
+        bytes.extend(pad_block(40));
+        let mut r = pcap_file::pcapng::PcapNgReader::new(&bytes[..]).unwrap();
+        let mut kinds = Vec::new();
+        while let Some(b) = r.next_block() {
+            kinds.push(match b.unwrap() {
+                pcap_file::pcapng::Block::Unknown(u) => {
+                    assert_eq!(u.type_, PAD_BLOCK_TYPE);
+                    "pad"
+                }
+                pcap_file::pcapng::Block::InterfaceDescription(_) => "idb",
+                other => panic!("{other:?}"),
+            });
+        }
+        assert_eq!(kinds, ["idb", "pad", "pad"]);
     }
 }
