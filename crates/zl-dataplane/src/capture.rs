@@ -1,4 +1,4 @@
-//! Drop capture (issue 12, `[capture]`): dropped packets, and optionally marked ones, written
+//! Drop capture (`[capture]`): dropped packets, and optionally marked ones, written
 //! to a pcapng file with their cause, ports, class and color as each packet's comment
 //! (`cause=early in=lan out=wan class=be color=green`), so that
 //! `tshark -r drops.pcapng -Y 'frame.comment contains "cause=early"'` selects them.
