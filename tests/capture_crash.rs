@@ -138,6 +138,8 @@ fn a_capture_cut_by_kill_9_reads_to_its_end() {
             "kill -9 after {after_ms} ms: {n} packets, {} bytes, read to the end",
             std::fs::metadata(&path).unwrap().len()
         );
+        // Tens of MB each: not kept once checked.
+        let _ = std::fs::remove_file(&path);
     }
 }
 
