@@ -470,7 +470,7 @@ fn reno_with_unequal_delays_is_fairer_under_zl_red_than_tail_drop() {
     // measured run; the rest are tail drops when the router is descheduled). Per-group loss
     // rates (retransmits) are printed, not asserted: under load those tail drops fall on
     // either group, and the long-delay group's rate came out lower under ZL-RED in all of the
-    // quiet and session-2 pairs but higher in 2 of 3 pooled runs at a load of 4..6.
+    // quiet and the earlier loaded pairs but higher in 2 of 3 pooled runs at a load of 4..6.
     let early_share = zl.early as f64 / (zl.early + zl.tail).max(1) as f64;
     assert!(
         early_share > 0.25,
