@@ -212,11 +212,11 @@ fn open_port(i: usize, p: &PortParams) -> Result<Option<BoxedPort>, BuildError> 
     }
 }
 
-/// `[routing] source = "kernel"`: maps each AF_XDP port to its kernel interface and starts
-/// following the kernel's routes and neighbours. Ports of other kinds have no kernel
-/// interface (a DPDK port's NIC is the PMD's, not the kernel's): routes never lead to them,
-/// and the start-up says so.
-fn follow_kernel(dp: &mut Dataplane, cfg: &RouterConfig) -> Result<()> {
+/// `[routing] source = "kernel"`: each AF_XDP port's kernel interface index, by port index,
+/// for `follow_kernel` (either engine). Ports of other kinds have no kernel interface (a DPDK
+/// port's NIC is the PMD's, not the kernel's): routes never lead to them, and the start-up
+/// says so.
+fn kernel_ports(cfg: &RouterConfig) -> Result<Vec<(u32, u16)>> {
     let mut ports = Vec::new();
     for (i, p) in cfg.ports.iter().enumerate() {
         if p.kind != PortKind::AfXdp {
@@ -239,11 +239,12 @@ fn follow_kernel(dp: &mut Dataplane, cfg: &RouterConfig) -> Result<()> {
             .with_context(|| format!("port `{}` (routing.source = \"kernel\")", p.name))?;
         ports.push((ifindex, i as u16));
     }
-    dp.follow_kernel(ports, cfg.routing.unres_qlen as usize)
-        .context(
-        "reading the kernel's routes and neighbours through netlink (routing.source = \"kernel\")",
-    )
+    Ok(ports)
 }
+
+/// What a failed start of the kernel follower says.
+const FOLLOW_KERNEL: &str =
+    "reading the kernel's routes and neighbours through netlink (routing.source = \"kernel\")";
 
 /// The port supplier of both routers: AF_XDP and DPDK ports are opened here.
 fn ports<'a>(
@@ -471,6 +472,10 @@ fn run(
     if cfg.run.rx_workers > 0 {
         let supply: &mut PortSupplier<'_> = &mut ports(&cfg, &mut dpdk);
         let mut mt = build_threaded(&cfg, &base, supply, cfg.run.rx_workers as usize)?;
+        if cfg.routing.source == RouteSource::Kernel {
+            mt.follow_kernel(kernel_ports(&cfg)?, cfg.routing.unres_qlen as usize)
+                .context(FOLLOW_KERNEL)?;
+        }
         match &process_cpus {
             Ok(cpus) => mt.place_workers(WorkerCpus::from_config(cfg.run.cpus.as_deref(), cpus)?),
             Err(e) => {
@@ -487,7 +492,8 @@ fn run(
     }
     let mut dp = build(&cfg, &base, &mut dpdk, FileAccess::Open)?;
     if cfg.routing.source == RouteSource::Kernel {
-        follow_kernel(&mut dp, &cfg)?;
+        dp.follow_kernel(kernel_ports(&cfg)?, cfg.routing.unres_qlen as usize)
+            .context(FOLLOW_KERNEL)?;
     }
     let r = reloader(
         Threading::Single,

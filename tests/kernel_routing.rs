@@ -633,3 +633,78 @@ fn a_next_hop_that_never_resolves_gets_host_unreachable() {
     assert_eq!(stat(&out, "totals.drops.no_route"), Some(1), "{out}");
     assert_eq!(stat(&out, "icmp.sent.unreachable"), Some(2), "{out}");
 }
+
+/// What one engine did in [`same_behaviour_on_one_loop_and_two_receive_workers`]: its final
+/// JSON and standard error.
+fn run_engine(test: &str, rx_workers: u32) -> Option<String> {
+    let mut lab = lab(test)?;
+    if !icmp_tools(test) {
+        return None;
+    }
+    lab.rcv
+        .ip(&["addr", "add", "10.77.0.2/16", "dev", "lo"])
+        .unwrap();
+    let config =
+        kernel_config().replacen("[run]\n", &format!("[run]\nrx_workers = {rx_workers}\n"), 1);
+    lab.start(test, &config);
+    let (snd, rcv) = (&lab.senders[0], &lab.rcv);
+    let engine = format!("rx_workers = {rx_workers}");
+    // The first echoes wait for their next hop's MAC in the receiving thread's wait.
+    all_back(snd, RECEIVER_IP, 5, &[]).expect(&engine);
+    all_back(rcv, &sender_ip(0), 5, &[]).expect(&engine);
+    all_back(snd, "2001:db8:100::2", 5, &["-6"]).expect(&engine);
+    let (ok, text) = run_in(snd, 20, &["tracepath", "-n", "-m", "5", RECEIVER_IP]);
+    assert!(
+        ok && text.contains("10.9.1.1") && text.contains("reached"),
+        "{engine}: tracepath through the router: {text}"
+    );
+    lab.rtr
+        .ip(&["route", "add", "10.77.0.0/16", "via", RECEIVER_IP])
+        .unwrap();
+    let (ok, text) = ping(snd, &["-c", "1", "10.77.0.2"]);
+    assert!(ok, "{engine}: after ip route add: {text}");
+    lab.rtr.ip(&["route", "del", "10.77.0.0/16"]).unwrap();
+    let (ok, text) = ping(snd, &["-c", "1", "10.77.0.2"]);
+    assert!(!ok, "{engine}: after ip route del: {text}");
+    let (status, out) = lab.stop_router();
+    assert!(status.success(), "{engine}: {out}");
+    Some(out)
+}
+
+/// The same kernel-routing config on the single-thread loop and on two receive workers: both
+/// hold the first packets of a next hop while the kernel resolves it, answer tracepath's
+/// probes with Time Exceeded, follow `ip route add` / `del`, and end with the same fates.
+#[test]
+fn same_behaviour_on_one_loop_and_two_receive_workers() {
+    const TEST: &str = "same_behaviour_on_one_loop_and_two_receive_workers";
+    let Some(single) = run_engine(TEST, 0) else {
+        return;
+    };
+    let Some(threaded) = run_engine(TEST, 2) else {
+        return;
+    };
+    for path in [
+        "totals.drops.no_route",
+        "totals.drops.no_neighbour",
+        "totals.drops.parse_error",
+        "icmp.sent.unreachable",
+    ] {
+        assert_eq!(
+            stat(&single, path),
+            stat(&threaded, path),
+            "{path}\n--- rx_workers = 0:\n{single}\n--- rx_workers = 2:\n{threaded}"
+        );
+    }
+    assert_eq!(
+        stat(&threaded, "totals.drops.no_neighbour"),
+        Some(0),
+        "{threaded}"
+    );
+    for out in [&single, &threaded] {
+        assert!(
+            stat(out, "icmp.sent.time_exceeded").unwrap_or(0) >= 1,
+            "{out}"
+        );
+        assert!(stat(out, "fib.routes").is_some(), "{out}");
+    }
+}

@@ -135,14 +135,6 @@ pub fn build_threaded(
     supply: &mut PortSupplier<'_>,
     rx_workers: usize,
 ) -> Result<MtRouter, BuildError> {
-    if cfg.kernel_routing() {
-        return Err(invalid(
-            "routing.source",
-            "\"kernel\"",
-            "\"static\" with rx_workers > 0: kernel routing runs on the single-thread loop (rx_workers = 0)",
-        )
-        .into());
-    }
     let parts = build_parts(cfg, base, supply, Threading::Threaded, FileAccess::Open)?;
     let capture = start_capture(cfg, base, &parts.slots)?;
     let pool_per_worker = match cfg.run.pool_buffers {

@@ -36,12 +36,12 @@ use crate::config::Forwarding;
 use crate::egress::{Egress, Link};
 use crate::forward::Forwarder;
 use crate::icmp::{IcmpCounters, IcmpSender};
+use crate::neighbour::{NeighbourStage, DEFAULT_UNRES_QLEN};
 use crate::reload::{Applied, LiveUpdate, ReloadSlot};
 use crate::route::RouteTable;
 use crate::stats::{DropCause, FateCounters, Fates, GroupStats};
 use crate::view::Observer;
 use zl_aqm::PacketMeta;
-use zl_fib::{Hold, NeighbourWait};
 use zl_wire::{IpVersion, PlainIpv4, QosHeaders};
 
 pub use crate::egress::{QueueLengthHistogram, QLEN_BUCKETS, QLEN_SAMPLE_EVERY};
@@ -165,9 +165,9 @@ pub struct Dataplane {
     now: Nanos,
     polls: u64,
     /// Kernel routing: packets waiting for their next hop's MAC (bounded per next hop).
-    neighbour_wait: NeighbourWait<PacketBuf>,
+    neighbour: NeighbourStage,
     /// Scratch for released / expired waiting packets (no allocation per poll once grown).
-    released: Vec<(u16, zl_wire::MacAddr, PacketBuf)>,
+    released: Vec<PacketBuf>,
     expired: Vec<PacketBuf>,
     /// The drop capture's writer thread (`[capture]`), closed at the end of a run.
     capture: Option<CaptureWriter>,
@@ -176,14 +176,6 @@ pub struct Dataplane {
     /// Where live reloads arrive (`crate::reload`), looked at once per poll.
     reload: Option<Arc<ReloadSlot>>,
 }
-
-/// How long a next hop's packets wait for its MAC: the kernel gives up after
-/// `mcast_solicit` (3) probes `retrans_time` (1 s) apart.
-const NEIGHBOUR_WAIT: Nanos = Nanos::from_millis(3000);
-/// Next hops that may have packets waiting at once.
-const NEIGHBOUR_WAIT_HOPS: usize = 256;
-/// Packets per next hop when the config does not say (`routing.unres_qlen`).
-const DEFAULT_UNRES_QLEN: usize = 32;
 
 impl Dataplane {
     /// Assembles a data plane from built parts (see `crate::build` for the config path).
@@ -209,11 +201,7 @@ impl Dataplane {
             fates: Fates::new(groups),
             now: Nanos::ZERO,
             polls: 0,
-            neighbour_wait: NeighbourWait::new(
-                DEFAULT_UNRES_QLEN,
-                NEIGHBOUR_WAIT_HOPS,
-                NEIGHBOUR_WAIT,
-            ),
+            neighbour: NeighbourStage::new(DEFAULT_UNRES_QLEN),
             released: Vec::new(),
             expired: Vec::new(),
             capture: None,
@@ -266,49 +254,32 @@ impl Dataplane {
         self.capture = Some(writer);
     }
 
-    /// Kernel routing (`[routing] source = "kernel"`): dumps the kernel's main table and
-    /// neighbour table in the calling thread's namespace and follows them on a control thread
-    /// from now on; `ports` maps each kernel interface index to its port index;
-    /// `unres_qlen` bounds the packets held per unresolved next hop.
+    /// Kernel routing (`[routing] source = "kernel"`): follows the kernel's tables from now
+    /// on (`Forwarder::follow_kernel`; `ports` maps each kernel interface index to its port
+    /// index); `unres_qlen` bounds the packets held per unresolved next hop.
     pub fn follow_kernel(
         &mut self,
         ports: Vec<(u32, u16)>,
         unres_qlen: usize,
     ) -> std::io::Result<()> {
-        let Forwarding::Kernel(statics) = self.forwarder.forwarding() else {
-            return Err(std::io::Error::other(
-                "the config's routing.source is not \"kernel\"",
-            ));
-        };
-        let state = zl_fib::FibState::new(ports, statics.clone());
-        let resolve = zl_fib::ResolveQueue::new(1024);
-        let (handle, follower) = zl_fib::FibFollower::start(state, resolve.clone())?;
-        self.forwarder.set_kernel_fib(crate::forward::KernelFib {
-            reader: handle.reader(),
-            resolve,
-            follower: Some(std::sync::Arc::new(follower)),
-        });
-        self.neighbour_wait = NeighbourWait::new(unres_qlen, NEIGHBOUR_WAIT_HOPS, NEIGHBOUR_WAIT);
+        self.forwarder.follow_kernel(ports)?;
+        self.neighbour = NeighbourStage::new(unres_qlen);
         Ok(())
     }
 
-    /// Kernel routing, once per poll (between polls: the loop's one place to take in a new
-    /// table): the newest table, the waiting packets it resolves (forwarded now, in arrival
-    /// order) and those that waited too long (`no_neighbour`).
+    /// Kernel routing, once per poll: the newest table, the waiting packets it resolves
+    /// (routed again now, in bursts through the receive batch, empty between polls) and those
+    /// that waited too long (`no_neighbour`, Host Unreachable).
     fn follow_table(&mut self, now: Nanos) {
-        let changed = self.forwarder.refresh();
-        if self.neighbour_wait.is_empty() {
-            return;
-        }
-        if changed {
-            let mut released = std::mem::take(&mut self.released);
-            if let Some(fib) = self.forwarder.kernel_fib() {
-                self.neighbour_wait.release(fib, &mut released);
-            }
-            // Routed again with the new table: its MAC, TTL and queue as any packet, in
-            // bursts through the receive batch (empty between polls).
+        let (mut released, mut expired) = (
+            std::mem::take(&mut self.released),
+            std::mem::take(&mut self.expired),
+        );
+        self.neighbour
+            .follow(now, &mut self.forwarder, &mut released, &mut expired);
+        if !released.is_empty() {
             let mut burst = self.rx.take().unwrap_or_default();
-            for (_, _, buf) in released.drain(..) {
+            for buf in released.drain(..) {
                 burst.push_within_room(buf);
                 if burst.is_full() {
                     self.forward_burst(now, &mut burst);
@@ -316,42 +287,24 @@ impl Dataplane {
             }
             self.forward_burst(now, &mut burst);
             self.rx = Some(burst);
-            self.released = released;
         }
-        let mut expired = std::mem::take(&mut self.expired);
-        self.neighbour_wait.expire(now, &mut expired);
         for buf in expired.drain(..) {
-            // Unresolved in time: Host Unreachable to its sender, as the kernel sends when
-            // ARP / NDP fails for a queued packet. Held as it arrived; parsed again (cold).
+            // Held as it arrived; parsed again (cold).
             let info = zl_wire::parse(buf.as_slice(), self.forwarder.parse_config()).ok();
             self.drop_or_reply(now, buf, info.as_ref(), DropCause::NoNeighbour);
         }
-        self.expired = expired;
+        (self.released, self.expired) = (released, expired);
     }
 
-    /// A packet whose next hop has no MAC yet: held (asking the kernel to resolve the next
-    /// hop for the first one) or, past the bounds, dropped as `no_neighbour` without an ICMP
-    /// error (as the kernel's queue overflow sends none); so are the packets of a next hop
-    /// that gave its place in the wait up to this one (`zl_fib::NeighbourWait`). A next hop
-    /// the wait has no place for is still resolved, so that later packets find its MAC.
+    /// A packet whose next hop has no MAC yet (`NeighbourStage::hold`).
     fn hold_for_neighbour(&mut self, now: Nanos, buf: PacketBuf, dst: Option<std::net::IpAddr>) {
-        let Some((port, hop)) = dst.and_then(|d| self.forwarder.unresolved(d)) else {
-            return self.count_drop(buf, DropCause::NoNeighbour);
-        };
-        let mut evicted = std::mem::take(&mut self.expired);
-        match self.neighbour_wait.hold(now, port, hop, buf, &mut evicted) {
-            Hold::HeldFirst => self.forwarder.request_resolve(port, hop),
-            Hold::Held => {}
-            Hold::Full(buf) => self.count_drop(buf, DropCause::NoNeighbour),
-            Hold::Refused(buf) => {
-                self.forwarder.request_resolve(port, hop);
-                self.count_drop(buf, DropCause::NoNeighbour);
-            }
-        }
-        for buf in evicted.drain(..) {
+        let mut dropped = std::mem::take(&mut self.expired);
+        self.neighbour
+            .hold(now, &self.forwarder, buf, dst, &mut dropped);
+        for buf in dropped.drain(..) {
             self.count_drop(buf, DropCause::NoNeighbour);
         }
-        self.expired = evicted;
+        self.expired = dropped;
     }
 
     /// The forwarding state (routes, MACs, addresses and MTUs).
@@ -424,7 +377,7 @@ impl Dataplane {
             .iter()
             .map(|s| s.egress.qos.len() as u64)
             .sum::<u64>()
-            + self.neighbour_wait.len() as u64
+            + self.neighbour.len() as u64
     }
     /// Buffers handed out by the pool right now (queued packets plus none in flight between
     /// polls): the memory bound the configured buffers impose.
@@ -487,8 +440,8 @@ impl Dataplane {
                 // The burst's arrivals counted before any of it is processed: the totals at
                 // once (a register sum, not a read-modify-write of the counters per packet),
                 // the flow groups per packet. Then each packet goes to the receive stage
-                // straight from the batch (counted in the loop, it was copied through the
-                // stack twice on its way into the call; issue 14).
+                // straight from the batch (counted in the loop, it would be copied through
+                // the stack twice on its way into the call).
                 self.fates.received_burst(rx);
                 self.forward_burst(now, rx);
                 result?;
@@ -507,17 +460,15 @@ impl Dataplane {
 
     /// [`Dataplane::forward_and_admit`] of every packet of `burst`, which it leaves empty:
     /// the one copy of the receive stage (its one caller, so LLVM keeps the QoS engine's steps
-    /// in line), entered once per burst rather than per packet: a call per packet cost its
-    /// entry and exit and the buffer copied through the stack (issue 14: 921.6 -> 913.4
-    /// instructions per packet in the pipeline bench).
+    /// in line), entered once per burst rather than per packet: a call per packet costs its
+    /// entry and exit and the buffer copied through the stack.
     #[inline(never)]
     fn forward_burst(&mut self, now: Nanos, burst: &mut Batch) {
-        // `for_each`, not a `for` loop: the loop kept the drain's position on the stack and
-        // copied each buffer out through it (issue 14: 885.1 -> 873.4 instructions per packet
-        // in the pipeline bench). Each packet is worked on where it lies in the batch and
-        // moved out once, into its queue (or to where it goes otherwise), leaving a hollow
-        // buffer the batch's `clear` drops: drained by value, the 40-byte buffer went through
-        // the stack three times (824.1 -> 820.8 with the queue's push taking it late).
+        // `for_each`, not a `for` loop: the loop keeps the drain's position on the stack and
+        // copies each buffer out through it. Each packet is worked on where it lies in the
+        // batch and moved out once, into its queue (or to where it goes otherwise), leaving a
+        // hollow buffer the batch's `clear` drops: drained by value, the 40-byte buffer would
+        // go through the stack three times.
         burst
             .iter_mut()
             .for_each(|buf| self.forward_and_admit(now, buf));
@@ -532,9 +483,9 @@ impl Dataplane {
     ///
     /// The common frame's parsed headers stay a [`PlainIpv4`] in registers, its rewritable
     /// part a [`QosHeaders`] of constants and its TOS: the whole `PacketInfo` is made only
-    /// for a packet forwarding drops (issue 14: writing it cost about 20 instructions per
-    /// packet in the pipeline bench, most of them constants, but holding the fields in
-    /// registers costs spills around the route lookup's call: 923.4 -> 921.6 in all).
+    /// for a packet forwarding drops (writing it costs about 20 instructions per packet in the
+    /// pipeline bench, most of them constants; the spills around the route lookup's call that
+    /// holding the fields in registers costs take back most of that).
     #[inline(always)]
     fn forward_and_admit(&mut self, now: Nanos, buf: &mut PacketBuf) {
         let parse = self.forwarder.parse_config();
@@ -555,9 +506,8 @@ impl Dataplane {
                 let mut parsed = None;
                 match forward_other(&self.forwarder, buf, &mut parsed) {
                     // The metadata rebuilt from its fields, not moved whole out of the call's
-                    // result: moved whole, its 7 bytes of padding went along to the queue entry
-                    // of every packet, the common frame's too (issue 14: 861.0 -> 856.6
-                    // instructions per packet in the pipeline bench). Forwarding leaves every
+                    // result: moved whole, its 7 bytes of padding would go along to the queue
+                    // entry of every packet, the common frame's too. Forwarding leaves every
                     // packet green (metering comes in admission), and a field set anew keeps
                     // the compiler from folding the rebuild back into a move.
                     Ok((meta, headers)) => {
@@ -593,9 +543,8 @@ impl Dataplane {
     /// [`Dataplane::not_forwarded`] of a common frame: its `PacketInfo` from the frame again
     /// (as forwarding left it: unchanged, or with only its TTL and checksum rewritten as its
     /// `PlainIpv4` was, so the same), not kept from the first parse: holding the fields the
-    /// forwarding path does not read (source, protocol, ports, fragment) to the end of it cost
-    /// their spills on every packet (issue 14: 901.4 -> 885.1 instructions per packet in the
-    /// pipeline bench).
+    /// forwarding path does not read (source, protocol, ports, fragment) to the end of it would
+    /// cost their spills on every packet.
     #[cold]
     #[inline(never)]
     fn not_forwarded_plain(&mut self, now: Nanos, buf: PacketBuf, cause: DropCause) {
@@ -771,7 +720,7 @@ impl Dataplane {
         }
         // Packets still waiting for a next hop's MAC are not sent.
         let mut waiting = std::mem::take(&mut self.expired);
-        self.neighbour_wait.expire(Nanos(u64::MAX), &mut waiting);
+        self.neighbour.drain(&mut waiting);
         for buf in waiting.drain(..) {
             self.count_drop(buf, DropCause::Shutdown);
         }
@@ -919,7 +868,7 @@ aqm = { kind = "zl-red", a = 10, zombie = { m = 500, p_swap = 0.25 } }
             dp.slots()[1].egress.zombie.as_ref().unwrap().config().m(),
             500
         );
-        // Issue 13 defect 9: out of range is a range error on the key itself, not a mismatch,
+        // Out of range is a range error on the key itself, not a mismatch,
         // and is refused whether or not the estimate is on.
         for text in [
             metrics(0),

@@ -170,6 +170,28 @@ impl Forwarder {
         sender.reply(now, buf, info, cause, self, counters)
     }
 
+    /// Kernel routing (`[routing] source = "kernel"`): dumps the kernel's main table,
+    /// neighbour table, addresses and links in the calling thread's namespace and follows
+    /// them on a control thread from now on (`zl_fib::FibFollower`); `ports` maps each
+    /// kernel interface index to its port index. Every copy of this forwarder made after
+    /// (the threaded router's receive workers) reads the same table.
+    pub fn follow_kernel(&mut self, ports: Vec<(u32, u16)>) -> std::io::Result<()> {
+        let Forwarding::Kernel(statics) = &self.forwarding else {
+            return Err(std::io::Error::other(
+                "the config's routing.source is not \"kernel\"",
+            ));
+        };
+        let state = zl_fib::FibState::new(ports, statics.clone());
+        let resolve = zl_fib::ResolveQueue::new(1024);
+        let (handle, follower) = zl_fib::FibFollower::start(state, resolve.clone())?;
+        self.set_kernel_fib(KernelFib {
+            reader: handle.reader(),
+            resolve,
+            follower: Some(std::sync::Arc::new(follower)),
+        });
+        Ok(())
+    }
+
     /// Kernel routing: routes by `fib` from now on.
     pub fn set_kernel_fib(&mut self, fib: KernelFib) {
         self.kernel = Some(fib);

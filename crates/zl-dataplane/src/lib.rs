@@ -48,6 +48,7 @@ pub mod forward;
 pub mod icmp;
 pub mod metrics;
 pub mod mt;
+mod neighbour;
 pub mod port;
 pub mod priority;
 pub mod reload;

@@ -45,9 +45,11 @@ impl ResolveQueue {
 /// resolve request can see at worst.
 const WAKE_EVERY: Duration = Duration::from_millis(10);
 
-/// How long a change waits for the ones that follow it before it is published: a daemon's
-/// update or an `ip -batch` arrives as a burst of datagrams, which become one table.
-const COALESCE: Duration = Duration::from_millis(2);
+/// decided: a change is published as soon as the event socket holds nothing more (one `ip
+/// route add` reaches the data plane within the poll that follows), and during a burst that
+/// keeps the socket full (a daemon installing a table, `ip -batch`) at least this often, so
+/// that the routes installed so far are forwarded while the rest arrive.
+const MAX_HOLD: Duration = Duration::from_millis(20);
 
 /// decided: between two publications the thread spends at least twice as long applying
 /// events as the last snapshot took to build, so that while a burst lasts, building is at
@@ -220,10 +222,12 @@ impl Run<'_> {
         let mut pending: Option<Instant> = None;
         let mut not_before = Instant::now();
         while !stop.load(Ordering::Relaxed) {
-            let due = pending.map(|since| (since + COALESCE).max(not_before));
-            let wait = due.map_or(WAKE_EVERY, |d| {
-                d.saturating_duration_since(Instant::now()).min(WAKE_EVERY)
-            });
+            let now = Instant::now();
+            // With a change pending and allowed out: only what is queued already.
+            let wait = match pending {
+                None => WAKE_EVERY,
+                Some(_) => not_before.saturating_duration_since(now).min(WAKE_EVERY),
+            };
             let events = match self.follower.next(wait) {
                 Ok(e) => e,
                 Err(e) => {
@@ -231,6 +235,7 @@ impl Run<'_> {
                     return;
                 }
             };
+            let drained = events.is_empty();
             if self.apply(events) && pending.is_none() {
                 let now = Instant::now();
                 pending = Some(now);
@@ -240,7 +245,7 @@ impl Run<'_> {
             }
             if let Some(since) = pending {
                 let now = Instant::now();
-                if now >= (since + COALESCE).max(not_before) {
+                if now >= not_before && (drained || now - since >= MAX_HOLD) {
                     let fib = self.state.snapshot();
                     self.handle.publish(fib);
                     let built = now.elapsed();

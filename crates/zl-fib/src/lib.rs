@@ -8,7 +8,7 @@
 //!     | rtnetlink dump + RTM_NEWROUTE/DELROUTE/NEWNEIGH/DELNEIGH/NEWADDR/DELADDR/NEWLINK
 //!     v
 //!  control thread: FibState::apply per event (the prefix map updated in place)
-//!     | a burst of events coalesced; one Fib snapshot (a copy of the map) per burst
+//!     | what is queued coalesced; one Fib snapshot (a copy of the map) per batch
 //!     | FibHandle::publish (an Arc swapped in, arc-swap: no lock for the reader)
 //!     v
 //!  poll loop: FibReader::refresh between polls, Fib::decide per packet
@@ -18,9 +18,10 @@
 //!
 //! Contract:
 //! - Following is linear in the number of changes: an event updates one prefix, and a
-//!   snapshot is published after a change has waited 2 ms for the ones behind it, but no
-//!   sooner than twice the last snapshot's build time after it (see `follow.rs`), so a
-//!   million routes from a daemon are a few snapshots, not a million. [`FollowStats`] says
+//!   snapshot is published once the event socket holds nothing more (or a change has waited
+//!   20 ms in a burst), but no sooner than twice the last snapshot's build time after the
+//!   last one (see `follow.rs`), so a million routes from a daemon are a few hundred
+//!   snapshots, not a million. [`FollowStats`] says
 //!   how many routes are held and how long the oldest unpublished change has waited.
 //! - A [`Fib`] is immutable; the poll loop holds one for a whole poll and picks up the newest
 //!   at one place ([`FibReader::refresh`]), so a packet is routed by one consistent table.

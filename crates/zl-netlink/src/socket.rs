@@ -282,11 +282,15 @@ impl Follower {
     }
 
     /// The events of the next datagram, waiting at most `timeout` for one (an empty vector
-    /// when none came). Messages this crate does not model are left out.
+    /// when none came; a zero timeout does not wait). Messages this crate does not model are
+    /// left out.
     pub fn next(&mut self, timeout: Duration) -> io::Result<Vec<KernelEvent>> {
         // A datagram already queued is taken without setting the timeout: during a burst
         // (a daemon installing a table) that is one system call per datagram, not two.
         let n = match self.recv(libc::MSG_DONTWAIT) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && timeout.is_zero() => {
+                return Ok(Vec::new())
+            }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 set_timeout(&self.sock, timeout.max(Duration::from_micros(1)))?;
                 self.recv(0)
