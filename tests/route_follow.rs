@@ -107,10 +107,12 @@ fn twenty_thousand_routes_added_and_deleted_are_followed_without_loss_elsewhere(
     let last = inside(ROUTES - 1);
     {
         let (rtr, rcv) = (&lab.rtr, &lab.rcv);
-        rtr.ip(&["addr", "add", "10.9.1.1/24", "dev", "r0"]).unwrap();
+        rtr.ip(&["addr", "add", "10.9.1.1/24", "dev", "r0"])
+            .unwrap();
         rtr.ip(&["addr", "add", "10.9.100.1/24", "dev", "rx"])
             .unwrap();
-        rtr.exec(&["sysctl", "-qw", "net.ipv4.ip_forward=0"]).unwrap();
+        rtr.exec(&["sysctl", "-qw", "net.ipv4.ip_forward=0"])
+            .unwrap();
         // The last prefix's address lives on the receiver.
         rcv.ip(&["addr", "add", &format!("{last}/32"), "dev", "lo"])
             .unwrap();

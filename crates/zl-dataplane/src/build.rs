@@ -154,7 +154,9 @@ pub fn build_threaded(
         // (`crate::cpus::WorkerCpus::from_config`, then `MtRouter::place_workers`).
         cpus: Default::default(),
     };
-    let mut router = MtRouter::new(parts.slots, parts.forwarder, parts.groups, params);
+    // `validate` has checked every route's and bridge peer's port.
+    let mut router = MtRouter::new(parts.slots, parts.forwarder, parts.groups, params)
+        .map_err(|e| invalid("routes", e.port, e.to_string()))?;
     if let Some((tap, writer)) = capture {
         router.set_capture(tap, writer);
     }

@@ -100,13 +100,13 @@ use zl_zombie::{Observation, ZombieConfig, ZombieList};
 
 use crate::build::{stream_seed, BoxedPort};
 use crate::capture::{CaptureStats, CaptureTap, CaptureWriter};
-use crate::cpus::WorkerCpus;
-use crate::dataplane::{apply_egress, PortSlot, StopReason};
-use crate::egress::{Egress, Link, QueueLengthHistogram};
 use crate::config::Forwarding;
+use crate::cpus::WorkerCpus;
+use crate::dataplane::{apply_egress, PortSlot, StopReason, UnknownPort};
+use crate::egress::{Egress, Link, QueueLengthHistogram};
 use crate::forward::Forwarder;
-use crate::neighbour::{NeighbourStage, DEFAULT_UNRES_QLEN};
 use crate::icmp::{IcmpKind, IcmpSender};
+use crate::neighbour::{NeighbourStage, DEFAULT_UNRES_QLEN};
 use crate::reload::{Applied, LiveUpdate, ReloadSlot};
 use crate::stats::{DropCause, FateCounters, Fates, GroupStats};
 use crate::view::{Observer, RouterView};
@@ -437,17 +437,20 @@ struct HandoverEnd {
 impl MtRouter {
     /// Assembles a threaded router from built parts (see `crate::build::build_threaded` for
     /// the config path). `groups` are the generator flow groups (their counters are reset).
+    /// Forwarding that names a port index `slots` does not have (a route's port, a bridge
+    /// peer) is refused, as [`crate::Dataplane::new`] refuses it.
     pub fn new(
         slots: Vec<PortSlot>,
         forwarder: Forwarder,
         groups: Vec<GroupStats>,
         params: MtParams,
-    ) -> Self {
+    ) -> Result<Self, UnknownPort> {
+        UnknownPort::check(forwarder.forwarding(), slots.len())?;
         let names = slots.iter().map(|s| s.port.name().to_owned()).collect();
         let counters = slots.iter().map(|s| s.port.counters()).collect();
         let fates = Fates::new(groups).zeroed();
         let (ports, egress) = slots.into_iter().map(|s| (s.port, s.egress)).unzip();
-        MtRouter {
+        Ok(MtRouter {
             names,
             counters,
             ports,
@@ -463,7 +466,7 @@ impl MtRouter {
             reload: None,
             returns_lost: 0,
             unres_qlen: DEFAULT_UNRES_QLEN,
-        }
+        })
     }
 
     /// Kernel routing (`[routing] source = "kernel"`): follows the kernel's tables from now
@@ -1249,14 +1252,32 @@ where
             stage.follow(now, &mut state.forwarder, &mut released, &mut expired);
             for buf in released.drain(..) {
                 let ctx = (sh, &state);
-                forward_one(buf, now, ctx, &mut pool, &mut rng, &mut icmp, &mut counts, Some(stage));
+                forward_one(
+                    buf,
+                    now,
+                    ctx,
+                    &mut pool,
+                    &mut rng,
+                    &mut icmp,
+                    &mut counts,
+                    Some(stage),
+                );
             }
             for buf in expired.drain(..) {
                 // Held as it arrived; parsed again (cold).
                 let info = zl_wire::parse(buf.as_slice(), state.forwarder.parse_config()).ok();
                 let cause = DropCause::NoNeighbour;
                 let ctx = (sh, &state);
-                reject(buf, info.as_ref(), cause, now, ctx, &mut pool, &mut icmp, &mut counts);
+                reject(
+                    buf,
+                    info.as_ref(),
+                    cause,
+                    now,
+                    ctx,
+                    &mut pool,
+                    &mut icmp,
+                    &mut counts,
+                );
             }
         }
         let mut got = 0;
@@ -1282,7 +1303,16 @@ where
                 for buf in batch.drain() {
                     let ctx = (sh, &state);
                     let stage = neighbour.as_mut();
-                    forward_one(buf, now, ctx, &mut pool, &mut rng, &mut icmp, &mut counts, stage);
+                    forward_one(
+                        buf,
+                        now,
+                        ctx,
+                        &mut pool,
+                        &mut rng,
+                        &mut icmp,
+                        &mut counts,
+                        stage,
+                    );
                 }
                 if let Err(e) = result {
                     error = Some(e);
@@ -1396,7 +1426,16 @@ fn forward_one(
             return;
         }
         Err(cause) => {
-            return reject(buf, parsed.as_ref(), cause, now, (sh, state), pool, icmp, fates)
+            return reject(
+                buf,
+                parsed.as_ref(),
+                cause,
+                now,
+                (sh, state),
+                pool,
+                icmp,
+                fates,
+            )
         }
     };
     let out = buf.out_port as usize;

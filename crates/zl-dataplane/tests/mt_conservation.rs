@@ -139,6 +139,7 @@ fn router_nm(
             cpus: Default::default(),
         },
     )
+    .expect("every route leads to a port given")
 }
 
 /// Every clock read advances 1 µs (all threads together): virtual time.
@@ -633,7 +634,8 @@ fn bridged_ports_forward_unchanged_with_two_rx_workers() {
             seed: 1,
             cpus: Default::default(),
         },
-    );
+    )
+    .expect("every route leads to a port given");
     let stop = AtomicBool::new(false);
     run_virtual(&mut r, &stop, 1000);
     let t = r.totals();
@@ -1050,4 +1052,54 @@ fn workers_run_on_the_cpus_they_are_given_not_the_callers_pin() {
             "{placement:?}: the caller's CPUs after the run"
         );
     }
+}
+
+#[test]
+fn both_engines_refuse_forwarding_to_a_port_they_do_not_have() {
+    let slots = || -> Vec<PortSlot> {
+        (0..2u16)
+            .map(|i| {
+                let port = MemoryPort::cycling("p", i, vec![frame(1, 1, [192, 0, 2, 1], 1)], 10);
+                PortSlot::new(
+                    Box::new(port),
+                    QosEngine::new(&qos("", 100, 10_000_000_000)).unwrap(),
+                )
+            })
+            .collect()
+    };
+    let forwarder = || {
+        Forwarder::new(
+            Forwarding::Bridge(vec![Some(1), Some(5)]),
+            ParseConfig::default(),
+            PriorityMap::default(),
+            (0..2).map(|i| MacAddr([2, 0, 0, 0, 0, i])).collect(),
+        )
+    };
+    let params = MtParams {
+        rx_workers: 1,
+        tx_workers: 1,
+        ring_capacity: 64,
+        pool_per_worker: 256,
+        work_budget: 32,
+        seed: 1,
+        cpus: Default::default(),
+    };
+    let threaded = MtRouter::new(slots(), forwarder(), Vec::new(), params)
+        .err()
+        .expect("a bridge peer beyond the ports is refused");
+    let single = zl_dataplane::Dataplane::new(
+        slots(),
+        zl_port::BufPool::new(256, zl_port::DEFAULT_BUF_SIZE),
+        forwarder(),
+        rand_xoshiro::rand_core::SeedableRng::seed_from_u64(1),
+        32,
+        Vec::new(),
+    )
+    .err()
+    .expect("refused by the single-thread loop too");
+    assert_eq!(threaded, single);
+    assert_eq!(
+        threaded.to_string(),
+        "a bridge peer leads to port index 5, but the data plane has 2 ports"
+    );
 }

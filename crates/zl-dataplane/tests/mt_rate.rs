@@ -99,6 +99,7 @@ fn router((workers, tx_workers): (usize, usize), per_port: u64) -> MtRouter {
             cpus: Default::default(),
         },
     )
+    .expect("every route leads to a port given")
 }
 
 #[test]
