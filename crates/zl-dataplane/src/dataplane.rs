@@ -37,6 +37,7 @@ use crate::egress::{Egress, Link};
 use crate::forward::Forwarder;
 use crate::icmp::{IcmpCounters, IcmpSender};
 use crate::neighbour::{NeighbourStage, DEFAULT_UNRES_QLEN};
+use crate::reject::reject;
 use crate::reload::{Applied, LiveUpdate, ReloadSlot};
 use crate::route::RouteTable;
 use crate::stats::{DropCause, FateCounters, Fates, GroupStats};
@@ -327,16 +328,8 @@ impl Dataplane {
         info: Option<&zl_wire::PacketInfo>,
         cause: DropCause,
     ) {
-        self.fates.dropped(&buf, cause);
         let fates = &mut self.fates;
-        let kind = (self.forwarder).icmp_error(
-            &mut self.icmp,
-            &mut fates.icmp,
-            now,
-            &mut buf,
-            info,
-            cause,
-        );
+        let kind = reject(&self.forwarder, &mut self.icmp, fates, now, &mut buf, info, cause);
         let (Some(kind), Some(slot)) = (kind, self.slots.get_mut(buf.out_port as usize)) else {
             return self.pool.free(buf);
         };

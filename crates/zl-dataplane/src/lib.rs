@@ -49,6 +49,7 @@ pub mod icmp;
 pub mod metrics;
 pub mod mt;
 mod neighbour;
+mod reject;
 pub mod port;
 pub mod priority;
 pub mod reload;

@@ -1375,8 +1375,7 @@ fn reject(
     icmp: &mut IcmpSender,
     fates: &mut Fates,
 ) {
-    fates.dropped(&buf, cause);
-    let kind = (state.forwarder).icmp_error(icmp, &mut fates.icmp, now, &mut buf, info, cause);
+    let kind = crate::reject::reject(&state.forwarder, icmp, fates, now, &mut buf, info, cause);
     let (Some(kind), Some(ring)) = (kind, sh.rings.get(buf.out_port as usize)) else {
         return pool.free(buf);
     };
