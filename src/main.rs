@@ -530,6 +530,12 @@ fn run_threaded(
             mt.params().rx_workers,
             mt.params().tx_workers
         );
+        if !mt.has_live_ports() {
+            note!(
+                "zlrouter: the generator and pcap ports offer on the wall clock with rx_workers > 0: \
+                 this run is not reproducible from its seed (rx_workers = 0 runs them in virtual time)"
+            );
+        }
     }
     let drain = Nanos::from_secs_f64(cfg.run.drain_s);
     let clock = monotonic();
