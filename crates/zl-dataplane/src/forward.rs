@@ -283,7 +283,7 @@ impl Forwarder {
     /// its headers as [`PlainIpv4::parse`] read them from `buf` (`plain`, its TTL rewritten
     /// as `info`'s would be): for a caller that keeps them in its registers and builds the
     /// whole `PacketInfo` ([`PlainIpv4::info`]) only when it needs one, such as the ICMP
-    /// error about a dropped packet (`Dataplane::forward_and_admit`; issue 14).
+    /// error about a dropped packet (`Dataplane::forward_and_admit`).
     #[inline]
     pub fn forward_plain(
         &self,
@@ -318,8 +318,8 @@ impl Forwarder {
         let len = buf.len() as u32;
         // Each way below reads the headers through the one reference it takes here.
         // The next hop's MAC by reference, where the table or the decision keeps it: as a
-        // value from either way it was built in a register and split again to be written
-        // (issue 14: 913.4 -> 908.4 instructions per packet in the pipeline bench).
+        // value from either way it would be built in a register and split again to be
+        // written.
         let decision;
         let ((port, mac), info) = match (&self.forwarding, parsed, info) {
             // The next hop's port and MAC only (not its gateway address): all that is read.
@@ -441,9 +441,9 @@ fn is_group(dst: IpAddr) -> bool {
     }
 }
 
-/// A port's own MAC and egress MTU, looked up together for each routed packet (issue 14: the
-/// MTU on its own, in the port's `PortL3`, took a second bounds check and an `Option` test:
-/// 908.4 -> 904.4 instructions per packet in the pipeline bench).
+/// A port's own MAC and egress MTU, looked up together for each routed packet (the MTU on its
+/// own, in the port's `PortL3`, would take a second bounds check and an `Option` test on every
+/// packet).
 #[derive(Clone, Copy, Debug)]
 struct EgressL2 {
     mac: MacAddr,
