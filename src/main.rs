@@ -17,7 +17,6 @@ use zl_core::Nanos;
 use zl_dataplane::config::{PortKind, PortParams, RouteSource};
 use zl_dataplane::control::{self, token, Endpoint};
 use zl_dataplane::cpus::WorkerCpus;
-use zl_dataplane::egress::Threading;
 use zl_dataplane::metrics::{ControlThread, MetricsHub};
 use zl_dataplane::mt::MtRouter;
 use zl_dataplane::port::FileAccess;
@@ -457,12 +456,11 @@ fn run(
         }
     };
     overrides(&mut cfg);
-    let reloader = |threading, lists, routes, slot| {
+    let reloader = |lists, routes, slot| {
         Reloader::new(
             config.clone(),
             Box::new(overrides.clone()),
             cfg.clone(),
-            threading,
             lists,
             routes,
             slot,
@@ -482,12 +480,7 @@ fn run(
                 note!("zlrouter: the workers stay on this thread's CPUs: cannot read them: {e}")
             }
         }
-        let r = reloader(
-            Threading::Threaded,
-            mt.zombie_lists(),
-            mt.routes(),
-            mt.reload_slot(),
-        );
+        let r = reloader(mt.zombie_lists(), mt.routes(), mt.reload_slot());
         return run_threaded(mt, &cfg, &base, r, quiet, json);
     }
     let mut dp = build(&cfg, &base, &mut dpdk, FileAccess::Open)?;
@@ -495,12 +488,7 @@ fn run(
         dp.follow_kernel(kernel_ports(&cfg)?, cfg.routing.unres_qlen as usize)
             .context(FOLLOW_KERNEL)?;
     }
-    let r = reloader(
-        Threading::Single,
-        dp.zombie_lists(),
-        dp.routes(),
-        dp.reload_slot(),
-    );
+    let r = reloader(dp.zombie_lists(), dp.routes(), dp.reload_slot());
     let mut session = Session::start(&dp, &cfg, &base, r, quiet)?;
     let end = Nanos::from_secs_f64(cfg.run.duration_s);
     let drain = Nanos::from_secs_f64(cfg.run.drain_s);

@@ -11,7 +11,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use zl_core::Nanos;
-use zl_dataplane::egress::Threading;
 use zl_dataplane::reload::{PendingReload, ReloadError, Reloader};
 use zl_dataplane::view::RouterView;
 use zl_dataplane::{build, Dataplane, Observer, RouterConfig};
@@ -68,7 +67,6 @@ fn reloader_of(dp: &mut Dataplane, cfg: &RouterConfig, path: &std::path::Path) -
         Some(path.to_owned()),
         Box::new(|_| {}),
         cfg.clone(),
-        Threading::Single,
         dp.zombie_lists(),
         dp.routes(),
         dp.reload_slot(),
@@ -198,7 +196,6 @@ fn a_reload_with_two_transmit_workers_reaches_the_other_workers_port() {
         Some(path.clone()),
         Box::new(|_| {}),
         cfg.clone(),
-        Threading::Threaded,
         r.zombie_lists(),
         r.routes(),
         r.reload_slot(),

@@ -16,7 +16,7 @@ use crate::config::{
     invalid, parse_mac, ConfigError, PortKind, PortParams, RouterConfig, MAX_POOL_BUFFERS,
 };
 use crate::dataplane::{Dataplane, PortSlot};
-use crate::egress::{port_egress, Threading};
+use crate::egress::port_egress;
 use crate::flows::FlowTable;
 use crate::forward::Forwarder;
 use crate::mt::{MtParams, MtRouter, RING_PACKETS};
@@ -86,7 +86,7 @@ fn build_dataplane(
     supply: &mut PortSupplier<'_>,
     access: FileAccess,
 ) -> Result<Dataplane, BuildError> {
-    let parts = build_parts(cfg, base, supply, Threading::Single, access)?;
+    let parts = build_parts(cfg, base, supply, access)?;
     let pool = BufPool::new(parts.pool_buffers, DEFAULT_BUF_SIZE);
     let capture = match access {
         FileAccess::Open => start_capture(cfg, base, &parts.slots)?,
@@ -135,7 +135,7 @@ pub fn build_threaded(
     supply: &mut PortSupplier<'_>,
     rx_workers: usize,
 ) -> Result<MtRouter, BuildError> {
-    let parts = build_parts(cfg, base, supply, Threading::Threaded, FileAccess::Open)?;
+    let parts = build_parts(cfg, base, supply, FileAccess::Open)?;
     let capture = start_capture(cfg, base, &parts.slots)?;
     let pool_per_worker = match cfg.run.pool_buffers {
         Some(n) => n as usize,
@@ -182,7 +182,6 @@ fn build_parts(
     cfg: &RouterConfig,
     base: &Path,
     supply: &mut PortSupplier<'_>,
-    threading: Threading,
     access: FileAccess,
 ) -> Result<RouterParts, BuildError> {
     cfg.validate()?;
@@ -208,7 +207,6 @@ fn build_parts(
             &cfg.qos_key(i),
             cfg.estimates_flows(&qos_params),
             cfg.metrics.flow_estimate_zombie,
-            threading,
         )?;
         if egress.zombie.is_some() {
             egress.flows = FlowTable::of_config(cfg);

@@ -329,7 +329,15 @@ impl Dataplane {
         cause: DropCause,
     ) {
         let fates = &mut self.fates;
-        let kind = reject(&self.forwarder, &mut self.icmp, fates, now, &mut buf, info, cause);
+        let kind = reject(
+            &self.forwarder,
+            &mut self.icmp,
+            fates,
+            now,
+            &mut buf,
+            info,
+            cause,
+        );
         let (Some(kind), Some(slot)) = (kind, self.slots.get_mut(buf.out_port as usize)) else {
             return self.pool.free(buf);
         };
@@ -835,9 +843,14 @@ aqm = { kind = "zl-red", a = 10, zombie = { m = 500, p_swap = 0.25 } }
             dp.slots()[0].egress.zombie.is_some(),
             "every port is estimated"
         );
-        // Without the estimate no port list exists; the policy keeps its own.
+        // Without the estimate each port keeps the same list, the one its ZL-RED policy
+        // decides on, fed every packet bound for the port (as on the threaded router).
         let dp = build("", frames).unwrap();
-        assert!(dp.slots().iter().all(|s| s.egress.zombie.is_none()));
+        for s in dp.slots() {
+            let list = s.egress.zombie.as_ref().expect("the policy's list");
+            assert_eq!(list.config().m(), 500);
+            assert_eq!(Arc::strong_count(list), 2, "the slot and the ZL-RED policy");
+        }
     }
 
     /// `metrics.flow_estimate_zombie` that differs from the policy's `zombie` is refused, the

@@ -524,23 +524,15 @@ fn mark_frame(buf: &mut PacketBuf) -> bool {
     }
 }
 
-/// How a router's loops are laid out, for [`port_egress`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Threading {
-    /// One thread receives, forwards and admits ([`crate::Dataplane`]).
-    Single,
-    /// Receive workers observe, a transmit worker admits ([`crate::mt`]).
-    Threaded,
-}
-
 /// The one place that decides a port's Zombie List and builds its egress from `params` (whose
 /// errors are reported under `qos_key`).
 ///
 /// The port has a list when its active flows are estimated (`estimate`: `metrics.flow_estimate`
-/// or a `sqrt-n-live` buffer rule), or, on the threaded router, when an SRED / ZL-RED policy
-/// needs one (the receive workers observe it; the transmit worker never does). Its SRED /
-/// ZL-RED policies then decide on that list. Otherwise (single thread, no estimate) each such
-/// policy keeps its own list and observes only its class's packets.
+/// or a `sqrt-n-live` buffer rule), or when an SRED / ZL-RED policy needs one. Its SRED /
+/// ZL-RED policies then decide on that list, which sees every packet bound for the port: the
+/// papers' one list per output link. decided: the same on both engines (a receive worker
+/// observes a packet before it is classified, so a list per class cannot be kept there); a
+/// policy of one class among several is driven by the whole link's flows.
 ///
 /// The list's parameters: `estimate_params` (`metrics.flow_estimate_zombie`) when the estimate
 /// is on and they are given, else those of the port's SRED / ZL-RED policies (so turning the
@@ -554,10 +546,9 @@ pub(crate) fn port_egress(
     qos_key: &str,
     estimate: bool,
     estimate_params: Option<ZombieParams>,
-    threading: Threading,
 ) -> Result<Egress, ConfigError> {
     let qos_err = qos_error(qos_key);
-    let mut egress = match port_list(params, qos_key, estimate, estimate_params, threading)? {
+    let mut egress = match port_list(params, qos_key, estimate, estimate_params)? {
         None => Egress::new(QosEngine::new(params).map_err(&qos_err)?, None),
         Some(zc) => Egress::on_own_list(params, zc).map_err(&qos_err)?,
     };
@@ -580,7 +571,6 @@ pub(crate) fn port_list(
     qos_key: &str,
     estimate: bool,
     estimate_params: Option<ZombieParams>,
-    threading: Threading,
 ) -> Result<Option<ZombieConfig>, ConfigError> {
     let qos_err = qos_error(qos_key);
     const ESTIMATE_KEY: &str = "metrics.flow_estimate_zombie";
@@ -589,11 +579,7 @@ pub(crate) fn port_list(
     if let Some(m) = &estimate_params {
         m.validate().map_err(|e| zombie_invalid(ESTIMATE_KEY, e))?;
     }
-    let policies = if estimate || threading == Threading::Threaded {
-        params.zombie_params().map_err(qos_err)?
-    } else {
-        None
-    };
+    let policies = params.zombie_params().map_err(qos_err)?;
     if !estimate && policies.is_none() {
         return Ok(None);
     }

@@ -42,7 +42,7 @@ use std::time::Duration;
 use zl_zombie::ZombieList;
 
 use crate::config::{ConfigError, PortParams, RouteSource, RouterConfig};
-use crate::egress::{port_list, qos_error, EgressUpdate, Threading};
+use crate::egress::{port_list, qos_error, EgressUpdate};
 use crate::flows::FlowTable;
 use crate::priority::PriorityMap;
 use crate::route::{NextHop, Prefix, RouteTable};
@@ -402,7 +402,6 @@ pub struct Reloader {
     /// What the command line overrides in every config it reads (`--duration`, ...).
     overrides: Box<dyn Fn(&mut RouterConfig) + Send>,
     running: RouterConfig,
-    threading: Threading,
     /// Each port's Zombie List as the loop holds it now.
     lists: Vec<Option<Arc<ZombieList>>>,
     /// The shared static routing table (router mode).
@@ -418,7 +417,6 @@ impl Reloader {
         path: Option<PathBuf>,
         overrides: Box<dyn Fn(&mut RouterConfig) + Send>,
         running: RouterConfig,
-        threading: Threading,
         lists: Vec<Option<Arc<ZombieList>>>,
         routes: Option<RouteTable>,
         slot: Arc<ReloadSlot>,
@@ -427,7 +425,6 @@ impl Reloader {
             path,
             overrides,
             running,
-            threading,
             lists,
             routes,
             slot,
@@ -548,7 +545,6 @@ impl Reloader {
                 &key,
                 new.estimates_flows(&params),
                 new.metrics.flow_estimate_zombie,
-                self.threading,
             )?;
             let list_changes = match (&wanted, &self.lists[i]) {
                 (None, None) => false,
