@@ -273,7 +273,7 @@ fn build_parts(
                     tag_base,
                     acks: None,
                 };
-                let gen = GeneratorPort::new(&setup, g)?;
+                let gen = GeneratorPort::new(&setup, g).map_err(ConfigError::from)?;
                 acks.extend(gen.acks());
                 for info in gen.groups() {
                     groups.push(GroupStats {

@@ -55,18 +55,20 @@ pub(crate) fn invalid(
     }
 }
 
-/// Parses `aa:bb:cc:dd:ee:ff`.
+/// Parses `aa:bb:cc:dd:ee:ff` (`MacAddr::parse`).
 pub fn parse_mac(s: &str) -> Option<MacAddr> {
-    let mut out = [0u8; 6];
-    let mut parts = s.split(':');
-    for b in &mut out {
-        let p = parts.next()?;
-        if p.len() != 2 {
-            return None;
+    MacAddr::parse(s)
+}
+
+/// A traffic source's parameter error is a config error on its key.
+impl From<zl_traffic::ParamError> for ConfigError {
+    fn from(e: zl_traffic::ParamError) -> Self {
+        ConfigError::Invalid {
+            key: e.key,
+            value: e.value,
+            expected: e.expected,
         }
-        *b = u8::from_str_radix(p, 16).ok()?;
     }
-    parts.next().is_none().then_some(MacAddr(out))
 }
 
 /// Most packet buffers a pool may hold: 2 GiB of 2 KiB buffers.

@@ -49,7 +49,10 @@ pub mod icmp;
 pub mod metrics;
 pub mod mt;
 mod neighbour;
-pub mod port;
+/// The traffic sources (generator, pcap, sink), from their own crate (`zl-traffic`).
+pub mod port {
+    pub use zl_traffic::*;
+}
 pub mod priority;
 mod reject;
 pub mod reload;

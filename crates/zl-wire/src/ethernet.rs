@@ -36,6 +36,22 @@ pub mod ethertype {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct MacAddr(pub [u8; 6]);
 
+impl MacAddr {
+    /// Parses `aa:bb:cc:dd:ee:ff` (two hex digits per octet, as `Display` writes it).
+    pub fn parse(s: &str) -> Option<MacAddr> {
+        let mut out = [0u8; 6];
+        let mut parts = s.split(':');
+        for b in &mut out {
+            let p = parts.next()?;
+            if p.len() != 2 {
+                return None;
+            }
+            *b = u8::from_str_radix(p, 16).ok()?;
+        }
+        parts.next().is_none().then_some(MacAddr(out))
+    }
+}
+
 impl core::fmt::Display for MacAddr {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         let m = self.0;

@@ -39,7 +39,7 @@ use zl_wire::{checksum, MacAddr};
 
 use super::acks::{AckChannel, SEGMENT_HEADER, SEGMENT_MAGIC};
 use super::reno::{RenoSender, SegmentReceiver};
-use crate::config::{invalid, ConfigError};
+use crate::{invalid, ParamError};
 
 /// Arrival process of a flow group.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -313,7 +313,7 @@ fn add_to_ip(ip: IpAddr, i: u32) -> IpAddr {
 impl GeneratorPort {
     /// Validates `params` (errors name the key under `setup.key_prefix`) and schedules every
     /// flow's first packet.
-    pub fn new(setup: &GeneratorSetup<'_>, params: &GeneratorParams) -> Result<Self, ConfigError> {
+    pub fn new(setup: &GeneratorSetup<'_>, params: &GeneratorParams) -> Result<Self, ParamError> {
         let GeneratorSetup {
             name,
             index,
@@ -325,7 +325,7 @@ impl GeneratorPort {
             ref acks,
         } = *setup;
         let dst_mac = match &params.dst_mac {
-            Some(s) => crate::config::parse_mac(s).ok_or_else(|| {
+            Some(s) => MacAddr::parse(s).ok_or_else(|| {
                 invalid(
                     format!("{key_prefix}.dst_mac"),
                     s,
@@ -516,7 +516,7 @@ impl GeneratorPort {
         g: &FlowGroupParams,
         key: &dyn Fn(&str) -> String,
         is_v6: bool,
-    ) -> Result<GroupTcp, ConfigError> {
+    ) -> Result<GroupTcp, ParamError> {
         if !(t.rtt_ms.is_finite() && (0.001..=MAX_PERIOD_MS).contains(&t.rtt_ms)) {
             return Err(invalid(
                 key("tcp.rtt_ms"),
