@@ -271,13 +271,24 @@ impl Dataplane {
     /// Kernel routing, once per poll: the newest table, the waiting packets it resolves
     /// (routed again now, in bursts through the receive batch, empty between polls) and those
     /// that waited too long (`no_neighbour`, Host Unreachable).
+    #[inline]
     fn follow_table(&mut self, now: Nanos) {
+        let changed = self.forwarder.refresh();
+        if self.neighbour.is_empty() {
+            return;
+        }
+        self.release_and_expire(now, changed);
+    }
+
+    /// [`Dataplane::follow_table`] with packets waiting (kernel routing only).
+    #[cold]
+    #[inline(never)]
+    fn release_and_expire(&mut self, now: Nanos, changed: bool) {
         let (mut released, mut expired) = (
             std::mem::take(&mut self.released),
             std::mem::take(&mut self.expired),
         );
-        self.neighbour
-            .follow(now, &mut self.forwarder, &mut released, &mut expired);
+        (self.neighbour).follow(now, changed, &self.forwarder, &mut released, &mut expired);
         if !released.is_empty() {
             let mut burst = self.rx.take().unwrap_or_default();
             for buf in released.drain(..) {

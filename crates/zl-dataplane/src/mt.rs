@@ -1248,8 +1248,9 @@ where
         }
         let now = clock();
         counts.set_clock(now);
-        if let Some(stage) = &mut neighbour {
-            stage.follow(now, &mut state.forwarder, &mut released, &mut expired);
+        let changed = state.forwarder.refresh();
+        if let Some(stage) = neighbour.as_mut().filter(|s| !s.is_empty()) {
+            stage.follow(now, changed, &state.forwarder, &mut released, &mut expired);
             for buf in released.drain(..) {
                 let ctx = (sh, &state);
                 forward_one(

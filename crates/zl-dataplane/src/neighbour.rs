@@ -45,6 +45,12 @@ impl NeighbourStage {
         self.wait.len()
     }
 
+    /// True when no packet is held.
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.wait.is_empty()
+    }
+
     /// A packet to `dst` whose next hop has no MAC (forwarding said `no_neighbour`): held,
     /// the kernel asked to resolve the next hop for the first one; or, past the bounds,
     /// left in `dropped` with the packets of a next hop that gave its place up to this one
@@ -72,22 +78,24 @@ impl NeighbourStage {
         }
     }
 
-    /// Once per poll (between polls: the thread's one place to take in a new table): the
-    /// newest table; the waiting packets it resolves, in arrival order per next hop, go to
+    /// Once per poll with packets waiting (after `Forwarder::refresh`, the thread's one place
+    /// to take in a new table): the waiting packets the table resolves, in arrival order per
+    /// next hop, go to
     /// `released` (route them again: their MAC, TTL and queue as any packet's); those that
     /// waited too long to `expired` (`no_neighbour`, with Host Unreachable as the kernel
     /// sends when ARP / NDP fails for a queued packet).
+    ///
+    /// `changed`: whether the caller's `Forwarder::refresh` just took in a new table (the
+    /// caller refreshes first, so that a thread with nothing waiting, every thread under
+    /// static routing, pays one load and compare per poll and nothing else).
     pub(crate) fn follow(
         &mut self,
         now: Nanos,
-        forwarder: &mut Forwarder,
+        changed: bool,
+        forwarder: &Forwarder,
         released: &mut Vec<PacketBuf>,
         expired: &mut Vec<PacketBuf>,
     ) {
-        let changed = forwarder.refresh();
-        if self.wait.is_empty() {
-            return;
-        }
         if changed {
             if let Some(fib) = forwarder.kernel_fib() {
                 self.wait.release(fib, &mut self.released);
