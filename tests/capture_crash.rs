@@ -223,3 +223,176 @@ fn a_full_disk_is_named_while_running_and_the_file_stays_whole() {
         std::fs::metadata(&path).unwrap().len()
     );
 }
+
+/// The files of the capture set `tag` (`""`, or `.prev`) in `dir`: `drops<tag>.pcapng`, then
+/// `drops<tag>-1.pcapng`, ... up to the first missing, with their bytes.
+fn capture_set(dir: &Path, tag: &str) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut set = Vec::new();
+    for i in 0u64.. {
+        let name = match i {
+            0 => format!("drops{tag}.pcapng"),
+            i => format!("drops{tag}-{i}.pcapng"),
+        };
+        match std::fs::read(dir.join(&name)) {
+            Ok(bytes) => set.push((dir.join(name), bytes)),
+            Err(_) if i == 0 => {}
+            Err(_) => break,
+        }
+    }
+    set
+}
+
+/// Starts the router on `cfg` and kills it (`kill -9`) once `ready(dir)`; what it printed
+/// before its first progress line.
+fn run_and_kill_9(cfg: &Path, ready: impl Fn(&Path) -> bool) -> Option<String> {
+    let running = common::spawn_until_progress(&["run", cfg.to_str().unwrap(), "--json"]);
+    let dir = cfg.parent().unwrap();
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !ready(dir) && std::time::Instant::now() < give_up {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let seen = running.seen.clone();
+    let (out, rest) = common::signal_and_wait(running, "-KILL")?;
+    assert!(!out.status.success(), "not killed: {rest}");
+    assert!(ready(dir), "not ready within 20 s: {seen}{rest}");
+    Some(seen)
+}
+
+/// `systemd` restarts a crashed router 2 s later: the start keeps the crash's capture (the
+/// file and its rotations, moved to `drops.prev*.pcapng` byte for byte, tshark reading each to
+/// its end with the packets it held) instead of truncating it, and says where it went; a third
+/// start keeps only the run before it (the first run's files gone, none left over), so a crash
+/// loop holds at most two runs' captures.
+#[test]
+fn a_restart_after_kill_9_keeps_the_crashed_runs_capture() {
+    const TEST: &str = "drop capture kept through a restart";
+    if !have_tshark(TEST) {
+        return;
+    }
+    let dir = common::scratch("capture-restart");
+    let cfg = dir.join("flood.toml");
+    // 20 captures a second of virtual time (the loop runs it about 35 times as fast): files of
+    // 64 KiB (about 200 blocks of ~300 bytes) a few tenths of a second apart.
+    std::fs::write(
+        &cfg,
+        overload("file = \"drops.pcapng\"\nsnap_len = 200\nrate_pps = 20\nrotate_bytes = 65536"),
+    )
+    .unwrap();
+    let holds_packets =
+        |d: &Path| std::fs::metadata(d.join("drops.pcapng")).is_ok_and(|m| m.len() > 1000);
+    let Some(_) = run_and_kill_9(&cfg, |d| d.join("drops-2.pcapng").exists()) else {
+        return zl_testkit::netns::skip(TEST, "the `kill` command is not available");
+    };
+    let first = capture_set(&dir, "");
+    let counts: Vec<u64> = first.iter().map(|(p, _)| blocks(p)).collect();
+    assert!(
+        first.len() >= 3 && counts.iter().all(|&n| n > 0),
+        "{counts:?}"
+    );
+
+    let seen = run_and_kill_9(&cfg, holds_packets).unwrap();
+    assert!(
+        seen.contains("previous run's capture is now")
+            && seen.contains(dir.join("drops.prev.pcapng").to_str().unwrap()),
+        "the start does not say where the capture went: {seen}"
+    );
+    let prev = capture_set(&dir, ".prev");
+    assert_eq!(prev.len(), first.len(), "{seen}");
+    for (((p, bytes), (_, was)), n) in prev.iter().zip(&first).zip(&counts) {
+        assert!(
+            bytes == was,
+            "{} is not the crashed run's file",
+            p.display()
+        );
+        assert_eq!(tshark_packets(p), *n, "{}", p.display());
+    }
+    let second = capture_set(&dir, "");
+    let second_packets = blocks(&second[0].0);
+
+    let seen = run_and_kill_9(&cfg, holds_packets).unwrap();
+    assert!(seen.contains("replacing the one before it"), "{seen}");
+    let prev = capture_set(&dir, ".prev");
+    assert!(
+        prev.iter()
+            .map(|(_, b)| b)
+            .eq(second.iter().map(|(_, b)| b)),
+        "the .prev set is not the second run's"
+    );
+    assert_eq!(tshark_packets(&prev[0].0), second_packets);
+    // Nothing else: the first run's extra rotations are gone.
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let third = capture_set(&dir, "");
+    assert_eq!(
+        names.len(),
+        1 + prev.len() + third.len(),
+        "more than the config, one previous set and the current one: {names:?}"
+    );
+    eprintln!(
+        "restarts: first run {} files ({} packets) kept whole, then replaced by the second's {}",
+        first.len(),
+        counts.iter().sum::<u64>(),
+        second.len()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A restart where the crash's capture cannot be moved aside (its file system now read-only):
+/// the router starts and forwards anyway, says why nothing is captured, counts every packet it
+/// would have captured as a write error, and leaves the old capture byte for byte as it was.
+#[test]
+fn a_capture_that_cannot_be_moved_is_left_whole_and_the_router_runs() {
+    const TEST: &str = "drop capture on a read-only file system after a restart";
+    if !zl_testkit::netns::is_root() {
+        return zl_testkit::netns::skip(TEST, "needs root to mount a tmpfs");
+    }
+    let dir = common::scratch("capture-restart-ro");
+    let fs = match SmallFs::mount(dir.join("small")) {
+        Ok(fs) => fs,
+        Err(e) => return zl_testkit::netns::skip(TEST, &format!("cannot mount a tmpfs: {e}")),
+    };
+    let cfg = dir.join("flood.toml");
+    std::fs::write(
+        &cfg,
+        overload("file = \"small/drops.pcapng\"\nsnap_len = 200\nrate_pps = 20"),
+    )
+    .unwrap();
+    let path = fs.0.join("drops.pcapng");
+    let ready = |_: &Path| std::fs::metadata(&path).is_ok_and(|m| m.len() > 1000);
+    if run_and_kill_9(&cfg, ready).is_none() {
+        return zl_testkit::netns::skip(TEST, "the `kill` command is not available");
+    }
+    let before = std::fs::read(&path).unwrap();
+    let remounted = Command::new("mount")
+        .args(["-o", "remount,ro"])
+        .arg(&fs.0)
+        .status();
+    assert!(remounted.is_ok_and(|s| s.success()), "remount read-only");
+    let running = common::spawn_until_progress(&["run", cfg.to_str().unwrap(), "--json"]);
+    let seen = running.seen.clone();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let (out, rest) = common::signal_and_wait(running, "-TERM").unwrap();
+    assert!(out.status.success(), "{seen}{rest}");
+    assert!(
+        seen.contains("could not be moved aside") && seen.contains("Read-only file system"),
+        "{seen}"
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cap = &v["capture"];
+    assert_eq!(cap["files"].as_u64(), Some(0), "{cap}");
+    assert_eq!(cap["written"].as_u64(), Some(0), "{cap}");
+    assert!(cap["write_errors"].as_u64().unwrap() > 0, "{cap}");
+    assert!(
+        v["totals"]["forwarded"].as_u64().unwrap() > 0,
+        "{}",
+        v["totals"]
+    );
+    assert!(
+        std::fs::read(&path).unwrap() == before,
+        "the old capture changed"
+    );
+    assert!(!fs.0.join("drops.prev.pcapng").exists());
+}

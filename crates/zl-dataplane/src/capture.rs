@@ -42,8 +42,29 @@
 //! (the packets in between are counted without a system call each), since space can come
 //! back (an operator deleting old captures) and the capture should then resume by itself;
 //! it logs when it does, with the number of packets lost meanwhile.
+//!
+//! decided: a start keeps the previous run's capture instead of truncating it. Before it
+//! creates its file, [`CaptureWriter::start`] (called by `zlrouter run`; `zlrouter check`
+//! builds no capture) moves the previous set, the file and its rotations `<stem>-N.<ext>`,
+//! to `<stem>.prev.<ext>` and `<stem>.prev-N.<ext>`, replacing the set there (files of the
+//! older set that the newer one does not replace are removed), and logs one line naming where
+//! it went. One previous set rather than a file name per start: the unit restarts a crashed
+//! router 2 s later (`Restart=on-failure`), and a crash loop must not fill the disk, while
+//! rotation has no file-count limit to honour; with one `.prev` set the disk holds at most two
+//! runs' files, and the crash's capture is always at the same name. A set that holds no packet
+//! (a run that died before its first drop, a start that failed after creating its file) is
+//! not moved and replaces nothing, so a crash loop that captures nothing between crashes
+//! keeps the capture of the last run that did. If the move fails (a read-only file system, a
+//! directory the router's user cannot write), the previous capture stays as it is (never
+//! truncated), an error names the file and the OS's reason, and the router starts anyway with
+//! the capture off for the run, every packet it would have captured counted as
+//! `write_errors`: an operator would rather have the router forwarding (a refused start under
+//! `Restart=on-failure` is a restart loop without forwarding), and the loss shows in the
+//! metrics. The move is tried at start only, not again while running, so that a `.prev` set
+//! is always one run's files.
 
 use std::fs::File;
+use std::io::BufReader;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -56,7 +77,7 @@ use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPa
 use pcap_file::pcapng::blocks::interface_description::{
     InterfaceDescriptionBlock, InterfaceDescriptionOption,
 };
-use pcap_file::pcapng::PcapNgWriter;
+use pcap_file::pcapng::{Block, PcapNgReader, PcapNgWriter};
 use pcap_file::DataLink;
 use serde::{Deserialize, Serialize};
 use zl_core::{Color, Nanos};
@@ -179,7 +200,8 @@ pub struct CaptureStats {
     /// Packets not captured because of `rate_pps`.
     pub rate_limited: u64,
     /// Packets lost to a failed write or a file that could not be created (logged when the
-    /// failure starts, with the OS's reason, and when writes succeed again).
+    /// failure starts, with the OS's reason, and when writes succeed again); for a whole run,
+    /// every packet captured when the previous run's capture could not be moved aside.
     pub write_errors: u64,
     /// Files started (1 + rotations).
     pub files: u64,
@@ -356,9 +378,25 @@ impl CaptureWriter {
                 format!("a pcapng file that can be created ({e})"),
             )
         };
+        let kept = keep_previous(&path);
         let mut out = Output::new(path, params.snap_len, params.rotate_bytes, ports, classes)
             .map_err(fail)?;
-        out.open(&shared, 0).map_err(fail)?;
+        match kept {
+            Ok(None) => {}
+            Ok(Some(kept)) => tracing::warn!("zlrouter: drop capture: {kept}"),
+            Err(e) => {
+                tracing::error!(
+                    "zlrouter: drop capture: the previous capture could not be moved aside \
+                     ({e}); it is left as it is, and this run captures nothing (every packet \
+                     it would capture is counted as capture.write_errors) until the router \
+                     is started again with that directory writable"
+                );
+                out.blocked = true;
+            }
+        }
+        if !out.blocked {
+            out.open(&shared, 0).map_err(fail)?;
+        }
         let s = shared.clone();
         let handle = std::thread::Builder::new()
             .name("zlrouter-capture".into())
@@ -427,6 +465,9 @@ struct Output {
     comment: String,
     /// Since when writing fails, and the packets lost since (`None` while writes succeed).
     failing: Option<Failing>,
+    /// The previous run's capture could not be moved aside: nothing is created or written
+    /// this run (creating the file would truncate it), each packet counted as lost.
+    blocked: bool,
 }
 
 struct Failing {
@@ -496,6 +537,179 @@ fn padding(at: u64, len: u64) -> u64 {
     }
 }
 
+/// The tag of the previous run's set: `drops.pcapng` goes to `drops.prev.pcapng`.
+pub const PREV: &str = ".prev";
+
+/// File `index` of a capture set: `base` itself (index 0), then `<stem><tag>-<index>.<ext>`;
+/// `tag` is `""` for the capture being written and [`PREV`] for the previous run's.
+pub fn member(base: &Path, tag: &str, index: u64) -> PathBuf {
+    if tag.is_empty() && index == 0 {
+        return base.to_path_buf();
+    }
+    let mut name = base
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    name.push_str(tag);
+    if index > 0 {
+        name.push_str(&format!("-{index}"));
+    }
+    if let Some(ext) = base.extension() {
+        name.push('.');
+        name.push_str(&ext.to_string_lossy());
+    }
+    base.with_file_name(name)
+}
+
+/// The regular files of the set `tag` of `base`, with their indexes: index 0 if there, then 1,
+/// 2, ... up to the first one missing.
+///
+/// decided: found by probing rather than by listing the directory: the writer creates the
+/// rotations in order without gaps (a rotation that fails is retried at the same index), and
+/// probing needs no permission to read the directory. Only regular files (a symbolic link to
+/// one is moved as the link): a capture pointed at a device or a pipe is opened as before,
+/// never moved.
+fn members(base: &Path, tag: &str) -> Vec<(u64, PathBuf)> {
+    let regular = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.file_type().is_file());
+    let mut found = Vec::new();
+    let first = member(base, tag, 0);
+    if regular(&first) {
+        found.push((0, first));
+    }
+    for index in 1.. {
+        let p = member(base, tag, index);
+        if !regular(&p) {
+            break;
+        }
+        found.push((index, p));
+    }
+    found
+}
+
+/// Whether the file at `path` holds anything worth keeping: a packet, or anything that does
+/// not read as a pcapng of headers and padding only (a block cut short, another program's
+/// file, a file this process may not read: not this code's to throw away).
+fn holds_packets(path: &Path) -> bool {
+    let Ok(file) = File::open(path) else {
+        return true;
+    };
+    if file.metadata().is_ok_and(|m| m.len() == 0) {
+        return false;
+    }
+    let Ok(mut reader) = PcapNgReader::new(BufReader::new(file)) else {
+        return true;
+    };
+    while let Some(block) = reader.next_block() {
+        match block {
+            Ok(Block::EnhancedPacket(_) | Block::SimplePacket(_) | Block::Packet(_)) | Err(_) => {
+                return true
+            }
+            Ok(_) => {}
+        }
+    }
+    false
+}
+
+/// Where [`keep_previous`] put the previous run's capture: what its one log line says.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Kept {
+    /// The files of the moved set, in order, at their new names.
+    pub files: Vec<PathBuf>,
+    /// Their size in all.
+    pub bytes: u64,
+    /// Whether an older previous set was there and was replaced.
+    pub replaced: bool,
+    /// Files of the older set that could not be removed, with the OS's reason.
+    pub left: Vec<String>,
+    /// The file this run writes.
+    pub base: PathBuf,
+}
+
+impl std::fmt::Display for Kept {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = |p: &Path| {
+            p.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        };
+        write!(f, "the previous run's capture is now ")?;
+        match self.files.as_slice() {
+            [one] => write!(f, "{} ({} bytes)", one.display(), self.bytes)?,
+            [first, .., last] => write!(
+                f,
+                "{} .. {} ({} files, {} bytes)",
+                first.display(),
+                name(last),
+                self.files.len(),
+                self.bytes
+            )?,
+            [] => write!(f, "nowhere")?,
+        }
+        if self.replaced {
+            write!(f, ", replacing the one before it")?;
+        }
+        for l in &self.left {
+            write!(f, " (could not remove {l})")?;
+        }
+        write!(f, "; this run writes {}", self.base.display())
+    }
+}
+
+/// Moves the capture set at `base` (the file and its rotations) to the `.prev` set, replacing
+/// the one there, if any of its files holds a packet; a set without one is left to be
+/// overwritten (its rotations removed, so that none of them later joins a newer set). `None`
+/// when there was nothing to keep; an error, naming the file and the OS's reason, when a file
+/// could not be moved (the set's files from that one on are where they were).
+pub fn keep_previous(base: &Path) -> Result<Option<Kept>, String> {
+    let current = members(base, "");
+    if current.is_empty() {
+        return Ok(None);
+    }
+    if !current.iter().any(|(_, p)| holds_packets(p)) {
+        for (_, p) in current.iter().filter(|(i, _)| *i > 0) {
+            let _ = std::fs::remove_file(p);
+        }
+        return Ok(None);
+    }
+    let older = members(base, PREV);
+    let mut files = Vec::with_capacity(current.len());
+    let mut bytes = 0;
+    for (moved, (index, from)) in current.iter().enumerate() {
+        let to = member(base, PREV, *index);
+        let size = std::fs::metadata(from).map_or(0, |m| m.len());
+        // rename(2) replaces the older set's file of the same index in one step.
+        if let Err(e) = std::fs::rename(from, &to) {
+            let part = if moved > 0 {
+                format!("; {moved} of its {} files were moved", current.len())
+            } else {
+                String::new()
+            };
+            return Err(format!(
+                "moving {} to {}: {e}{part}",
+                from.display(),
+                to.display()
+            ));
+        }
+        files.push(to);
+        bytes += size;
+    }
+    let mut left = Vec::new();
+    for (index, p) in &older {
+        if !current.iter().any(|(i, _)| i == index) {
+            if let Err(e) = std::fs::remove_file(p) {
+                left.push(format!("{}: {e}", p.display()));
+            }
+        }
+    }
+    Ok(Some(Kept {
+        files,
+        bytes,
+        replaced: !older.is_empty(),
+        left,
+        base: base.to_path_buf(),
+    }))
+}
+
 /// Writes all of `buf` at `offset`; on an error, also how many of its bytes reached the file.
 fn write_whole(file: &File, buf: &[u8], offset: u64) -> Result<(), (std::io::Error, usize)> {
     let mut done = 0;
@@ -542,23 +756,12 @@ impl Output {
             header,
             comment: String::with_capacity(128),
             failing: None,
+            blocked: false,
         })
     }
 
     fn path_of(&self, index: u64) -> PathBuf {
-        if index == 0 {
-            return self.base.clone();
-        }
-        let stem = self
-            .base
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let name = match self.base.extension() {
-            Some(ext) => format!("{stem}-{index}.{}", ext.to_string_lossy()),
-            None => format!("{stem}-{index}"),
-        };
-        self.base.with_file_name(name)
+        member(&self.base, "", index)
     }
 
     /// Creates file `index` with its header (one write) and makes it the current file. A file
@@ -643,6 +846,11 @@ impl Output {
     }
 
     fn write(&mut self, shared: &Shared, r: &Record) {
+        if self.blocked {
+            // Logged once at start.
+            shared.write_errors.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
         if self
             .failing
             .as_ref()
