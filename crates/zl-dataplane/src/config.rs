@@ -293,8 +293,7 @@ pub enum RouteSource {
     /// The kernel's main table and neighbour table, dumped at start and followed through
     /// rtnetlink while forwarding (`ip route`, BIRD, FRR, ARP, NDP); `[[routes]]` mixed in
     /// (a static route wins for its prefix, its `next_hop_mac` overriding the neighbour
-    /// table). Needs AF_XDP ports (their interfaces are the kernel's) and the single-thread
-    /// loop (`rx_workers = 0`).
+    /// table). Needs AF_XDP ports (their interfaces are the kernel's); runs on either engine.
     Kernel,
 }
 

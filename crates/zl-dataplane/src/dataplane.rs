@@ -159,7 +159,7 @@ pub struct Dataplane {
     forwarder: Forwarder,
     rng: Xoshiro256PlusPlus,
     budget: usize,
-    /// The receive batch; taken out for the length of a poll so `process` can borrow `self`
+    /// The receive batch; taken out for the length of a poll so `forward_burst` can borrow `self`
     /// (`Option` so that taking it allocates no stand-in batch).
     rx: Option<Batch>,
     fates: Fates,

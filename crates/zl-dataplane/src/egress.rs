@@ -18,7 +18,8 @@
 //! [`Egress::originate`].
 //!
 //! The port itself is reached through a [`Link`] (send a batch, recycle a buffer): the
-//! single-thread loop's port and pool, or the threaded router's locked port and return ring.
+//! single-thread loop's port and pool, or the threaded router's transmit half of the port and
+//! its return ring.
 //! Every count goes through [`Fates`], so a packet's fate is counted in one place whichever
 //! loop runs.
 

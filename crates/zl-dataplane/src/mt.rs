@@ -1,7 +1,8 @@
 //! Multi-threaded forwarding: the receive / transmit split of the IXP1200 design (docs/ixp-sim.md).
 //!
 //! ```text
-//!  rx worker 0: ports' recv -> Forwarder::forward (parse, route / bridge, TTL, MACs)
+//!  rx worker 0: ports' recv -> Forwarder::forward_in_place (parse, route / bridge, TTL,
+//!               MACs; kernel routing: the worker's neighbour wait, crate::neighbour)
 //!               -> observe the egress port's Zombie List -> ring of the egress port --+
 //!  rx worker 1: (its own ports, the same steps)  -------------------------------------+
 //!                                                                                     |
@@ -18,10 +19,11 @@
 //! two halves the single-thread loop calls itself, then the egress port's list observed
 //! once) and the same egress stage ([`Egress::admit`], [`Egress::transmit`],
 //! [`Egress::tick`], [`Egress::shutdown`]), and count every fate through [`Fates`]. With
-//! `rx_workers = N` the ports' receive sides are dealt to N receive workers (port `i` to
-//! worker `i mod N`); each worker owns its [`BufPool`] and forwards with the same
-//! `Forwarder::forward_in_place` as `Dataplane` does, so routing, bridging and the drop causes
-//! `parse_error`, `no_route`, `ttl_expired` are the same. A forwarded packet is observed once,
+//! `rx_workers = N` the ports' receive queues are dealt to N receive workers; each worker owns
+//! its [`BufPool`] and its neighbour wait, and forwards with the same
+//! `Forwarder::forward_in_place` as `Dataplane` does, rejecting with the same
+//! `crate::reject::reject`, so routing (static, the kernel's table, bridging), the ICMP errors
+//! and the drop causes are the same. A forwarded packet is observed once,
 //! on the receive worker, in its egress port's shared lock-free [`ZombieList`], and travels with
 //! that [`Observation`] and its parsed headers' rewritable parts ([`QosHeaders`], so the frame
 //! is never parsed again) through the egress port's multi-producer ring ([`ArrayQueue`]); a
@@ -1037,7 +1039,7 @@ impl MtRouter {
 }
 
 /// Admits up to `budget` packets from `ring` through `egress` (a transmit worker's half of
-/// the single-thread loop's `process`); dropped buffers go back through `returns`.
+/// the single-thread loop's `forward_and_admit`); dropped buffers go back through `returns`.
 #[inline]
 fn admit_from_ring(
     egress: &mut Egress,
