@@ -2,7 +2,6 @@
 //! every route takes 13 s for 120 k routes). The bound is on the table's own
 //! count of entry stores, not on wall-clock time.
 
-use std::fmt::Write;
 use std::net::{IpAddr, Ipv4Addr};
 
 use zl_dataplane::config::Forwarding;
@@ -10,23 +9,10 @@ use zl_dataplane::RouterConfig;
 
 const ROUTES: u32 = 200_000;
 
+/// Two sink ports and `routes` routes: /24s from 1.0.0.0/24 on, every 16th a /28
+/// (`zl_testkit::config::route_table_toml`).
 fn config(routes: u32) -> String {
-    let mut text = String::from(
-        "[[ports]]\nname = \"a\"\nkind = \"sink\"\nmac = \"02:00:00:00:01:01\"\n[[ports]]\nname = \"b\"\nkind = \"sink\"\nmac = \"02:00:00:00:01:02\"\n",
-    );
-    for i in 0..routes {
-        // /24s spread over 1.0.0.0 - 4.13.x.0, every 16th a /28 inside its /24's neighbour.
-        let (a, b, c) = (1 + (i >> 16), (i >> 8) & 0xff, i & 0xff);
-        let (last, len) = if i % 16 == 0 { (16, 28) } else { (0, 24) };
-        let port = if i % 2 == 0 { "a" } else { "b" };
-        writeln!(
-            text,
-            "[[routes]]\nprefix = \"{a}.{b}.{c}.{last}/{len}\"\nport = \"{port}\"\nnext_hop_mac = \"02:00:00:00:00:0{}\"",
-            i % 2 + 1
-        )
-        .unwrap();
-    }
-    text
+    zl_testkit::config::route_table_toml(routes)
 }
 
 #[test]
@@ -108,27 +94,4 @@ fn a_duplicate_with_host_bits_is_refused_by_validate_and_build_alike() {
         .validate()
         .unwrap_err();
     assert!(err.to_string().contains("routes[3].prefix"), "{err}");
-}
-
-/// The load time of a 1 M-route config, printed (a measurement for docs/performance/lpm.md,
-/// not an assertion): `cargo test --release -p zl-dataplane --test route_load -- --ignored
-/// --nocapture`.
-#[test]
-#[ignore]
-fn million_routes_load_time() {
-    let text = config(1_000_000);
-    let t = std::time::Instant::now();
-    let cfg = RouterConfig::from_toml(&text).unwrap();
-    let parsed = t.elapsed();
-    let Forwarding::Router(table) = cfg.forwarding().unwrap() else {
-        panic!("router mode");
-    };
-    let built = t.elapsed() - parsed;
-    assert_eq!(table.len(), 1_000_000);
-    println!(
-        "1 M routes ({} MiB of TOML): parsed in {:.2} s, table built in {:.2} s",
-        text.len() >> 20,
-        parsed.as_secs_f64(),
-        built.as_secs_f64()
-    );
 }

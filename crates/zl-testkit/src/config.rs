@@ -396,6 +396,31 @@ impl ClassToml {
     }
 }
 
+/// A router config of two sink ports `a` and `b` and `routes` static IPv4 routes, for the
+/// route-loading tests and measurements: route `i` is the /24 `(1 + i / 65536).(i / 256 %
+/// 256).(i % 256).0/24`, except every 16th (`i % 16 == 0`), which is the /28 `.16/28` inside
+/// it; even routes go to port `a` (next hop `02:00:00:00:00:01`), odd ones to `b`
+/// (`02:00:00:00:00:02`).
+pub fn route_table_toml(routes: u32) -> String {
+    let mut text = String::from(
+        "[[ports]]\nname = \"a\"\nkind = \"sink\"\nmac = \"02:00:00:00:01:01\"\n\
+         [[ports]]\nname = \"b\"\nkind = \"sink\"\nmac = \"02:00:00:00:01:02\"\n",
+    );
+    for i in 0..routes {
+        let (a, b, c) = (1 + (i >> 16), (i >> 8) & 0xff, i & 0xff);
+        let (last, len) = if i % 16 == 0 { (16, 28) } else { (0, 24) };
+        let port = if i % 2 == 0 { "a" } else { "b" };
+        writeln!(
+            text,
+            "[[routes]]\nprefix = \"{a}.{b}.{c}.{last}/{len}\"\nport = \"{port}\"\n\
+             next_hop_mac = \"02:00:00:00:00:0{}\"",
+            i % 2 + 1
+        )
+        .expect("writing to a String cannot fail");
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,6 +8,9 @@
 //! - [`frames`]: Ethernet + IPv4 / IPv6 + UDP frames with valid checksums;
 //! - [`config`]: a builder for the router configs the tests write, so each test names only
 //!   what it is about instead of repeating a TOML fixture;
+//! - [`conservation`]: the identity received = forwarded + dropped + queued (+ in flight),
+//!   asserted with the counts in the message;
+//! - [`scratch()`]: a fresh directory for a test's files;
 //! - [`source`]: function bodies out of Rust source, for the tests that check rules in the
 //!   code (no lock on the packet path).
 //!
@@ -15,7 +18,11 @@
 //! in the product depends on it.
 
 pub mod config;
+pub mod conservation;
 pub mod frames;
 pub mod netns;
+mod scratch;
 pub mod source;
 pub mod topology;
+
+pub use scratch::scratch;
