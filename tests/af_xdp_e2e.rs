@@ -230,7 +230,13 @@ fn two_routers_over_af_xdp_on_a_veth_pair() {
             "{who}: {rest:?}"
         );
         let [received, forwarded, dropped, queued] = common::final_totals(&stdout);
-        assert_eq!(received, forwarded + dropped + queued, "{who}: {stdout}");
+        zl_testkit::conservation::assert_conserved(
+            received,
+            forwarded,
+            dropped,
+            queued,
+            format_args!("{who}: {stdout}"),
+        );
         assert_eq!(queued, 0, "{who}: {stdout}");
     }
 

@@ -230,7 +230,13 @@ fn a_reload_with_two_transmit_workers_reaches_the_other_workers_port() {
         "egress {before:.0} B/s -> {after:.0} B/s (ratio {ratio:.3})"
     );
     let t = r.totals();
-    assert_eq!(t.received, t.forwarded + t.dropped() + r.queued(), "{t:?}");
+    zl_testkit::conservation::assert_conserved(
+        t.received,
+        t.forwarded,
+        t.dropped(),
+        r.queued(),
+        format_args!("{t:?}"),
+    );
     assert_eq!(r.queued(), 0);
 }
 
@@ -426,5 +432,5 @@ fn zlrouter_reload_and_sighup_change_a_running_threaded_router() {
     assert!(rest.contains("POST /reload: reload refused"), "{rest}");
     // Conserved across three reloads and two refusals.
     let [received, forwarded, dropped, queued] = common::final_totals(&stdout);
-    assert_eq!(received, forwarded + dropped + queued, "{stdout}");
+    zl_testkit::conservation::assert_conserved(received, forwarded, dropped, queued, &stdout);
 }

@@ -13,12 +13,10 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// A fresh scratch directory under the target dir, unique to `name`.
+/// A fresh scratch directory for one test, unique to `name` within the test binary
+/// (`zl_testkit::scratch`, which every test of the workspace uses).
 pub fn scratch(name: &str) -> PathBuf {
-    let dir = root().join("target").join("zlrouter-tests").join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create scratch dir");
-    dir
+    zl_testkit::scratch(name)
 }
 
 /// Builds and runs `cfg` in virtual time to its end (plus its drain time).
@@ -53,11 +51,12 @@ pub fn final_totals(stdout: &str) -> [u64; 4] {
 /// named cause, or is still queued; and the ports agree with the data plane's counts.
 pub fn assert_conserved(dp: &Dataplane) {
     let t = dp.totals();
-    assert_eq!(
+    zl_testkit::conservation::assert_conserved(
         t.received,
-        t.forwarded + t.dropped() + dp.queued(),
-        "received = forwarded + dropped + queued ({t:?}, queued {})",
-        dp.queued()
+        t.forwarded,
+        t.dropped(),
+        dp.queued(),
+        format_args!("{t:?}"),
     );
     let rx: u64 = dp.port_counters().iter().map(|(_, c)| c.rx_packets).sum();
     let tx: u64 = dp

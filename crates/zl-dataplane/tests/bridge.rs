@@ -9,13 +9,6 @@ use pcap_file::pcap::{PcapPacket, PcapReader, PcapWriter};
 use zl_core::Nanos;
 use zl_dataplane::{build, NoObserver, RouterConfig};
 
-fn scratch() -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bridge-test");
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 fn frames(tag: u8) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     for i in 0..20u8 {
@@ -66,7 +59,7 @@ fn read(path: &PathBuf) -> Vec<Vec<u8>> {
 
 #[test]
 fn bridged_frames_cross_unchanged_both_ways() {
-    let dir = scratch();
+    let dir = zl_testkit::scratch("bridge-test");
     write(&dir.join("a-in.pcap"), &frames(1));
     write(&dir.join("b-in.pcap"), &frames(2));
     let cfg = RouterConfig::from_toml(

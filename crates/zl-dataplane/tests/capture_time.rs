@@ -11,12 +11,7 @@ use zl_core::{Color, Nanos};
 use zl_dataplane::capture::{CaptureParams, CaptureWriter};
 use zl_dataplane::DropCause;
 use zl_port::BufPool;
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("zl-capture-time-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use zl_testkit::scratch;
 
 const TIMES: [u64; 3] = [1_500_000_123, 7, 86_400_000_000_001];
 

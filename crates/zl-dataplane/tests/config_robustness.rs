@@ -31,7 +31,13 @@ fn load_build_run(text: &str) -> Result<(), Rejection> {
     )
     .unwrap();
     let t = dp.totals();
-    assert_eq!(t.received, t.forwarded + t.dropped() + dp.queued(), "{t:?}");
+    zl_testkit::conservation::assert_conserved(
+        t.received,
+        t.forwarded,
+        t.dropped(),
+        dp.queued(),
+        format_args!("{t:?}"),
+    );
     Ok(())
 }
 

@@ -3,7 +3,7 @@
 //! byte where it matters (addresses, MACs, type / code, MTU, checksums read back by
 //! etherparse), with the counters and the conservation identity.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -18,6 +18,7 @@ use zl_dataplane::icmp::{IcmpCounters, IcmpKind};
 use zl_dataplane::{
     build, DropCause, FateCounters, NoObserver, RouterConfig, RouterView, Snapshot,
 };
+use zl_testkit::scratch;
 
 const HOST_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x10];
 const ROUTER_A: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
@@ -66,13 +67,6 @@ name = "be"
 weight = 1
 max_packets = 100
 "#;
-
-fn scratch(name: &str) -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 fn udp4(dst: [u8; 4], ttl: u8, payload: usize, df: bool) -> Vec<u8> {
     let mut f = Vec::new();

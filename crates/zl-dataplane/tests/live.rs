@@ -33,19 +33,12 @@ weight = 1
 max_packets = 100
 "#;
 
+/// A 100-byte IPv4/UDP frame from 10.0.0.`i` to 192.0.2.1, zero MACs.
 fn frame(i: u8) -> Vec<u8> {
-    let mut f = vec![0u8; 100];
-    f[12..14].copy_from_slice(&[0x08, 0x00]);
-    let ip = &mut f[14..34];
-    ip[0] = 0x45;
-    ip[2..4].copy_from_slice(&86u16.to_be_bytes());
-    ip[8] = 64;
-    ip[9] = 17;
-    ip[12..16].copy_from_slice(&[10, 0, 0, i]);
-    ip[16..20].copy_from_slice(&[192, 0, 2, 1]);
-    let sum = zl_wire::checksum::checksum(ip);
-    ip[10..12].copy_from_slice(&sum.to_be_bytes());
-    f
+    zl_testkit::frames::Udp::v4([10, 0, 0, i], [192, 0, 2, 1])
+        .macs([0; 6], [0; 6])
+        .len(100)
+        .build()
 }
 
 fn dataplane(count: u64) -> Dataplane {

@@ -1,19 +1,13 @@
 //! The pcap port: replay timing, and malformed files as typed errors (never a panic).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use pcap_file::pcap::{PcapPacket, PcapWriter};
 use zl_core::Nanos;
 use zl_dataplane::port::{PcapParams, PcapPort};
 use zl_port::{Batch, BufPool, Port, PortError, Readiness};
-
-fn dir(name: &str) -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use zl_testkit::scratch;
 
 fn write(path: &Path, times_us: &[u64]) {
     let mut w = PcapWriter::new(std::fs::File::create(path).unwrap()).unwrap();
@@ -34,7 +28,7 @@ fn open(d: &Path, read: &str) -> Result<PcapPort, PortError> {
 
 #[test]
 fn replay_starts_at_zero_and_keeps_the_capture_spacing() {
-    let d = dir("pcap-replay");
+    let d = scratch("pcap-replay");
     write(&d.join("in.pcap"), &[1_000_000, 1_000_250, 1_003_000]);
     let mut port = open(&d, "in.pcap").unwrap();
     let mut pool = BufPool::new(8, 2048);
@@ -54,7 +48,7 @@ fn replay_starts_at_zero_and_keeps_the_capture_spacing() {
 
 #[test]
 fn a_file_that_is_not_a_pcap_is_a_bad_input_error() {
-    let d = dir("pcap-garbage");
+    let d = scratch("pcap-garbage");
     std::fs::write(d.join("junk.pcap"), b"this is not a capture file at all").unwrap();
     match open(&d, "junk.pcap") {
         Err(PortError::BadInput { port, detail }) => {
@@ -67,7 +61,7 @@ fn a_file_that_is_not_a_pcap_is_a_bad_input_error() {
 
 #[test]
 fn a_capture_cut_mid_packet_is_an_error_not_a_panic() {
-    let d = dir("pcap-truncated");
+    let d = scratch("pcap-truncated");
     let path = d.join("cut.pcap");
     write(&path, &[0, 10, 20]);
     let bytes = std::fs::read(&path).unwrap();
@@ -83,7 +77,7 @@ fn a_capture_cut_mid_packet_is_an_error_not_a_panic() {
 
 #[test]
 fn a_truncated_capture_stops_the_run_with_balanced_counters() {
-    let d = dir("pcap-truncated-run");
+    let d = scratch("pcap-truncated-run");
     let path = d.join("cut.pcap");
     write(&path, &[0, 10, 20, 30]);
     let bytes = std::fs::read(&path).unwrap();
@@ -125,7 +119,13 @@ weight = 1
     let rx: u64 = dp.port_counters().iter().map(|(_, c)| c.rx_packets).sum();
     assert_eq!(rx, 3, "three whole packets before the cut");
     assert_eq!(t.received, rx);
-    assert_eq!(t.received, t.forwarded + t.dropped() + dp.queued());
+    zl_testkit::conservation::assert_conserved(
+        t.received,
+        t.forwarded,
+        t.dropped(),
+        dp.queued(),
+        format_args!("{t:?}"),
+    );
     assert_eq!(dp.buffers_in_use(), 0);
 }
 
@@ -144,7 +144,7 @@ fn write_linktype(path: &Path, link_type: u32) {
 /// every frame of them would be a `parse_error`.
 #[test]
 fn a_capture_that_is_not_ethernet_is_refused_naming_its_link_type() {
-    let d = dir("pcap-linktype");
+    let d = scratch("pcap-linktype");
     for (lt, name) in [
         (101, "raw IP"),
         (113, "Linux cooked"),
@@ -172,7 +172,7 @@ fn a_capture_that_is_not_ethernet_is_refused_naming_its_link_type() {
 #[test]
 fn checking_a_port_writes_nothing() {
     use zl_dataplane::port::FileAccess;
-    let d = dir("pcap-check-only");
+    let d = scratch("pcap-check-only");
     let out = d.join("out.pcap");
     write(&out, &[0, 10, 20, 30]);
     let before = std::fs::read(&out).unwrap();
@@ -218,7 +218,7 @@ fn send_frames(port: &mut PcapPort, pool: &mut BufPool, at: Nanos, n: usize, len
 /// port is still open, by parsing the file as it is on disk.
 #[test]
 fn the_output_capture_on_disk_always_ends_at_a_whole_record() {
-    let d = dir("pcap-whole-records");
+    let d = scratch("pcap-whole-records");
     let params = PcapParams {
         read: None,
         write: Some("out.pcap".into()),

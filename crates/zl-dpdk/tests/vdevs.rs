@@ -4,7 +4,7 @@
 
 #![cfg_attr(not(dpdk_available), allow(dead_code))]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use zl_dpdk::{DpdkError, EalConfig};
 
@@ -51,10 +51,6 @@ fn read_pcap(path: &Path) -> Vec<Vec<u8>> {
     frames
 }
 
-fn scratch(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("zlr-dpdk-{}-{name}", std::process::id()))
-}
-
 #[test]
 fn dpdk_ports_on_virtual_devices() {
     // Built without the `dpdk` feature: the build's choice, not the environment's, so not a
@@ -78,6 +74,7 @@ fn dpdk_ports_on_virtual_devices() {
 #[cfg(dpdk_available)]
 mod with_dpdk {
     use super::*;
+    use std::path::PathBuf;
     use zl_core::Nanos;
     use zl_dpdk::{DpdkPort, DpdkPortConfig, Eal};
     use zl_port::{Batch, BufPool, Port};
@@ -349,8 +346,9 @@ mod with_dpdk {
     }
 
     fn net_pcap_replays_a_file_and_writes_one(eal: &'static Eal) {
-        let input = scratch("in.pcap");
-        let output = scratch("out.pcap");
+        let dir = zl_testkit::scratch("net-pcap");
+        let input = dir.join("in.pcap");
+        let output = dir.join("out.pcap");
         let frames: Vec<Vec<u8>> = (0..50).map(|i| frame(i, 64 + i as usize)).collect();
         write_pcap(&input, &frames);
         let dev = format!(

@@ -350,12 +350,7 @@ pub fn read_for_client(explicit: Option<&Path>) -> Result<(PathBuf, String), Str
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn scratch(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("zl-token-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        d
-    }
+    use zl_testkit::scratch;
 
     #[test]
     fn a_new_token_is_random_private_and_read_back() {
@@ -392,7 +387,6 @@ mod tests {
     #[test]
     fn an_unsafe_or_malformed_file_is_refused() {
         let dir = scratch("unsafe");
-        std::fs::create_dir_all(&dir).unwrap();
         let good = "0123456789abcdef0123456789abcdef";
         let path = dir.join("t");
         std::fs::write(&path, format!("{good}\n")).unwrap();
