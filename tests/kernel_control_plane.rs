@@ -2,26 +2,27 @@
 //! program passes ARP and the router's own addresses to the kernel stack (`redirect =
 //! "transit"`, the default), and everything else transit goes through zlrouter.
 //!
-//! The lab of `tests/netns` with addresses on the router's interfaces (10.9.1.1 on `r0`,
+//! The lab of `zl_testkit::lab` with addresses on the router's interfaces (10.9.1.1 on `r0`,
 //! 10.9.100.1 on `rx`; kernel forwarding off) and the end hosts' static neighbour entries for
 //! the router removed, so they resolve it with ARP, answered by the router's kernel. Offloads
 //! stay off on the lab's veths as in every lab test (generic XDP hands AF_XDP the frame as it
 //! is: a TSO super-frame or a frame with a partial checksum would be forwarded as such).
-
-mod netns;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::Command;
 use std::time::Duration;
 
-use netns::{sender_ip, stat, Lab, SenderSpec, RECEIVER_IP};
+use zl_testkit::lab::{sender_ip, skip, stat, Lab, Netns, SenderSpec, RECEIVER_IP};
+
+/// The binary the lab runs (only the root package's tests know where Cargo built it).
+const ZLROUTER: &str = env!("CARGO_BIN_EXE_zlrouter");
 
 const ROUTER_R0: &str = "10.9.1.1";
 const ROUTER_RX: &str = "10.9.100.1";
 
 /// `ping` from `from`: `count` echoes, each waited for at most 1 s; whether all came back.
-fn ping(from: &netns::Netns, to: &str, count: u32) -> Result<(), String> {
+fn ping(from: &Netns, to: &str, count: u32) -> Result<(), String> {
     let out = Command::new("ip")
         .args([
             "netns",
@@ -61,10 +62,10 @@ fn arp_pings_to_the_router_and_a_tcp_listener_on_it_reach_the_kernel_while_it_fo
     const TEST: &str =
         "arp_pings_to_the_router_and_a_tcp_listener_on_it_reach_the_kernel_while_it_forwards";
     if !ping_available() {
-        netns::skip(TEST, "needs ping (iputils-ping)");
+        skip(TEST, "needs ping (iputils-ping)");
         return;
     }
-    let Some(mut lab) = Lab::or_skip(TEST, &[SenderSpec::PLAIN]) else {
+    let Some(mut lab) = Lab::or_skip(ZLROUTER, TEST, &[SenderSpec::PLAIN]) else {
         return;
     };
     lab.rtr

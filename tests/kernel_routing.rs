@@ -1,7 +1,7 @@
 //! `[routing] source = "kernel"` end to end (Linux, root): zlrouter forwards with the
 //! kernel's routes and neighbours, and no route or neighbour in its config.
 //!
-//! The lab of `tests/netns`, with the end hosts configured only with `ip addr` and a default
+//! The lab of `zl_testkit::lab`, with the end hosts configured only with `ip addr` and a default
 //! route via the router's address (their static neighbour entries flushed), addresses on the
 //! router's interfaces (so the kernel has the connected routes and answers ARP / NDP for the
 //! router), kernel forwarding off in the router's namespace. The first packets to a next hop
@@ -10,13 +10,16 @@
 //! test (generic XDP hands AF_XDP the frame as it is, so a TSO super-frame or a partial
 //! checksum would be forwarded as such).
 
-mod netns;
-
 use std::process::Command;
 
-use netns::{sender_ip, stat, tcp_flow, tcp_sink, Lab, SenderSpec, RECEIVER_IP};
+use zl_testkit::lab::{
+    sender_ip, skip, stat, tcp_flow, tcp_sink, Lab, Netns, SenderSpec, RECEIVER_IP,
+};
 
-fn ping(ns: &netns::Netns, args: &[&str]) -> (bool, String) {
+/// The binary the lab runs (only the root package's tests know where Cargo built it).
+const ZLROUTER: &str = env!("CARGO_BIN_EXE_zlrouter");
+
+fn ping(ns: &Netns, args: &[&str]) -> (bool, String) {
     let out = Command::new("ip")
         .args(["netns", "exec", ns.name(), "ping", "-n", "-q", "-W", "1"])
         .args(args)
@@ -28,7 +31,7 @@ fn ping(ns: &netns::Netns, args: &[&str]) -> (bool, String) {
     )
 }
 
-fn all_back(ns: &netns::Netns, to: &str, count: u32, extra: &[&str]) -> Result<(), String> {
+fn all_back(ns: &Netns, to: &str, count: u32, extra: &[&str]) -> Result<(), String> {
     let c = count.to_string();
     let mut args = vec!["-i", "0.1", "-c", &c];
     args.extend_from_slice(extra);
@@ -59,10 +62,10 @@ fn lab(test: &str) -> Option<Lab> {
         .output()
         .is_ok_and(|o| o.status.success())
     {
-        netns::skip(test, "needs ping (iputils-ping)");
+        skip(test, "needs ping (iputils-ping)");
         return None;
     }
-    let lab = Lab::or_skip(test, &[SenderSpec::PLAIN])?;
+    let lab = Lab::or_skip(ZLROUTER, test, &[SenderSpec::PLAIN])?;
     let (snd, rtr, rcv) = (&lab.senders[0], &lab.rtr, &lab.rcv);
     // DAD off before IPv6 comes up on the (already up) links, so their link-local addresses
     // are usable at once: the router's kernel solicits the neighbours zlrouter asks it for
@@ -229,7 +232,7 @@ fn ip_route_add_and_del_change_forwarding_at_once_without_loss_elsewhere() {
 }
 
 /// `cmd args` in `ns`, bounded by `timeout` (coreutils): (success, stdout + stderr).
-fn run_in(ns: &netns::Netns, secs: u32, cmd: &[&str]) -> (bool, String) {
+fn run_in(ns: &Netns, secs: u32, cmd: &[&str]) -> (bool, String) {
     let out = Command::new("ip")
         .args(["netns", "exec", ns.name(), "timeout", &secs.to_string()])
         .args(cmd)
@@ -252,7 +255,7 @@ fn icmp_tools(test: &str) -> bool {
             .output()
             .is_ok_and(|o| o.status.success())
         {
-            netns::skip(test, &format!("needs {tool} ({pkg})"));
+            skip(test, &format!("needs {tool} ({pkg})"));
             return false;
         }
     }
@@ -268,7 +271,7 @@ struct Capture {
 
 impl Capture {
     /// Starts capturing and waits (bounded) until tshark says it captures.
-    fn start(ns: &netns::Netns, dev: &str, path: std::path::PathBuf) -> Capture {
+    fn start(ns: &Netns, dev: &str, path: std::path::PathBuf) -> Capture {
         use std::io::BufRead;
         let mut child = Command::new("ip")
             .args(["netns", "exec", ns.name(), "tshark", "-q", "-i", dev])

@@ -1,15 +1,16 @@
 //! The threaded router on real interfaces (root; prints `SKIPPED ...` and passes otherwise):
 //! `zlrouter run` with `run.rx_workers = 2` on AF_XDP veths between a sender namespace and a
-//! receiver namespace (the lab of `tests/netns/mod.rs`, namespaces `zlmt-*`) forwards UDP and
+//! receiver namespace (the lab of `zl_testkit::lab`, namespaces `zlmt-*`) forwards UDP and
 //! TCP both ways, and its final table balances with nothing left queued after SIGINT; with
 //! `rx_workers = 2` and `tx_workers = 2` under tenfold overload, the same.
 //!
 //! `ZLR_NETNS_PREFIX` renames the namespaces (default `zlmt`), so that runs beside each other
 //! on one machine keep apart.
 
-mod netns;
+use zl_testkit::lab::*;
 
-use netns::*;
+/// The binary the lab runs (only the root package's tests know where Cargo built it).
+const ZLROUTER: &str = env!("CARGO_BIN_EXE_zlrouter");
 
 /// The namespaces' prefix: `ZLR_NETNS_PREFIX`, or `zlmt`.
 fn prefix() -> &'static str {
@@ -23,7 +24,7 @@ fn prefix() -> &'static str {
 fn two_rx_workers_forward_udp_and_tcp_both_ways() {
     const TEST: &str = "mt2";
     zl_testkit::netns::set_prefix(prefix());
-    let Some(mut lab) = Lab::or_skip(TEST, &[SenderSpec::PLAIN]) else {
+    let Some(mut lab) = Lab::or_skip(ZLROUTER, TEST, &[SenderSpec::PLAIN]) else {
         return;
     };
     let qos = "[qos]\nlink_rate_bps = 8_000_000\n\
@@ -70,7 +71,8 @@ fn two_rx_and_two_tx_workers_balance_under_tenfold_overload() {
     use std::time::{Duration, Instant};
     const TEST: &str = "mt22";
     zl_testkit::netns::set_prefix(prefix());
-    let Some(mut lab) = Lab::or_skip(TEST, &[SenderSpec::PLAIN, SenderSpec::PLAIN]) else {
+    let Some(mut lab) = Lab::or_skip(ZLROUTER, TEST, &[SenderSpec::PLAIN, SenderSpec::PLAIN])
+    else {
         return;
     };
     let qos = "[qos]\nlink_rate_bps = 1_000_000\n\
@@ -122,74 +124,4 @@ fn two_rx_and_two_tx_workers_balance_under_tenfold_overload() {
     assert!(tx("rx") > 0 && tx("r0") > 0 && tx("r1") > 0, "{out}");
     // The overload was dropped, by cause, at rx's queue or the rings.
     assert!(dropped > 0, "{out}");
-}
-
-/// Forwarding rate on AF_XDP veths with the single-thread loop and with 1 and 2 receive
-/// workers times 1 and 2 transmit workers, measured in the same run (root; `#[ignore]`d: a
-/// measurement, not a check). Two sender threads, each in its own namespace, flood 18-byte UDP
-/// datagrams (64-byte frames) for 5 s through a router with no shaper; with 2 receive workers,
-/// worker 0 receives port r0 (and the receiver's port), worker 1 port r1; with 2 transmit
-/// workers, worker 0 sends on r0 and rx (the flood's one egress port), worker 1 on r1. Figures
-/// in docs/performance/real-traffic.md.
-///
-/// ```text
-/// sudo -E cargo test --test mt_netns -- --ignored --nocapture
-/// ```
-#[test]
-#[ignore = "a measurement; run by hand as root"]
-fn udp_flood_rate_with_rx_and_tx_workers() {
-    use std::net::UdpSocket;
-    use std::time::{Duration, Instant};
-    const SECS: f64 = 5.0;
-    zl_testkit::netns::set_prefix(prefix());
-    if !is_root() {
-        return skip("mt rate", "needs root");
-    }
-    for (workers, tx) in [(0u32, 1u32), (1, 1), (2, 1), (1, 2), (2, 2)] {
-        let tag = format!("rate{workers}{tx}");
-        let Some(mut lab) = Lab::or_skip(&tag, &[SenderSpec::PLAIN, SenderSpec::PLAIN]) else {
-            return;
-        };
-        let qos = "[qos]\nlink_rate_bps = 100_000_000_000\n\
-                   [[qos.classes]]\nname = \"be\"\nweight = 1\nmax_packets = 4096\n";
-        let cfg = lab.router_config(qos, &format!("rx_workers = {workers}\ntx_workers = {tx}"));
-        lab.start("mt rate", &cfg);
-        let (_, p0) = lab.receiver_rx();
-        let floods: Vec<_> = lab
-            .senders
-            .iter()
-            .map(|ns| {
-                ns.spawn_in(move || -> u64 {
-                    let s = UdpSocket::bind(("0.0.0.0", 0)).expect("bind");
-                    let msg = [0u8; 18];
-                    let end = Instant::now() + Duration::from_secs_f64(SECS);
-                    let mut sent = 0u64;
-                    while Instant::now() < end {
-                        for _ in 0..64 {
-                            if s.send_to(&msg, (RECEIVER_IP, 9)).is_ok() {
-                                sent += 1;
-                            }
-                        }
-                    }
-                    sent
-                })
-            })
-            .collect();
-        let sent: u64 = floods.into_iter().map(|f| f.join().unwrap().unwrap()).sum();
-        std::thread::sleep(Duration::from_millis(300));
-        let (_, p1) = lab.receiver_rx();
-        let (status, out) = lab.stop_router();
-        assert!(status.success(), "{status:?}\n{out}");
-        let fwd = stat(&out, "totals.forwarded").unwrap_or(0);
-        let rx = stat(&out, "totals.received").unwrap_or(0);
-        eprintln!(
-            "rx_workers = {workers}, tx_workers = {tx}: sent {:.0} pkt/s, router received {:.0} pkt/s, \
-             forwarded {:.0} pkt/s, receiver got {:.0} pkt/s, dropped {}",
-            sent as f64 / SECS,
-            rx as f64 / SECS,
-            fwd as f64 / SECS,
-            (p1 - p0) as f64 / SECS,
-            stat(&out, "totals.dropped").unwrap_or(0)
-        );
-    }
 }

@@ -8,10 +8,11 @@
 //! sender's flow hash over its 4 TX queues: every receive worker receives, and the final table
 //! balances. Namespaces `zlmq-*` (`ZLR_NETNS_PREFIX` renames them).
 
-mod netns;
-
-use netns::*;
+use zl_testkit::lab::*;
 use zl_testkit::netns::{is_root, skip};
+
+/// The binary the lab runs (only the root package's tests know where Cargo built it).
+const ZLROUTER: &str = env!("CARGO_BIN_EXE_zlrouter");
 
 fn prefix() -> &'static str {
     match std::env::var("ZLR_NETNS_PREFIX") {
@@ -38,7 +39,7 @@ fn every_receive_worker_gets_a_queue_of_a_multi_queue_port() {
         return;
     }
     zl_testkit::netns::set_prefix(prefix());
-    let mut lab = match Lab::with_queues(TEST, &[SenderSpec::PLAIN], 4) {
+    let mut lab = match Lab::with_queues(ZLROUTER, TEST, &[SenderSpec::PLAIN], 4) {
         Ok(lab) => lab,
         Err(e) => {
             skip(TEST, &format!("cannot build 4-queue namespaces: {e}"));

@@ -11,12 +11,13 @@
 //! `ZLR_REAL_TRAFFIC_OUT=<file>` also writes it there. Asserts only what holds run after run:
 //! the link is kept full (receiver frame bytes within 5 % of the rate) and every flow moves.
 
-mod netns;
-
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use netns::*;
+use zl_testkit::lab::*;
+
+/// The binary the lab runs (only the root package's tests know where Cargo built it).
+const ZLROUTER: &str = env!("CARGO_BIN_EXE_zlrouter");
 
 const RATE: u64 = 8_000_000;
 const SECS: f64 = 60.0;
@@ -67,7 +68,7 @@ fn congestion_controls_under_each_aqm() {
             ecn: false,
             delay_ms: 10.0,
         }; 3];
-        let Some(mut lab) = Lab::or_skip(TEST, &specs) else {
+        let Some(mut lab) = Lab::or_skip(ZLROUTER, TEST, &specs) else {
             return;
         };
         let cfg = lab.router_config(&qos, "");

@@ -4,17 +4,18 @@
 //! as dropped and resumes when the interface is back; never a silent spin. Namespaces are
 //! named `zlxf-...`.
 
-mod netns;
-
 use std::time::{Duration, Instant};
 
-use netns::*;
+use zl_testkit::lab::*;
+
+/// The binary the lab runs (only the root package's tests know where Cargo built it).
+const ZLROUTER: &str = env!("CARGO_BIN_EXE_zlrouter");
 
 #[test]
 fn an_interface_deleted_mid_run_ends_the_run_with_a_clear_message() {
     const TEST: &str = "gone";
     zl_testkit::netns::set_prefix("zlxf");
-    let Some(mut lab) = Lab::or_skip(TEST, &[SenderSpec::PLAIN]) else {
+    let Some(mut lab) = Lab::or_skip(ZLROUTER, TEST, &[SenderSpec::PLAIN]) else {
         return;
     };
     let qos = "[qos]\nlink_rate_bps = 8_000_000\nshaper = { rate_bps = 8_000_000 }\n\
@@ -50,7 +51,7 @@ fn an_interface_deleted_mid_run_ends_the_run_with_a_clear_message() {
 fn a_full_rx_ring_is_counted_in_the_final_table() {
     const TEST: &str = "ring";
     zl_testkit::netns::set_prefix("zlxf");
-    let Some(mut lab) = Lab::or_skip(TEST, &[SenderSpec::PLAIN]) else {
+    let Some(mut lab) = Lab::or_skip(ZLROUTER, TEST, &[SenderSpec::PLAIN]) else {
         return;
     };
     lab.sender_port_af_xdp = ", rx_ring_size = 64, tx_ring_size = 64".into();
@@ -139,7 +140,7 @@ fn recreate_sender_link(lab: &Lab) -> std::io::Result<()> {
 fn with_on_gone_wait_a_deleted_interface_is_waited_for_and_traffic_resumes() {
     const TEST: &str = "wait";
     zl_testkit::netns::set_prefix("zlxf");
-    let Some(mut lab) = Lab::or_skip(TEST, &[SenderSpec::PLAIN]) else {
+    let Some(mut lab) = Lab::or_skip(ZLROUTER, TEST, &[SenderSpec::PLAIN]) else {
         return;
     };
     lab.sender_port_af_xdp = ", on_gone = \"wait\"".into();

@@ -5,14 +5,15 @@
 //! both. Measured at the receiver's interface, in the same run (rates are ratios, not
 //! absolute times).
 
-mod netns;
-
 use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use netns::*;
+use zl_testkit::lab::*;
+
+/// The binary the lab runs (only the root package's tests know where Cargo built it).
+const ZLROUTER: &str = env!("CARGO_BIN_EXE_zlrouter");
 
 const TEST: &str = "reload";
 
@@ -41,7 +42,7 @@ fn sighup(lab: &Lab) {
 
 #[test]
 fn sighup_halves_the_shaper_under_real_traffic_and_an_invalid_file_is_refused() {
-    let Some(mut lab) = Lab::or_skip(TEST, &[SenderSpec::PLAIN]) else {
+    let Some(mut lab) = Lab::or_skip(ZLROUTER, TEST, &[SenderSpec::PLAIN]) else {
         return;
     };
     let cfg = |rate: u64| lab.router_config(&bottleneck(rate), "");

@@ -19,15 +19,16 @@
 //! - ZL-RED with the paper's constants (`p_max` 0.15, `th_min` 5, `M` 1000, `p_swap` 0.25)
 //!   and `a` = 10 (figure 7 varies `a`; larger is fairer).
 
-mod netns;
-
 use std::io::Read;
 use std::net::{IpAddr, TcpListener};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use netns::*;
+use zl_testkit::lab::*;
+
+/// The binary the lab runs (only the root package's tests know where Cargo built it).
+const ZLROUTER: &str = env!("CARGO_BIN_EXE_zlrouter");
 
 /// One experiment: two sender namespaces (the short- and the long-delay group), `per_group`
 /// Reno connections each, through the router's delay lines to one receiver.
@@ -155,8 +156,8 @@ fn run_once(test: &str, s: &Setup, aqm: &str) -> Result<Run, String> {
             delay_ms: d,
         })
         .collect();
-    let mut lab =
-        Lab::new(test, &specs).map_err(|e| format!("cannot build the namespaces: {e}"))?;
+    let mut lab = Lab::new(ZLROUTER, test, &specs)
+        .map_err(|e| format!("cannot build the namespaces: {e}"))?;
     let qos = format!(
         "[qos]\nlink_rate_bps = {r}\nshaper = {{ rate_bps = {r}, overhead_bytes = 0, burst_bytes = 30_000 }}\n\
          classifier = {{ default_class = \"be\", standard = false }}\n\

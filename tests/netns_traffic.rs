@@ -1,11 +1,12 @@
 //! Real Linux traffic through `zlrouter` (root; each test prints `SKIPPED ...` and passes
 //! otherwise): sender namespaces -> the router namespace (the `zlrouter` binary on AF_XDP
-//! ports, kernel forwarding off) -> a receiver namespace. See `tests/netns/mod.rs` for the lab
+//! ports, kernel forwarding off) -> a receiver namespace. See `zl_testkit::lab` for the lab
 //! and docs/real-traffic.md for what each test shows.
 
-mod netns;
+use zl_testkit::lab::*;
 
-use netns::*;
+/// The binary the lab runs (only the root package's tests know where Cargo built it).
+const ZLROUTER: &str = env!("CARGO_BIN_EXE_zlrouter");
 
 /// The bottleneck: `rate` bit/s of frame bytes (shaper overhead 0, so frame bytes on the
 /// receiver's interface are what the shaper counts; a 30 kB bucket, so a router thread
@@ -21,7 +22,7 @@ fn bottleneck(rate: u64, max_packets: u32, aqm: &str) -> String {
 }
 
 fn lab_or_skip(test: &str, specs: &[SenderSpec], qos: &str) -> Option<Lab> {
-    let mut lab = Lab::or_skip(test, specs)?;
+    let mut lab = Lab::or_skip(ZLROUTER, test, specs)?;
     let cfg = lab.router_config(qos, "");
     lab.start(test, &cfg);
     Some(lab)

@@ -1,5 +1,5 @@
 //! RFC 1812 forwarding edge cases with `[routing] source = "kernel"` (Linux, root), on the
-//! lab of `tests/netns` set up as `tests/kernel_routing.rs` does: addresses on the router's
+//! lab of `zl_testkit::lab` set up as `tests/kernel_routing.rs` does: addresses on the router's
 //! interfaces added without `brd` (as the README's quick start does), hosts that know the
 //! router only by its address, kernel forwarding off in the router's namespace.
 //!
@@ -21,15 +21,16 @@
 //! - a scan of new on-link destinations does not cost pings to a neighbour whose entry is
 //!   flushed again and again.
 
-mod netns;
-
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use netns::{sender_ip, stat, Lab, Netns, SenderSpec, RECEIVER_IP};
+use zl_testkit::lab::{sender_ip, skip, stat, Lab, Netns, SenderSpec, RECEIVER_IP};
+
+/// The binary the lab runs (only the root package's tests know where Cargo built it).
+const ZLROUTER: &str = env!("CARGO_BIN_EXE_zlrouter");
 
 /// The router's MAC on `r0` and the sender's on `g0` (the lab's).
 const R0_MAC: [u8; 6] = [2, 0, 0, 9, 1, 1];
@@ -58,7 +59,7 @@ fn tools(test: &str) -> bool {
             .output()
             .is_ok_and(|o| o.status.success())
         {
-            netns::skip(test, &format!("needs {tool} ({pkg})"));
+            skip(test, &format!("needs {tool} ({pkg})"));
             return false;
         }
     }
@@ -73,7 +74,7 @@ fn lab(test: &str) -> Option<Lab> {
         return None;
     }
     zl_testkit::netns::set_prefix("zlrfc");
-    let lab = Lab::or_skip(test, &[SenderSpec::PLAIN])?;
+    let lab = Lab::or_skip(ZLROUTER, test, &[SenderSpec::PLAIN])?;
     let (snd, rtr, rcv) = (&lab.senders[0], &lab.rtr, &lab.rcv);
     // DAD off before IPv6 comes up, so the link-local addresses the router's kernel solicits
     // from are usable at once.

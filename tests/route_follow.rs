@@ -9,12 +9,13 @@
 //! follower's CPU and memory) is measured by `scripts/route-follow` and recorded in
 //! docs/PERFORMANCE.md.
 
-mod netns;
-
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use netns::{sender_ip, stat, Lab, SenderSpec, RECEIVER_IP};
+use zl_testkit::lab::{sender_ip, stat, Lab, SenderSpec, RECEIVER_IP};
+
+/// The binary the lab runs (only the root package's tests know where Cargo built it).
+const ZLROUTER: &str = env!("CARGO_BIN_EXE_zlrouter");
 
 const ROUTES: u32 = 20_000;
 /// How long zlrouter may take to follow the whole batch once `ip -batch` returned.
@@ -101,7 +102,7 @@ fn follower_cpu(pid: u32) -> f64 {
 fn twenty_thousand_routes_added_and_deleted_are_followed_without_loss_elsewhere() {
     const TEST: &str =
         "twenty_thousand_routes_added_and_deleted_are_followed_without_loss_elsewhere";
-    let Some(mut lab) = Lab::or_skip(TEST, &[SenderSpec::PLAIN]) else {
+    let Some(mut lab) = Lab::or_skip(ZLROUTER, TEST, &[SenderSpec::PLAIN]) else {
         return;
     };
     let last = inside(ROUTES - 1);

@@ -3,6 +3,9 @@
 //!
 //! - [`netns`]: throw-away network namespaces and veth pairs, the environment skip that
 //!   `ZLR_REQUIRE_ENV` turns into a failure, thread pinning;
+//! - [`lab`]: the namespace lab of the root package's tests: senders, the `zlrouter` binary
+//!   on AF_XDP ports in a router namespace, a receiver, TCP / UDP endpoints and the router's
+//!   statistics;
 //! - [`topology`]: the line topology `gen -- rtr -- sink` of the forwarding benchmarks and the
 //!   end-to-end tests, its UDP frame and its router config;
 //! - [`frames`]: Ethernet + IPv4 / IPv6 + UDP frames with valid checksums;
@@ -20,6 +23,7 @@
 pub mod config;
 pub mod conservation;
 pub mod frames;
+pub mod lab;
 pub mod netns;
 mod scratch;
 pub mod source;

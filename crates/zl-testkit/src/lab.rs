@@ -12,13 +12,15 @@
 //! segmentation offloads off, so every frame on the wire is a complete, checksummed frame no
 //! larger than the MTU (generic XDP hands AF_XDP the frame as it is). The test's own TCP and
 //! UDP endpoints are threads that joined a namespace (`setns`), so no external tool is needed.
-
-#![allow(dead_code)]
+//!
+//! The lab runs the `zlrouter` binary its caller names: only the root package's integration
+//! tests know where Cargo built it (`env!("CARGO_BIN_EXE_zlrouter")`), so they pass that path
+//! to [`Lab::or_skip`], [`Lab::new`] or [`Lab::with_queues`].
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver};
@@ -26,7 +28,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-pub use zl_testkit::netns::{is_root, skip, Netns};
+pub use crate::netns::{is_root, skip, Netns};
 
 /// The receiver's address.
 pub const RECEIVER_IP: &str = "10.9.100.2";
@@ -194,6 +196,8 @@ pub struct Lab {
     pub rcv: Netns,
     pub specs: Vec<SenderSpec>,
     pub dir: PathBuf,
+    /// The `zlrouter` binary [`Lab::start_router`] runs.
+    pub router_bin: PathBuf,
     /// Extra keys for the senders' `r<i>` AF_XDP tables (e.g. `", rx_ring_size = 64"`).
     pub sender_port_af_xdp: String,
     /// One lab at a time per test binary: each router busy-polls a core, and two at once on a
@@ -243,14 +247,15 @@ fn offloads_off(ns: &Netns, dev: &str) -> io::Result<()> {
 }
 
 impl Lab {
-    /// A lab for `test` with `specs`, or `None` after saying why it cannot run here (not
-    /// root, or the namespaces cannot be built; with `ZLR_REQUIRE_ENV` set, a failure).
-    pub fn or_skip(test: &str, specs: &[SenderSpec]) -> Option<Lab> {
+    /// A lab for `test` with `specs` that runs the router `router_bin`, or `None` after saying
+    /// why it cannot run here (not root, or the namespaces cannot be built; with
+    /// `ZLR_REQUIRE_ENV` set, a failure).
+    pub fn or_skip(router_bin: impl AsRef<Path>, test: &str, specs: &[SenderSpec]) -> Option<Lab> {
         if !is_root() {
             skip(test, "needs root");
             return None;
         }
-        Lab::new(test, specs)
+        Lab::new(router_bin, test, specs)
             .map_err(|e| skip(test, &format!("cannot build the namespaces: {e}")))
             .ok()
     }
@@ -264,14 +269,20 @@ impl Lab {
         }
     }
 
-    /// Builds the namespaces and links; `Err` means the machine cannot (the caller skips).
-    pub fn new(tag: &str, specs: &[SenderSpec]) -> io::Result<Lab> {
-        Lab::with_queues(tag, specs, 1)
+    /// Builds the namespaces and links for a router `router_bin`; `Err` means the machine
+    /// cannot (the caller skips).
+    pub fn new(router_bin: impl AsRef<Path>, tag: &str, specs: &[SenderSpec]) -> io::Result<Lab> {
+        Lab::with_queues(router_bin, tag, specs, 1)
     }
 
     /// As [`Lab::new`], with `queues` RX and TX queues on both ends of every sender's veth
     /// (`r<i>` <-> `g0`; created so and set with `ethtool -L`), for multi-queue AF_XDP ports.
-    pub fn with_queues(tag: &str, specs: &[SenderSpec], queues: u32) -> io::Result<Lab> {
+    pub fn with_queues(
+        router_bin: impl AsRef<Path>,
+        tag: &str,
+        specs: &[SenderSpec],
+        queues: u32,
+    ) -> io::Result<Lab> {
         let guard = ONE_LAB
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -357,6 +368,7 @@ impl Lab {
             rcv,
             specs: specs.to_vec(),
             dir,
+            router_bin: router_bin.as_ref().to_path_buf(),
             sender_port_af_xdp: String::new(),
             _one_at_a_time: guard,
         })
@@ -399,19 +411,15 @@ impl Lab {
         c
     }
 
-    /// Starts `zlrouter run` in the router namespace on `config`; waits (bounded) for its
-    /// first progress line. `Err` carries what it printed.
+    /// Starts `zlrouter run` ([`Lab::router_bin`]) in the router namespace on `config`; waits
+    /// (bounded) for its first progress line. `Err` carries what it printed.
     pub fn start_router(&mut self, config: &str) -> Result<(), String> {
         let path = self.dir.join("router.toml");
         std::fs::write(&path, config).map_err(|e| e.to_string())?;
         let mut child = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                self.rtr.name(),
-                env!("CARGO_BIN_EXE_zlrouter"),
-                "run",
-            ])
+            .args(["netns", "exec", self.rtr.name()])
+            .arg(&self.router_bin)
+            .arg("run")
             .arg(&path)
             // The final statistics as JSON on stdout ([`stat`] reads them); the lines for
             // people (why the run stopped, the threads) go to stderr.
