@@ -90,7 +90,7 @@ struct Checker {
     max_in_use: usize,
 }
 
-impl Observer for Checker {
+impl Observer<Dataplane> for Checker {
     fn progress(&mut self, _now: Nanos, dp: &Dataplane) {
         self.calls += 1;
         common::assert_conserved(dp);
@@ -164,7 +164,7 @@ struct Interrupter<'a> {
     stop: &'a AtomicBool,
 }
 
-impl Observer for Interrupter<'_> {
+impl Observer<Dataplane> for Interrupter<'_> {
     fn progress(&mut self, _now: Nanos, dp: &Dataplane) {
         if dp.queued() > 50 {
             self.stop.store(true, std::sync::atomic::Ordering::Relaxed);

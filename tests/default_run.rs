@@ -7,7 +7,8 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use zl_core::Nanos;
-use zl_dataplane::metrics::{ControlThread, MetricsHub};
+use zl_dataplane::control::ControlThread;
+use zl_dataplane::metrics::MetricsHub;
 use zl_dataplane::{RouterConfig, StopReason, DEFAULT_CONFIG};
 
 /// The best-effort class's counters over its colors (the default's class `be`).

@@ -67,7 +67,7 @@ max_packets = 4000
 /// `be` class's byte capacity.
 struct Samples(Vec<(f64, u64)>);
 
-impl Observer for Samples {
+impl Observer<Dataplane> for Samples {
     fn progress(&mut self, now: Nanos, dp: &Dataplane) {
         let out = &dp.slots()[1].egress;
         if let (true, Some(n), Some(cap)) = (

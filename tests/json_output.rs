@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use zl_core::Nanos;
-use zl_dataplane::metrics::{ControlThread, MetricsHub};
+use zl_dataplane::control::ControlThread;
+use zl_dataplane::metrics::MetricsHub;
 use zl_dataplane::{Dataplane, DropCause, Observer, RouterConfig, DEFAULT_CONFIG};
 
 fn zlrouter(args: &[&str]) -> std::process::Output {
@@ -204,7 +205,7 @@ struct Scraper {
     checked: u32,
 }
 
-impl Observer for Scraper {
+impl Observer<Dataplane> for Scraper {
     fn progress(&mut self, now: Nanos, dp: &Dataplane) {
         self.hub.publish(now, dp);
         let text = self.hub.encode();

@@ -223,7 +223,7 @@ fn top_flows_are_bounded_prometheus_series() {
 fn cli_flows_reads_a_running_router() {
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
-    use zl_dataplane::metrics::ControlThread;
+    use zl_dataplane::control::ControlThread;
 
     let cfg = RouterConfig::from_toml(DEFAULT_CONFIG).unwrap();
     let (dp, _) = common::run(&cfg, &common::root());

@@ -15,8 +15,9 @@ use crate::capture::{CaptureTap, CaptureWriter};
 use crate::config::{
     invalid, parse_mac, ConfigError, PortKind, PortParams, RouterConfig, MAX_POOL_BUFFERS,
 };
-use crate::dataplane::{Dataplane, PortSlot};
+use crate::dataplane::Dataplane;
 use crate::egress::port_egress;
+use crate::engine::{stream_seed, BoxedPort, PortSlot};
 use crate::flows::FlowTable;
 use crate::forward::Forwarder;
 use crate::mt::{MtParams, MtRouter, RING_PACKETS};
@@ -34,17 +35,6 @@ pub enum BuildError {
     #[error("port `{port}`: {detail}")]
     External { port: String, detail: String },
 }
-
-/// Seeds of the independent random streams, derived from the run's seed so that adding a
-/// generator port does not shift the AQM's draws.
-pub(crate) fn stream_seed(seed: u64, stream: u64) -> u64 {
-    // SplitMix64's output `stream` from the run's seed: distinct, well-mixed seeds per stream.
-    zl_core::splitmix64(seed, stream)
-}
-
-/// A port owned by the data plane (moved to its forwarding thread; split into its halves for a
-/// threaded run).
-pub type BoxedPort = Box<dyn zl_port::SplitPort>;
 
 /// What [`build_with_ports`] asks for each port: `Ok(Some(port))` to supply it, `Ok(None)` to
 /// let the config build it, `Err` to stop.

@@ -3,7 +3,7 @@
 //! (`cause=early in=lan out=wan class=be color=green`), so that
 //! `tshark -r drops.pcapng -Y 'frame.comment contains "cause=early"'` selects them.
 //!
-//! Where it sits: the loops count every fate through [`crate::stats::Fates`]; its
+//! Where it sits: the loops count every fate through [`crate::fates::Fates`]; its
 //! `dropped` (and the egress stage's mark) hands the packet to this module's [`CaptureTap`]
 //! at the one place each fate is decided, for the single-thread loop and the threaded
 //! workers alike. The tap copies at most `snap_len` bytes into a buffer taken from a
@@ -83,7 +83,7 @@ use serde::{Deserialize, Serialize};
 use zl_core::{Color, Nanos};
 use zl_port::PacketBuf;
 
-use crate::config::{invalid, ConfigError};
+use crate::error::{invalid, ConfigError};
 use crate::stats::DropCause;
 
 /// `[capture]`.

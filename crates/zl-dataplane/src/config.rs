@@ -8,67 +8,25 @@
 //! references: the error names the key, the value and what was expected).
 
 use std::collections::HashSet;
+use std::net::ToSocketAddrs;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use zl_qos::{ClassParams, QosParams};
 use zl_wire::{MacAddr, ParseConfig};
 
+pub use crate::cpus::MAX_CPU;
+pub(crate) use crate::error::invalid;
+pub use crate::error::ConfigError;
+pub use crate::forward::Forwarding;
 use crate::icmp::{IcmpParams, PortL3};
 use crate::port::{GeneratorParams, PcapParams};
 use crate::priority::PriorityParams;
 use crate::route::{NextHop, Prefix, RouteTable};
 
-/// A configuration the router cannot run.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("cannot read config {path}: {source}")]
-    Read {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    /// Bad syntax, a wrong type or an unknown key (the message names the key and the line).
-    #[error("config syntax: {0}")]
-    Syntax(String),
-    /// A QoS value outside what is allowed (`zl_qos` states the value and the rule together).
-    #[error("invalid `{key}`: {reason}")]
-    Qos { key: String, reason: String },
-    /// A value outside what is allowed.
-    #[error("invalid `{key}` = {value}: expected {expected}")]
-    Invalid {
-        key: String,
-        value: String,
-        expected: String,
-    },
-}
-
-pub(crate) fn invalid(
-    key: impl Into<String>,
-    value: impl ToString,
-    expected: impl Into<String>,
-) -> ConfigError {
-    ConfigError::Invalid {
-        key: key.into(),
-        value: value.to_string(),
-        expected: expected.into(),
-    }
-}
-
 /// Parses `aa:bb:cc:dd:ee:ff` (`MacAddr::parse`).
 pub fn parse_mac(s: &str) -> Option<MacAddr> {
     MacAddr::parse(s)
-}
-
-/// A traffic source's parameter error is a config error on its key.
-impl From<zl_traffic::ParamError> for ConfigError {
-    fn from(e: zl_traffic::ParamError) -> Self {
-        ConfigError::Invalid {
-            key: e.key,
-            value: e.value,
-            expected: e.expected,
-        }
-    }
 }
 
 /// Most packet buffers a pool may hold: 2 GiB of 2 KiB buffers.
@@ -122,9 +80,6 @@ pub struct RunParams {
 
 /// Most receive workers a threaded run may have.
 pub const MAX_RX_WORKERS: u32 = 64;
-
-/// CPU numbers `run.cpus` may name are below this (the kernel's `CPU_SETSIZE`).
-pub const MAX_CPU: u32 = 1024;
 
 fn default_duration() -> f64 {
     10.0
@@ -417,26 +372,19 @@ pub struct RouterConfig {
 /// The built-in default configuration (`zlrouter run` with no file).
 pub const DEFAULT_CONFIG: &str = include_str!("../../../configs/default.toml");
 
-/// Forwarding, resolved to port indices.
-#[derive(Clone, Debug)]
-pub enum Forwarding {
-    Router(RouteTable),
-    /// Kernel routing (`[routing] source = "kernel"`): the config's static routes, mixed into
-    /// the kernel's table once the data plane follows it (`Dataplane::follow_kernel`).
-    Kernel(Vec<zl_fib::StaticRoute>),
-    /// `peer[i]`: where frames received on port i go (`None`: dropped as no route).
-    Bridge(Vec<Option<u16>>),
-}
-
-impl Forwarding {
-    /// True when some packet can be sent out of port `port`.
-    pub fn is_egress(&self, port: u16) -> bool {
-        match self {
-            Forwarding::Router(table) => table.egress_ports().contains(&port),
-            // Any port the kernel routes through.
-            Forwarding::Kernel(_) => true,
-            Forwarding::Bridge(peer) => peer.contains(&Some(port)),
-        }
+/// The address to bind for a metrics `listen` value: `host:port` as given, or a bare port on
+/// loopback (`"9464"` is `127.0.0.1:9464`: counters are not exposed to the network unless an
+/// address says so). Errors say what was expected; nothing is bound.
+pub fn listen_address(listen: &str) -> Result<String, String> {
+    if let Ok(port) = listen.parse::<u16>() {
+        return Ok(format!("127.0.0.1:{port}"));
+    }
+    match listen.to_socket_addrs().map(|mut a| a.next()) {
+        Ok(Some(_)) => Ok(listen.to_owned()),
+        Ok(None) => Err("a host:port whose host resolves to an address".to_owned()),
+        Err(e) => Err(format!(
+            "host:port (e.g. 127.0.0.1:9464) or a port number: {e}"
+        )),
     }
 }
 
@@ -696,7 +644,7 @@ impl RouterConfig {
             }
         }
         if let Some(listen) = &self.metrics.listen {
-            crate::control::listen_address(listen)
+            listen_address(listen)
                 .map_err(|e| invalid("metrics.listen", format!("{listen:?}"), e))?;
         }
         if let Some(n) = self.metrics.max_connections {

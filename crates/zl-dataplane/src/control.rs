@@ -41,7 +41,7 @@
 pub mod token;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -49,7 +49,9 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::oneshot;
 
+pub use crate::config::listen_address;
 use crate::config::MetricsParams;
+pub use crate::metrics::ControlEvent;
 use crate::metrics::MetricsHub;
 use crate::reload::Reloader;
 pub use token::ControlToken;
@@ -103,53 +105,6 @@ impl Endpoint {
     }
 }
 
-/// What the endpoint counts: connections it cut, requests it refused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ControlEvent {
-    /// Closed unanswered to admit a new connection beyond the limit (the oldest still
-    /// waiting for its request).
-    Evicted,
-    /// Cut for not sending its whole request head in time.
-    Deadline,
-    /// A new connection closed at once: over the limit with every open one being answered.
-    Refused,
-    /// A request without the control token it needs, or with a wrong one.
-    Unauthorized,
-    /// A state-changing request from a web page (an `Origin` header).
-    CrossOrigin,
-}
-
-impl ControlEvent {
-    /// Every event, in the order of `MetricsHub::control_counts`.
-    pub const ALL: [ControlEvent; 5] = [
-        ControlEvent::Evicted,
-        ControlEvent::Deadline,
-        ControlEvent::Refused,
-        ControlEvent::Unauthorized,
-        ControlEvent::CrossOrigin,
-    ];
-
-    /// The `reason` label of its series.
-    pub fn label(self) -> &'static str {
-        match self {
-            ControlEvent::Evicted => "evicted",
-            ControlEvent::Deadline => "deadline",
-            ControlEvent::Refused => "refused",
-            ControlEvent::Unauthorized => "unauthorized",
-            ControlEvent::CrossOrigin => "cross_origin",
-        }
-    }
-
-    /// Whether it closes a connection (`zlrouter_metrics_connections_cut_total`) rather
-    /// than answering a request with a refusal (`zlrouter_metrics_requests_refused_total`).
-    pub fn cuts_connection(self) -> bool {
-        matches!(
-            self,
-            ControlEvent::Evicted | ControlEvent::Deadline | ControlEvent::Refused
-        )
-    }
-}
-
 /// The control thread: metrics endpoint and signal handling.
 pub struct ControlThread {
     addr: Option<SocketAddr>,
@@ -168,22 +123,6 @@ pub enum ControlError {
     },
     #[error("control thread: {0}")]
     Runtime(#[source] std::io::Error),
-}
-
-/// The address to bind for a metrics `listen` value: `host:port` as given, or a bare port on
-/// loopback (`"9464"` is `127.0.0.1:9464`: counters are not exposed to the network unless an
-/// address says so). Errors say what was expected; nothing is bound.
-pub fn listen_address(listen: &str) -> Result<String, String> {
-    if let Ok(port) = listen.parse::<u16>() {
-        return Ok(format!("127.0.0.1:{port}"));
-    }
-    match listen.to_socket_addrs().map(|mut a| a.next()) {
-        Ok(Some(_)) => Ok(listen.to_owned()),
-        Ok(None) => Err("a host:port whose host resolves to an address".to_owned()),
-        Err(e) => Err(format!(
-            "host:port (e.g. 127.0.0.1:9464) or a port number: {e}"
-        )),
-    }
 }
 
 impl ControlThread {

@@ -9,7 +9,10 @@
 
 use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
 
-use crate::config::{invalid, ConfigError, MAX_CPU};
+use crate::error::{invalid, ConfigError};
+
+/// CPU numbers `run.cpus` may name are below this (the kernel's `CPU_SETSIZE`).
+pub const MAX_CPU: u32 = 1024;
 
 /// Where [`crate::mt::MtRouter::run`] puts its workers.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -29,72 +29,27 @@ use std::sync::Arc;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use zl_core::{Color, Nanos};
 use zl_port::{Batch, BufPool, PacketBuf, PortCounters, PortError, Readiness};
+use zl_qos::QosEngine;
+use zl_zombie::ZombieList;
 
-use crate::build::BoxedPort;
 use crate::capture::{CaptureStats, CaptureTap, CaptureWriter};
-use crate::config::Forwarding;
-use crate::egress::{Egress, Link};
+use crate::egress::Link;
+use crate::engine::{apply_egress, BoxedPort};
+pub use crate::engine::{PortSlot, StopReason, UnknownPort};
+use crate::fates::Fates;
+use crate::flows::FlowTable;
 use crate::forward::Forwarder;
 use crate::icmp::{IcmpCounters, IcmpSender};
 use crate::neighbour::{NeighbourStage, DEFAULT_UNRES_QLEN};
 use crate::reject::reject;
 use crate::reload::{Applied, LiveUpdate, ReloadSlot};
 use crate::route::RouteTable;
-use crate::stats::{DropCause, FateCounters, Fates, GroupStats};
-use crate::view::Observer;
+use crate::stats::{DropCause, FateCounters, GroupStats};
+use crate::view::{FibSnapshot, Observer, RouterView};
 use zl_aqm::PacketMeta;
 use zl_wire::{IpVersion, PlainIpv4, QosHeaders};
 
 pub use crate::egress::{QueueLengthHistogram, QLEN_BUCKETS, QLEN_SAMPLE_EVERY};
-
-/// A port and its egress stage, as both loops hold them.
-pub struct PortSlot {
-    pub port: BoxedPort,
-    pub egress: Egress,
-}
-
-/// How a run ended (a failed port is the `Err` of the run instead).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StopReason {
-    /// Every source finished and every queue drained.
-    Finished,
-    /// The drain time after the sources' end ran out; what was queued is counted `shutdown`.
-    DrainTimeout,
-    /// Stopped from outside (SIGINT / SIGTERM).
-    Interrupted,
-}
-
-/// [`Dataplane::new`] was given forwarding that sends packets to a port it does not have.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{what} leads to port index {port}, but the data plane has {ports} ports")]
-pub struct UnknownPort {
-    /// `"a route"` or `"a bridge peer"`.
-    pub what: &'static str,
-    pub port: u16,
-    pub ports: usize,
-}
-
-impl UnknownPort {
-    /// Refuses forwarding that names a port index out of `ports`.
-    pub(crate) fn check(forwarding: &Forwarding, ports: usize) -> Result<(), UnknownPort> {
-        let missing = |p: &u16| *p as usize >= ports;
-        let unknown = match forwarding {
-            Forwarding::Router(table) => (table.egress_ports().into_iter())
-                .find(missing)
-                .map(|p| ("a route", p)),
-            Forwarding::Kernel(statics) => {
-                (statics.iter().map(|r| r.port).find(missing)).map(|p| ("a route", p))
-            }
-            Forwarding::Bridge(peer) => {
-                (peer.iter().flatten().copied().find(missing)).map(|p| ("a bridge peer", p))
-            }
-        };
-        match unknown {
-            Some((what, port)) => Err(UnknownPort { what, port, ports }),
-            None => Ok(()),
-        }
-    }
-}
 
 /// The single-thread loop's link to a port: its send, and the loop's own pool.
 struct PoolLink<'a> {
@@ -125,31 +80,6 @@ fn forward_other(
 ) -> Result<(PacketMeta, Option<QosHeaders>), DropCause> {
     let meta = forwarder.forward_general(buf, parsed)?;
     Ok((meta, parsed.as_ref().map(QosHeaders::of)))
-}
-
-/// Installs each port's new egress from `updates` (by port index) into `ports` (reached
-/// through `egress`), all or none: every update is checked before any is installed. The one
-/// reload step of both loops.
-pub(crate) fn apply_egress<P>(
-    ports: &mut [P],
-    updates: Vec<Option<crate::egress::EgressUpdate>>,
-    egress: impl Fn(&mut P) -> &mut Egress,
-) -> Applied {
-    for (i, (p, u)) in ports.iter_mut().zip(&updates).enumerate() {
-        if let Some(u) = u {
-            egress(p)
-                .check(u)
-                .map_err(|e| format!("port {i}: {}: {}", e.key, e.reason))?;
-        }
-    }
-    for (p, u) in ports.iter_mut().zip(updates) {
-        if let Some(u) = u {
-            egress(p)
-                .apply(u)
-                .map_err(|e| format!("{}: {}", e.key, e.reason))?;
-        }
-    }
-    Ok(())
 }
 
 /// The forwarding engine of one thread.
@@ -622,7 +552,7 @@ impl Dataplane {
         drain: Nanos,
         stop: &AtomicBool,
         period: Nanos,
-        observer: &mut dyn Observer,
+        observer: &mut dyn Observer<Dataplane>,
     ) -> Result<StopReason, PortError> {
         // A live port never becomes "not ready": virtual time could not advance past it.
         if let Some(s) = self
@@ -664,7 +594,7 @@ impl Dataplane {
     fn finish(
         &mut self,
         reason: Result<StopReason, PortError>,
-        observer: &mut dyn Observer,
+        observer: &mut dyn Observer<Dataplane>,
     ) -> Result<StopReason, PortError> {
         let shut = self.shutdown();
         if let Some(c) = &mut self.capture {
@@ -692,7 +622,7 @@ impl Dataplane {
         stop: &AtomicBool,
         clock: &mut dyn FnMut() -> Nanos,
         period: Nanos,
-        observer: &mut dyn Observer,
+        observer: &mut dyn Observer<Dataplane>,
     ) -> Result<StopReason, PortError> {
         let mut next_report = clock() + period;
         let reason = loop {
@@ -748,11 +678,54 @@ impl Dataplane {
     }
 }
 
+impl RouterView for Dataplane {
+    fn totals(&self) -> FateCounters {
+        *Dataplane::totals(self)
+    }
+    fn groups(&self) -> &[GroupStats] {
+        Dataplane::groups(self)
+    }
+    fn queued(&self) -> u64 {
+        Dataplane::queued(self)
+    }
+    fn port_count(&self) -> usize {
+        self.slots().len()
+    }
+    fn port_name(&self, port: usize) -> &str {
+        self.slots()[port].port.name()
+    }
+    fn port_counters(&self, port: usize) -> PortCounters {
+        self.slots()[port].port.counters()
+    }
+    fn qos(&self, port: usize) -> &QosEngine<PacketBuf> {
+        &self.slots()[port].egress.qos
+    }
+    fn qlen_hist(&self, port: usize) -> &[QueueLengthHistogram] {
+        &self.slots()[port].egress.qlen_hist
+    }
+    fn zombie_list(&self, port: usize) -> Option<&ZombieList> {
+        self.slots()[port].egress.zombie.as_deref()
+    }
+    fn flow_table(&self, port: usize) -> Option<&FlowTable> {
+        self.slots()[port].egress.flows.as_ref()
+    }
+    fn capture_stats(&self) -> Option<crate::capture::CaptureStats> {
+        Dataplane::capture_stats(self)
+    }
+    fn icmp(&self) -> IcmpCounters {
+        *Dataplane::icmp(self)
+    }
+    fn fib(&self) -> Option<FibSnapshot> {
+        self.forwarder().fib_follow().map(FibSnapshot::of)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::build::{build_with_ports, BuildError};
     use crate::config::RouterConfig;
+    use crate::forward::Forwarding;
     use crate::priority::PriorityParams;
     use crate::route::{NextHop, RouteTable};
     use rand::SeedableRng;

@@ -33,9 +33,10 @@ use zl_qos::{QosEngine, QosParams};
 use zl_wire::{MarkOutcome, PacketInfo, QosHeaders};
 use zl_zombie::{Observation, ZombieConfig, ZombieList, ZombieParams};
 
-use crate::config::{invalid, ConfigError};
+use crate::error::{invalid, ConfigError};
+use crate::fates::Fates;
 use crate::flows::FlowTable;
-use crate::stats::{DropCause, Fates};
+use crate::stats::DropCause;
 
 /// Buckets of the queue-length histogram: 0, 1, 2-3, 4-7, ..., >= 2^14.
 pub const QLEN_BUCKETS: usize = 16;

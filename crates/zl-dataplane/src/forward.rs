@@ -19,21 +19,32 @@ use zl_core::{Color, Nanos};
 use zl_port::PacketBuf;
 use zl_wire::{IpVersion, MacAddr, PacketInfo, ParseConfig, PlainIpv4, TtlOutcome};
 
-use crate::config::Forwarding;
 use crate::icmp::{subnet_edge, IcmpCounters, IcmpKind, IcmpParams, IcmpPorts, IcmpSender, PortL3};
 use crate::priority::PriorityMap;
 use crate::route::RouteTable;
 use crate::stats::DropCause;
 
-/// What forwarding decided for a packet it keeps (the egress port is in `buf.out_port`).
+/// Forwarding, resolved to port indices.
 #[derive(Clone, Debug)]
-pub struct Ingress {
-    /// The parsed headers, as rewritten (TTL, MACs); `None` for a bridged frame that did not
-    /// parse (bridges forward any frame).
-    pub info: Option<PacketInfo>,
-    /// The AQM's view of the packet (length, flow, ECN, priority, weight; color green until
-    /// metered).
-    pub meta: PacketMeta,
+pub enum Forwarding {
+    Router(RouteTable),
+    /// Kernel routing (`[routing] source = "kernel"`): the config's static routes, mixed into
+    /// the kernel's table once the data plane follows it (`Dataplane::follow_kernel`).
+    Kernel(Vec<zl_fib::StaticRoute>),
+    /// `peer[i]`: where frames received on port i go (`None`: dropped as no route).
+    Bridge(Vec<Option<u16>>),
+}
+
+impl Forwarding {
+    /// True when some packet can be sent out of port `port`.
+    pub fn is_egress(&self, port: u16) -> bool {
+        match self {
+            Forwarding::Router(table) => table.egress_ports().contains(&port),
+            // Any port the kernel routes through.
+            Forwarding::Kernel(_) => true,
+            Forwarding::Bridge(peer) => peer.contains(&Some(port)),
+        }
+    }
 }
 
 /// Kernel routing's table as the poll loop sees it: the snapshot reader and the queue of
@@ -252,19 +263,11 @@ impl Forwarder {
 
     /// Parses `buf` and routes it (longest-prefix match, TTL / hop-limit decrement, next-hop
     /// MAC as destination and the egress port's MAC as source) or bridges it (to the peer of
-    /// `buf.in_port`, unchanged), setting `buf.out_port`. A packet forwarding discards comes
-    /// back as its cause; the caller counts it and frees the buffer.
-    #[inline]
-    pub fn forward(&self, buf: &mut PacketBuf) -> Result<Ingress, DropCause> {
-        let mut info = None;
-        let meta = self.forward_in_place(buf, &mut info)?;
-        Ok(Ingress { info, meta })
-    }
-
-    /// [`Forwarder::forward`] with the parsed headers (its `Ingress::info`) written to `info`
-    /// instead of returned: for a caller that keeps them in place, so that the ~140 bytes of
-    /// a `PacketInfo` are not copied through the return values per packet. After an `Err`,
-    /// `info` holds nothing of use.
+    /// `buf.in_port`, unchanged), setting `buf.out_port`; the parsed headers, as rewritten, go
+    /// to `info` (`None` for a bridged frame that did not parse): the caller keeps them in
+    /// place, so that the ~140 bytes of a `PacketInfo` are not copied through the return
+    /// values per packet. A packet forwarding discards comes back as its cause (`info` then
+    /// holds nothing of use); the caller counts it and frees the buffer.
     #[inline]
     pub fn forward_in_place(
         &self,
@@ -689,7 +692,8 @@ mod tests {
 
     fn forward(f: &Forwarder, dst: &str, ttl: u8, payload: usize) -> Result<u16, DropCause> {
         let mut buf = packet(dst, ttl, payload);
-        f.forward(&mut buf).map(|_| buf.out_port)
+        f.forward_in_place(&mut buf, &mut None)
+            .map(|_| buf.out_port)
     }
 
     #[test]
@@ -724,7 +728,10 @@ mod tests {
         assert_eq!(forward(&f, "10.66.1.1", 0, 10), Err(DropCause::TtlExpired));
         assert_eq!(forward(&f, "10.66.1.1", 2, 10), Err(DropCause::NoNeighbour));
         let mut buf = packet("10.66.1.1", 64, 1500);
-        assert_eq!(f.forward(&mut buf).err(), Some(DropCause::TooBig));
+        assert_eq!(
+            f.forward_in_place(&mut buf, &mut None).err(),
+            Some(DropCause::TooBig)
+        );
         assert_eq!(buf.out_port, 1, "the port whose MTU it exceeds");
     }
 

@@ -2,13 +2,36 @@
 //! metrics endpoint.
 //!
 //! Where it sits: above the algorithm crates (`zl-wire` parses and rewrites, `zl-qos` with
-//! `zl-aqm` and `zl-zombie` classifies, meters, admits, queues, schedules and shapes) and
-//! `zl-port` (buffers, batches, the `Port` trait); below the `zlrouter` binary.
+//! `zl-aqm` and `zl-zombie` classifies, meters, admits, queues, schedules and shapes),
+//! `zl-port` (buffers, batches, the `Port` trait) and `zl-traffic` (the generator, pcap and
+//! sink ports); below the `zlrouter` binary.
 //!
 //! Flow of one packet (see [`dataplane`]): rx burst -> parse -> route (LPM, TTL, MACs) or
 //! bridge -> classify -> meter -> AQM admission -> per-class queue -> schedule -> shape ->
 //! tx burst. Every received packet ends forwarded, dropped by a named [`DropCause`], or still
 //! queued; [`FateCounters`] keep the identity exact.
+//!
+//! # Layers
+//!
+//! Each module uses only modules on its own line's left or on the lines above it
+//! (`scripts/module-cycles` checks that no two modules import each other, in CI):
+//!
+//! 1. `error` (the config error every stage reports through), `stats` (the drop causes and
+//!    fate counters), `route` (the static route table);
+//! 2. the stages' own parameters and state: `priority`, `icmp`, `flows`, `capture` (the tap
+//!    and the writer), `cpus`;
+//! 3. `fates` (the counters with the capture tap and the ICMP counts), `forward` (parse,
+//!    route or bridge, TTL, MACs: the receive stage);
+//! 4. `neighbour` (the kernel-routing wait), `reject` (count, then maybe an ICMP error),
+//!    `egress` (classify, meter, AQM, queue, schedule, shape: the transmit stage), `config`
+//!    (the TOML file, aggregating the stages' parameter types);
+//! 5. `reload` (what a new config changes, and the mailbox the loops read it from), `view`
+//!    (what the reports read from an engine);
+//! 6. `engine` (what both engines share: a port with its egress, how a run ends, the reload
+//!    step), `snapshot` (the counters as one serializable document);
+//! 7. the engines `dataplane` (one thread) and `mt` (receive and transmit workers), the
+//!    reports `report` (the tc-like table) and `metrics` (Prometheus);
+//! 8. `build` (config -> engine), `control` (the HTTP endpoint and the signals).
 //!
 //! # Example
 //!
@@ -42,8 +65,11 @@ pub mod config;
 pub mod control;
 pub mod cpus;
 pub mod dataplane;
-pub mod egress;
-pub mod flows;
+mod egress;
+mod engine;
+mod error;
+mod fates;
+mod flows;
 pub mod forward;
 pub mod icmp;
 pub mod metrics;
@@ -59,14 +85,19 @@ pub mod reload;
 pub mod report;
 pub mod route;
 pub mod snapshot;
-pub mod stats;
+mod stats;
 pub mod view;
 
 pub use build::{
-    build, build_threaded, build_with_ports, check_with_ports, BoxedPort, BuildError, PortSupplier,
+    build, build_threaded, build_with_ports, check_with_ports, BuildError, PortSupplier,
 };
-pub use config::{ConfigError, RouterConfig, DEFAULT_CONFIG};
-pub use dataplane::{Dataplane, StopReason};
+pub use config::{RouterConfig, DEFAULT_CONFIG};
+pub use dataplane::Dataplane;
+pub use egress::{Egress, QueueLengthHistogram};
+pub use engine::{BoxedPort, PortSlot, StopReason, UnknownPort};
+pub use error::ConfigError;
+pub use fates::Fates;
+pub use flows::FlowTable;
 pub use snapshot::Snapshot;
-pub use stats::{DropCause, FateCounters, Fates, GroupStats};
+pub use stats::{DropCause, FateCounters, GroupStats};
 pub use view::{NoObserver, Observer, RouterView};

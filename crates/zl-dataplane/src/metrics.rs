@@ -22,12 +22,58 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use zl_core::Nanos;
 
-pub use crate::control::{ControlError, ControlEvent, ControlThread};
 use crate::snapshot::{
     qlen_bounds, sojourn_bounds_s, DisciplineSnapshot, FlowSnapshot, PortSnapshot, Snapshot,
 };
 use crate::stats::DropCause;
 use crate::view::RouterView;
+
+/// What the endpoint counts: connections it cut, requests it refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ControlEvent {
+    /// Closed unanswered to admit a new connection beyond the limit (the oldest still
+    /// waiting for its request).
+    Evicted,
+    /// Cut for not sending its whole request head in time.
+    Deadline,
+    /// A new connection closed at once: over the limit with every open one being answered.
+    Refused,
+    /// A request without the control token it needs, or with a wrong one.
+    Unauthorized,
+    /// A state-changing request from a web page (an `Origin` header).
+    CrossOrigin,
+}
+
+impl ControlEvent {
+    /// Every event, in the order of `MetricsHub::control_counts`.
+    pub const ALL: [ControlEvent; 5] = [
+        ControlEvent::Evicted,
+        ControlEvent::Deadline,
+        ControlEvent::Refused,
+        ControlEvent::Unauthorized,
+        ControlEvent::CrossOrigin,
+    ];
+
+    /// The `reason` label of its series.
+    pub fn label(self) -> &'static str {
+        match self {
+            ControlEvent::Evicted => "evicted",
+            ControlEvent::Deadline => "deadline",
+            ControlEvent::Refused => "refused",
+            ControlEvent::Unauthorized => "unauthorized",
+            ControlEvent::CrossOrigin => "cross_origin",
+        }
+    }
+
+    /// Whether it closes a connection (`zlrouter_metrics_connections_cut_total`) rather
+    /// than answering a request with a refusal (`zlrouter_metrics_requests_refused_total`).
+    pub fn cuts_connection(self) -> bool {
+        matches!(
+            self,
+            ControlEvent::Evicted | ControlEvent::Deadline | ControlEvent::Refused
+        )
+    }
+}
 
 /// The last published snapshot of one router.
 #[derive(Debug)]

@@ -96,21 +96,20 @@ use zl_port::{
     Batch, BufPool, Halves, Joined, PacketBuf, PortCounters, PortError, Readiness, RxHalf, TxHalf,
     BATCH_CAPACITY, DEFAULT_BUF_SIZE,
 };
-use zl_qos::{QosConfigError, QosEngine, QosParams};
+use zl_qos::QosEngine;
 use zl_wire::{PacketInfo, QosHeaders};
-use zl_zombie::{Observation, ZombieConfig, ZombieList};
+use zl_zombie::{Observation, ZombieList};
 
-use crate::build::{stream_seed, BoxedPort};
 use crate::capture::{CaptureStats, CaptureTap, CaptureWriter};
-use crate::config::Forwarding;
 use crate::cpus::WorkerCpus;
-use crate::dataplane::{apply_egress, PortSlot, StopReason, UnknownPort};
 use crate::egress::{Egress, Link, QueueLengthHistogram};
-use crate::forward::Forwarder;
+use crate::engine::{apply_egress, stream_seed, BoxedPort, PortSlot, StopReason, UnknownPort};
+use crate::fates::Fates;
+use crate::forward::{Forwarder, Forwarding};
 use crate::icmp::{IcmpKind, IcmpSender};
 use crate::neighbour::{NeighbourStage, DEFAULT_UNRES_QLEN};
 use crate::reload::{Applied, LiveUpdate, ReloadSlot};
-use crate::stats::{DropCause, FateCounters, Fates, GroupStats};
+use crate::stats::{DropCause, FateCounters, GroupStats};
 use crate::view::{Observer, RouterView};
 
 /// Packets each egress port's receive -> transmit ring holds.
@@ -136,29 +135,6 @@ pub struct MtParams {
     /// The CPUs each worker runs on (`run.cpus`; the router binary gives the workers every CPU
     /// the process may use when it is absent).
     pub cpus: WorkerCpus,
-}
-
-impl PortSlot {
-    /// A port with its egress on `qos`, no Zombie List.
-    pub fn new(port: BoxedPort, qos: QosEngine<PacketBuf>) -> Self {
-        PortSlot {
-            port,
-            egress: Egress::new(qos, None),
-        }
-    }
-
-    /// A port whose egress QoS decides on a Zombie List of its own (built with `list`), which
-    /// the receive workers observe once per packet: the paper's one list per output link.
-    pub fn on_own_list(
-        port: BoxedPort,
-        qos: &QosParams,
-        list: ZombieConfig,
-    ) -> Result<Self, QosConfigError> {
-        Ok(PortSlot {
-            port,
-            egress: Egress::on_own_list(qos, list)?,
-        })
-    }
 }
 
 /// A packet on its way from a receive worker to its egress port's transmit worker.
@@ -1501,10 +1477,10 @@ impl RouterView for MtRouter {
     fn capture_stats(&self) -> Option<CaptureStats> {
         MtRouter::capture_stats(self)
     }
-    fn fib(&self) -> Option<crate::snapshot::FibSnapshot> {
+    fn fib(&self) -> Option<crate::view::FibSnapshot> {
         self.forwarder
             .fib_follow()
-            .map(crate::snapshot::FibSnapshot::of)
+            .map(crate::view::FibSnapshot::of)
     }
     fn icmp(&self) -> crate::icmp::IcmpCounters {
         self.fates.icmp

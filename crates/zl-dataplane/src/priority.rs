@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use zl_qos::DscpSpec;
 use zl_wire::PacketInfo;
 
-use crate::config::{invalid, ConfigError};
+use crate::error::{invalid, ConfigError};
 
 /// The source of the 4-bit priority `pri` (8 lowest .. 15 highest in the paper's use).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

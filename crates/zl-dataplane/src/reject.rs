@@ -8,9 +8,10 @@ use zl_core::Nanos;
 use zl_port::PacketBuf;
 use zl_wire::PacketInfo;
 
+use crate::fates::Fates;
 use crate::forward::Forwarder;
 use crate::icmp::{IcmpKind, IcmpSender};
-use crate::stats::{DropCause, Fates};
+use crate::stats::DropCause;
 
 /// Counts `buf` dropped for `cause` (`info`: its headers, when they parsed) and returns the
 /// kind of ICMP error now written over it, bound for `buf.out_port`; `None`: nothing is

@@ -41,8 +41,9 @@ use std::time::Duration;
 
 use zl_zombie::ZombieList;
 
-use crate::config::{ConfigError, PortParams, RouteSource, RouterConfig};
+use crate::config::{PortParams, RouteSource, RouterConfig};
 use crate::egress::{port_list, qos_error, EgressUpdate};
+use crate::error::ConfigError;
 use crate::flows::FlowTable;
 use crate::priority::PriorityMap;
 use crate::route::{NextHop, Prefix, RouteTable};

@@ -21,10 +21,11 @@ use zl_qos::{ColorStats, SojournHistogram, SOJOURN_BUCKETS};
 use zl_wire::FlowKeyKind;
 
 use crate::capture::CaptureStats;
-use crate::dataplane::QLEN_BUCKETS;
+use crate::egress::QLEN_BUCKETS;
 use crate::flows::key_text;
 use crate::icmp::{IcmpCounters, IcmpKind};
 use crate::stats::{DropCause, FateCounters};
+pub use crate::view::FibSnapshot;
 use crate::view::RouterView;
 
 /// The schema's version (the `schema` field).
@@ -48,37 +49,6 @@ pub struct Snapshot {
     /// routes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fib: Option<FibSnapshot>,
-}
-
-/// The forwarding table that follows the kernel (`[routing] source = "kernel"`).
-#[derive(Clone, Debug, Serialize)]
-pub struct FibSnapshot {
-    /// Prefixes in the table the data plane reads (kernel routes and static routes).
-    pub routes: u64,
-    /// How long the oldest kernel change read but not yet in that table has waited, seconds
-    /// (0 when the two agree).
-    pub lag_s: f64,
-    /// Kernel events applied (routes, neighbours, addresses, links).
-    pub events: u64,
-    /// Tables published to the data plane.
-    pub publishes: u64,
-    /// Times the kernel dropped events (socket overrun) and the tables were read again.
-    pub resyncs: u64,
-    /// How long the last table took to build, seconds.
-    pub last_build_s: f64,
-}
-
-impl FibSnapshot {
-    pub fn of(s: &zl_fib::FollowStats) -> Self {
-        FibSnapshot {
-            routes: s.routes(),
-            lag_s: s.lag().as_secs_f64(),
-            events: s.events(),
-            publishes: s.publishes(),
-            resyncs: s.resyncs(),
-            last_build_s: s.last_build().as_secs_f64(),
-        }
-    }
 }
 
 /// ICMP errors from the router: frames it originates (in the ingress ports' `tx_packets`),

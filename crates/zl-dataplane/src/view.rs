@@ -2,12 +2,12 @@
 //! from a router: the single-thread [`Dataplane`] or a multi-threaded run
 //! ([`crate::mt::MtRouter`] at the end, a progress snapshot during the run).
 
+use serde::Serialize;
 use zl_core::Nanos;
 use zl_port::{PacketBuf, PortCounters};
 use zl_qos::QosEngine;
 use zl_zombie::ZombieList;
 
-use crate::dataplane::Dataplane;
 use crate::egress::QueueLengthHistogram;
 use crate::flows::FlowTable;
 use crate::icmp::IcmpCounters;
@@ -36,7 +36,7 @@ pub trait RouterView {
         None
     }
     /// Kernel routing: how the table follows the kernel's (`None` with static routes).
-    fn fib(&self) -> Option<crate::snapshot::FibSnapshot> {
+    fn fib(&self) -> Option<FibSnapshot> {
         None
     }
     /// The named flows of `port`'s egress, when it tracks them.
@@ -53,7 +53,7 @@ pub trait RouterView {
 /// it drives: the one observer of both loops (`R` is [`Dataplane`] for the single-thread loop,
 /// [`crate::mt::MtRouter`] for the threaded one; an observer that only reads counters
 /// implements it for every `R: RouterView`).
-pub trait Observer<R: ?Sized = Dataplane> {
+pub trait Observer<R: ?Sized> {
     fn progress(&mut self, now: Nanos, router: &R);
 }
 
@@ -63,46 +63,33 @@ impl<R: ?Sized> Observer<R> for NoObserver {
     fn progress(&mut self, _: Nanos, _: &R) {}
 }
 
-impl RouterView for Dataplane {
-    fn totals(&self) -> FateCounters {
-        *Dataplane::totals(self)
-    }
-    fn groups(&self) -> &[GroupStats] {
-        Dataplane::groups(self)
-    }
-    fn queued(&self) -> u64 {
-        Dataplane::queued(self)
-    }
-    fn port_count(&self) -> usize {
-        self.slots().len()
-    }
-    fn port_name(&self, port: usize) -> &str {
-        self.slots()[port].port.name()
-    }
-    fn port_counters(&self, port: usize) -> PortCounters {
-        self.slots()[port].port.counters()
-    }
-    fn qos(&self, port: usize) -> &QosEngine<PacketBuf> {
-        &self.slots()[port].egress.qos
-    }
-    fn qlen_hist(&self, port: usize) -> &[QueueLengthHistogram] {
-        &self.slots()[port].egress.qlen_hist
-    }
-    fn zombie_list(&self, port: usize) -> Option<&ZombieList> {
-        self.slots()[port].egress.zombie.as_deref()
-    }
-    fn flow_table(&self, port: usize) -> Option<&FlowTable> {
-        self.slots()[port].egress.flows.as_ref()
-    }
-    fn capture_stats(&self) -> Option<crate::capture::CaptureStats> {
-        Dataplane::capture_stats(self)
-    }
-    fn icmp(&self) -> IcmpCounters {
-        *Dataplane::icmp(self)
-    }
-    fn fib(&self) -> Option<crate::snapshot::FibSnapshot> {
-        self.forwarder()
-            .fib_follow()
-            .map(crate::snapshot::FibSnapshot::of)
+/// The forwarding table that follows the kernel (`[routing] source = "kernel"`).
+#[derive(Clone, Debug, Serialize)]
+pub struct FibSnapshot {
+    /// Prefixes in the table the data plane reads (kernel routes and static routes).
+    pub routes: u64,
+    /// How long the oldest kernel change read but not yet in that table has waited, seconds
+    /// (0 when the two agree).
+    pub lag_s: f64,
+    /// Kernel events applied (routes, neighbours, addresses, links).
+    pub events: u64,
+    /// Tables published to the data plane.
+    pub publishes: u64,
+    /// Times the kernel dropped events (socket overrun) and the tables were read again.
+    pub resyncs: u64,
+    /// How long the last table took to build, seconds.
+    pub last_build_s: f64,
+}
+
+impl FibSnapshot {
+    pub fn of(s: &zl_fib::FollowStats) -> Self {
+        FibSnapshot {
+            routes: s.routes(),
+            lag_s: s.lag().as_secs_f64(),
+            events: s.events(),
+            publishes: s.publishes(),
+            resyncs: s.resyncs(),
+            last_build_s: s.last_build().as_secs_f64(),
+        }
     }
 }

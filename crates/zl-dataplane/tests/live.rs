@@ -88,7 +88,7 @@ fn a_live_port_runs_to_exhaustion_on_the_given_clock() {
 }
 
 struct StopAfter<'a>(&'a AtomicBool, u32);
-impl Observer for StopAfter<'_> {
+impl Observer<Dataplane> for StopAfter<'_> {
     fn progress(&mut self, _: Nanos, dp: &Dataplane) {
         assert!(balanced(dp));
         self.1 += 1;

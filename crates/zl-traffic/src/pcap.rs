@@ -90,7 +90,7 @@ pub struct PcapRx {
 /// A pcap port's transmit half: the capture it writes (or a count, without one).
 pub struct PcapTx {
     name: String,
-    writer: Option<CaptureWriter>,
+    writer: Option<PcapOutput>,
     counters: PortCounters,
 }
 
@@ -193,12 +193,10 @@ impl PcapPort {
         };
         let writer = match (&params.write, access) {
             (Some(p), FileAccess::Open) => Some(
-                CaptureWriter::create(&resolve(p))
-                    .map_err(|(context, e)| io_err(name, context, e))?,
+                PcapOutput::create(&resolve(p)).map_err(|(context, e)| io_err(name, context, e))?,
             ),
             (Some(p), FileAccess::CheckOnly) => {
-                CaptureWriter::check(&resolve(p))
-                    .map_err(|(context, e)| io_err(name, context, e))?;
+                PcapOutput::check(&resolve(p)).map_err(|(context, e)| io_err(name, context, e))?;
                 None
             }
             (None, _) => None,
@@ -284,7 +282,7 @@ impl PcapTx {
 }
 
 /// The output capture: whole records, written a whole buffer at a time (see the module doc).
-struct CaptureWriter {
+struct PcapOutput {
     file: File,
     path: PathBuf,
     /// Serialised records not yet in the file.
@@ -307,13 +305,13 @@ fn output_header() -> PcapHeader {
     }
 }
 
-impl CaptureWriter {
+impl PcapOutput {
     fn create(path: &Path) -> Result<Self, (&'static str, std::io::Error)> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| ("creating the output directory", e))?;
         }
         let file = File::create(path).map_err(|e| ("creating the pcap to write", e))?;
-        let mut w = CaptureWriter {
+        let mut w = PcapOutput {
             file,
             path: path.to_owned(),
             buf: Vec::with_capacity(FLUSH_BYTES + 2048),
@@ -332,7 +330,7 @@ impl CaptureWriter {
         Ok(w)
     }
 
-    /// What [`CaptureWriter::create`] needs, checked without writing: an existing file must
+    /// What [`PcapOutput::create`] needs, checked without writing: an existing file must
     /// open for writing (without truncation); a new one needs its nearest existing ancestor to
     /// be a directory.
     fn check(path: &Path) -> Result<(), (&'static str, std::io::Error)> {
@@ -415,7 +413,7 @@ impl CaptureWriter {
     }
 }
 
-impl Drop for CaptureWriter {
+impl Drop for PcapOutput {
     /// A port dropped without a flush (a panic unwinding, an error path) still writes what it
     /// counted as sent.
     fn drop(&mut self) {
@@ -521,7 +519,7 @@ impl TxHalf for PcapTx {
 
     /// The write-out timer: records wait at most [`FLUSH_PERIOD`] in the buffer.
     fn tick(&mut self, _now: Nanos) -> Result<(), PortError> {
-        if self.writer.as_ref().is_some_and(CaptureWriter::due) {
+        if self.writer.as_ref().is_some_and(PcapOutput::due) {
             self.write_out()?;
         }
         Ok(())
