@@ -13,19 +13,20 @@ mod stats_view;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Parser, Subcommand};
+use zl_control::control::ControlThread;
+use zl_control::control::{self, token, Endpoint};
+use zl_control::metrics::MetricsHub;
+use zl_control::snapshot::FlowSnapshot;
+use zl_control::{report, Snapshot};
 use zl_core::Nanos;
 use zl_dataplane::config::{PortKind, PortParams, RouteSource};
-use zl_dataplane::control::ControlThread;
-use zl_dataplane::control::{self, token, Endpoint};
 use zl_dataplane::cpus::WorkerCpus;
-use zl_dataplane::metrics::MetricsHub;
 use zl_dataplane::mt::MtRouter;
 use zl_dataplane::port::FileAccess;
 use zl_dataplane::reload::Reloader;
-use zl_dataplane::snapshot::FlowSnapshot;
 use zl_dataplane::{
-    build_threaded, build_with_ports, check_with_ports, report, BoxedPort, BuildError, Dataplane,
-    Observer, PortSupplier, RouterConfig, RouterView, Snapshot, StopReason, DEFAULT_CONFIG,
+    build_threaded, build_with_ports, check_with_ports, BoxedPort, BuildError, Dataplane, Observer,
+    PortSupplier, RouterConfig, RouterView, StopReason, DEFAULT_CONFIG,
 };
 
 #[derive(Parser)]
@@ -287,7 +288,7 @@ fn load(config: Option<&Path>) -> Result<(RouterConfig, PathBuf)> {
     }
 }
 
-/// The control endpoint's token (`zl_dataplane::control::token`): the file the config names
+/// The control endpoint's token (`zl_control::control::token`): the file the config names
 /// (an error stops the start: the operator asked for it), else the first default place that
 /// works; without one, `POST /reload` is refused and the start says so.
 fn control_token(cfg: &RouterConfig, base: &Path) -> Result<Option<control::ControlToken>> {

@@ -6,9 +6,9 @@ use std::process::Command;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+use zl_control::control::ControlThread;
+use zl_control::metrics::MetricsHub;
 use zl_core::Nanos;
-use zl_dataplane::control::ControlThread;
-use zl_dataplane::metrics::MetricsHub;
 use zl_dataplane::{RouterConfig, StopReason, DEFAULT_CONFIG};
 
 /// The best-effort class's counters over its colors (the default's class `be`).

@@ -9,9 +9,9 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use serde_json::Value;
+use zl_control::control::ControlThread;
+use zl_control::metrics::MetricsHub;
 use zl_core::Nanos;
-use zl_dataplane::control::ControlThread;
-use zl_dataplane::metrics::MetricsHub;
 use zl_dataplane::{Dataplane, DropCause, Observer, RouterConfig, DEFAULT_CONFIG};
 
 fn zlrouter(args: &[&str]) -> std::process::Output {

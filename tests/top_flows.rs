@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use pcap_file::pcap::{PcapPacket, PcapWriter};
 use serde_json::Value;
+use zl_control::metrics::MetricsHub;
 use zl_core::Nanos;
-use zl_dataplane::metrics::MetricsHub;
 use zl_dataplane::{RouterConfig, DEFAULT_CONFIG};
 use zl_testkit::config::{ClassToml, QosToml};
 use zl_testkit::frames::Udp;
@@ -223,7 +223,7 @@ fn top_flows_are_bounded_prometheus_series() {
 fn cli_flows_reads_a_running_router() {
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
-    use zl_dataplane::control::ControlThread;
+    use zl_control::control::ControlThread;
 
     let cfg = RouterConfig::from_toml(DEFAULT_CONFIG).unwrap();
     let (dp, _) = common::run(&cfg, &common::root());

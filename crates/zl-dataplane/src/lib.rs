@@ -1,5 +1,6 @@
-//! The zlrouter data plane: ports, the poll-mode loop, forwarding, the TOML config and the
-//! metrics endpoint.
+//! The zlrouter data plane: ports, the poll-mode loops, forwarding, the TOML config, reload
+//! planning and the drop capture. The control plane that reads it (the HTTP endpoint,
+//! Prometheus, the JSON snapshot, the final table) is the `zl-control` crate.
 //!
 //! Where it sits: above the algorithm crates (`zl-wire` parses and rewrites, `zl-qos` with
 //! `zl-aqm` and `zl-zombie` classifies, meters, admits, queues, schedules and shapes),
@@ -26,12 +27,11 @@
 //!    `egress` (classify, meter, AQM, queue, schedule, shape: the transmit stage), `config`
 //!    (the TOML file, aggregating the stages' parameter types);
 //! 5. `reload` (what a new config changes, and the mailbox the loops read it from), `view`
-//!    (what the reports read from an engine);
+//!    (what the control plane reads from an engine);
 //! 6. `engine` (what both engines share: a port with its egress, how a run ends, the reload
-//!    step), `snapshot` (the counters as one serializable document);
-//! 7. the engines `dataplane` (one thread) and `mt` (receive and transmit workers), the
-//!    reports `report` (the tc-like table) and `metrics` (Prometheus);
-//! 8. `build` (config -> engine), `control` (the HTTP endpoint and the signals).
+//!    step);
+//! 7. the engines `dataplane` (one thread) and `mt` (receive and transmit workers);
+//! 8. `build` (config -> engine).
 //!
 //! # Example
 //!
@@ -42,7 +42,7 @@
 //! ```
 //! use std::sync::atomic::AtomicBool;
 //! use zl_core::Nanos;
-//! use zl_dataplane::{build, NoObserver, RouterConfig, Snapshot, StopReason, DEFAULT_CONFIG};
+//! use zl_dataplane::{build, NoObserver, RouterConfig, StopReason, DEFAULT_CONFIG};
 //!
 //! let cfg = RouterConfig::from_toml(DEFAULT_CONFIG).expect("the default validates");
 //! let mut dp = build(&cfg, &std::env::temp_dir()).expect("generator ports need nothing");
@@ -53,8 +53,6 @@
 //! let t = *dp.totals();
 //! assert!(t.received > 0 && t.forwarded > 0);
 //! assert_eq!(t.received, t.forwarded + t.dropped() + dp.queued());
-//! // What `zlrouter run --json` prints.
-//! assert!(Snapshot::take(&dp, dp.now()).to_json().contains("\"forwarded\""));
 //! ```
 
 #![forbid(unsafe_code)]
@@ -62,7 +60,6 @@
 pub mod build;
 pub mod capture;
 pub mod config;
-pub mod control;
 pub mod cpus;
 pub mod dataplane;
 mod egress;
@@ -72,7 +69,6 @@ mod fates;
 mod flows;
 pub mod forward;
 pub mod icmp;
-pub mod metrics;
 pub mod mt;
 mod neighbour;
 /// The traffic sources (generator, pcap, sink), from their own crate (`zl-traffic`).
@@ -82,9 +78,7 @@ pub mod port {
 pub mod priority;
 mod reject;
 pub mod reload;
-pub mod report;
 pub mod route;
-pub mod snapshot;
 mod stats;
 pub mod view;
 
@@ -97,7 +91,6 @@ pub use egress::{Egress, QueueLengthHistogram};
 pub use engine::{BoxedPort, PortSlot, StopReason, UnknownPort};
 pub use error::ConfigError;
 pub use fates::Fates;
-pub use flows::FlowTable;
-pub use snapshot::Snapshot;
+pub use flows::{key_text, FlowTable};
 pub use stats::{DropCause, FateCounters, GroupStats};
 pub use view::{NoObserver, Observer, RouterView};

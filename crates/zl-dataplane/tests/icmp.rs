@@ -13,11 +13,10 @@ use etherparse::{
     SlicedPacket, TransportSlice,
 };
 use pcap_file::pcap::{PcapPacket, PcapReader, PcapWriter};
+use zl_control::Snapshot;
 use zl_core::Nanos;
 use zl_dataplane::icmp::{IcmpCounters, IcmpKind};
-use zl_dataplane::{
-    build, DropCause, FateCounters, NoObserver, RouterConfig, RouterView, Snapshot,
-};
+use zl_dataplane::{build, DropCause, FateCounters, NoObserver, RouterConfig, RouterView};
 use zl_testkit::scratch;
 
 const HOST_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x10];
@@ -251,11 +250,11 @@ fn each_error_type_leaves_the_ingress_port_single_thread() {
     check_outputs(&dir, &t, dp.icmp(), a_tx);
     // The table, the JSON and the metrics show them.
     let snap = Snapshot::take(&dp, dp.now());
-    let table = zl_dataplane::report::render(&snap);
+    let table = zl_control::report::render(&snap);
     assert!(table.contains("icmp errors sent 6"), "{table}");
     let json = snap.to_json();
     assert!(json.contains("\"time_exceeded\": 2"), "{json}");
-    let hub = zl_dataplane::metrics::MetricsHub::new(&dp);
+    let hub = zl_control::metrics::MetricsHub::new(&dp);
     hub.store(snap);
     let prom = hub.encode();
     assert!(

@@ -8,6 +8,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
+use zl_control::Snapshot;
 use zl_core::Nanos;
 use zl_dataplane::config::Forwarding;
 use zl_dataplane::dataplane::PortSlot;
@@ -16,7 +17,7 @@ use zl_dataplane::mt::{MtParams, MtRouter};
 use zl_dataplane::priority::PriorityMap;
 use zl_dataplane::route::{NextHop, RouteTable};
 use zl_dataplane::view::{NoObserver, Observer, RouterView};
-use zl_dataplane::{DropCause, RouterConfig, Snapshot, StopReason};
+use zl_dataplane::{DropCause, RouterConfig, StopReason};
 use zl_port::{
     Batch, BufPool, Halves, Joined, MemoryPort, Port, PortCounters, PortError, Readiness, RxHalf,
     SplitPort,

@@ -3,7 +3,7 @@
 //! snapshot; `POST /reload`), turns SIGINT / SIGTERM into the forwarding loop's stop flag, and
 //! reloads the config on SIGHUP or `POST /reload` (`zlrouter reload`) through its
 //! [`Reloader`]. It never touches the forwarding thread beyond the hub's atomics, that flag
-//! and the reload slot (`crate::reload`).
+//! and the reload slot (`zl_dataplane::reload`).
 //!
 //! A reload runs on tokio's blocking pool (it reads the file, builds the update and waits for
 //! the loop's answer), one at a time; its outcome is logged on stderr, counted
@@ -49,12 +49,12 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::oneshot;
 
-pub use crate::config::listen_address;
-use crate::config::MetricsParams;
 pub use crate::metrics::ControlEvent;
 use crate::metrics::MetricsHub;
-use crate::reload::Reloader;
 pub use token::ControlToken;
+pub use zl_dataplane::config::listen_address;
+use zl_dataplane::config::MetricsParams;
+use zl_dataplane::reload::Reloader;
 
 /// The reloader, shared by the signal handler and the endpoint (a reload at a time).
 type SharedReloader = Arc<Mutex<Reloader>>;

@@ -5,7 +5,7 @@
 use std::fmt::Write;
 
 use crate::snapshot::{DisciplineSnapshot, FlowSnapshot, Snapshot};
-use crate::stats::DropCause;
+use zl_dataplane::DropCause;
 
 fn rate(bytes: u64, secs: f64) -> String {
     if secs <= 0.0 {

@@ -20,13 +20,13 @@ use zl_port::PortCounters;
 use zl_qos::{ColorStats, SojournHistogram, SOJOURN_BUCKETS};
 use zl_wire::FlowKeyKind;
 
-use crate::capture::CaptureStats;
-use crate::egress::QLEN_BUCKETS;
-use crate::flows::key_text;
-use crate::icmp::{IcmpCounters, IcmpKind};
-use crate::stats::{DropCause, FateCounters};
-pub use crate::view::FibSnapshot;
-use crate::view::RouterView;
+use zl_dataplane::capture::CaptureStats;
+use zl_dataplane::dataplane::QLEN_BUCKETS;
+use zl_dataplane::icmp::{IcmpCounters, IcmpKind};
+use zl_dataplane::key_text;
+pub use zl_dataplane::view::FibSnapshot;
+use zl_dataplane::RouterView;
+use zl_dataplane::{DropCause, FateCounters};
 
 /// The schema's version (the `schema` field).
 pub const SCHEMA_VERSION: u32 = 1;

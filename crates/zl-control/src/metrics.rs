@@ -3,7 +3,7 @@
 //! The forwarding thread never waits on anything here: at a low rate (the driver's progress
 //! period) it takes a [`Snapshot`] of its counters and swaps it into a [`MetricsHub`]
 //! ([`MetricsHub::publish`], an `ArcSwap` store: no lock, the loop never waits for a
-//! reader). A control thread ([`ControlThread`], in `control.rs`) runs a small tokio runtime
+//! reader). A control thread ([`crate::control::ControlThread`]) runs a small tokio runtime
 //! that serves `GET /metrics` (encoded with `prometheus-client` from the last snapshot on each
 //! scrape) and `GET /stats.json` (the same snapshot as JSON), and turns SIGINT / SIGTERM into
 //! the loop's stop flag. Bound to loopback unless the config names another address.
@@ -25,8 +25,8 @@ use zl_core::Nanos;
 use crate::snapshot::{
     qlen_bounds, sojourn_bounds_s, DisciplineSnapshot, FlowSnapshot, PortSnapshot, Snapshot,
 };
-use crate::stats::DropCause;
-use crate::view::RouterView;
+use zl_dataplane::DropCause;
+use zl_dataplane::RouterView;
 
 /// What the endpoint counts: connections it cut, requests it refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
