@@ -7,7 +7,8 @@ use std::ptr;
 
 use zl_dpdk_sys as sys;
 
-use crate::port::{DpdkPort, BURST};
+use crate::device::BURST;
+use crate::port::DpdkPort;
 
 impl DpdkPort {
     /// Receives one burst (up to `max`, at most 32) and calls `on_frame` with each

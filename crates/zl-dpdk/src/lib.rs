@@ -6,6 +6,13 @@
 //! its config and error types, and [`Eal::init`] answers [`DpdkError::NotBuilt`], so the data
 //! plane can name DPDK ports in its config on every machine and fail with a clear message.
 //!
+//! Layers, bottom up (a module uses only those before it): `config` (the port and EAL configs
+//! and [`DpdkError`], in every build); `eal` (the EAL handle, DPDK's error text), `lcore`
+//! (other threads made lcores) and `lend` (zero-copy: mbufs lent to buffers); `device` (the
+//! opened ethdev and its mbuf pools, which the queues share, and the burst size); `queue` (an
+//! RX queue per receive half, a TX queue for the transmit half); `port` (opens the device and
+//! its queues: `DpdkPort`); `bench` (frame-level helpers on the port).
+//!
 //! Contract:
 //! - The EAL is initialised once per process ([`Eal::init`]), with the EAL arguments from
 //!   config ([`EalConfig::args`]); a second call with the same arguments returns the same
@@ -53,6 +60,8 @@
 mod bench;
 mod config;
 #[cfg(dpdk_available)]
+mod device;
+#[cfg(dpdk_available)]
 mod eal;
 #[cfg(dpdk_available)]
 mod lcore;
@@ -65,11 +74,13 @@ mod queue;
 
 pub use config::{DpdkError, DpdkPortConfig, EalConfig, MAX_QUEUES};
 #[cfg(dpdk_available)]
+pub use device::EthStats;
+#[cfg(dpdk_available)]
 pub use eal::Eal;
 #[cfg(dpdk_available)]
 pub use lcore::lcore_id;
 #[cfg(dpdk_available)]
-pub use port::{DpdkPort, EthStats};
+pub use port::DpdkPort;
 #[cfg(dpdk_available)]
 pub use queue::{DpdkRxQueue, DpdkTxQueue};
 

@@ -19,9 +19,9 @@ use zl_dpdk_sys as sys;
 use zl_port::LenderKey;
 use zl_port::{Batch, BufPool, PortCounters, PortError, Readiness, RxHalf, RxTally, TxHalf};
 
+use crate::device::{Device, BURST};
 #[cfg(feature = "zero-copy")]
 use crate::lend::MbufLender;
-use crate::port::{Device, BURST};
 
 /// One receive queue of a DPDK port, with its own mbuf pool.
 #[derive(Debug)]
