@@ -25,9 +25,10 @@ use zl_aqm::{
 use zl_core::{Color, Nanos};
 use zl_zombie::{Observation, ZombieList};
 
+use crate::class::{Class, ClassAqm, Dropped, Held, HostReader};
 use crate::classify::{standard_remark, DscpTable, Lookup};
 use crate::error::QosConfigError;
-use crate::held::{self, Discarded, Held};
+use crate::held::{self, Discarded};
 use crate::meter::Meter;
 use crate::params::{ClassParams, QosParams};
 use crate::queue::{Capacity, ClassQueue};
@@ -48,15 +49,6 @@ pub struct Classified {
     pub color: Color,
     /// The DSCP to write into the packet, when re-marking changes it.
     pub remark: Option<u8>,
-}
-
-/// A discarded packet, handed back with the reason.
-#[derive(Debug, PartialEq, Eq)]
-pub struct Dropped<T> {
-    /// Why: an early, forced or tail drop.
-    pub verdict: Verdict,
-    /// The caller's item, back to free or reuse.
-    pub item: T,
 }
 
 /// A packet leaving the engine.
@@ -96,117 +88,6 @@ pub enum Dequeue<T> {
     Empty,
 }
 
-/// A class's admission: one policy for every color, or one per color, each behind the common
-/// bounds check and counters ([`Admission`]), deciding on the class's FIFO; or a discipline
-/// holding the class's packets in queues of its own (`crate::held`).
-// `Shared`, the common case, is read in place on every arrival (boxing it would add a pointer
-// load per packet); the three per-color policies and the discipline are boxed.
-#[allow(clippy::large_enum_variant)]
-pub(crate) enum ClassAqm<T> {
-    Shared(Admission<AqmPolicy>),
-    ByColor(Box<[Admission<AqmPolicy>; 3]>),
-    Queues(Box<Held<T>>),
-}
-
-impl<T> ClassAqm<T> {
-    fn stats_for(&self, c: Color) -> AqmStats {
-        match self {
-            ClassAqm::Shared(p) => *p.stats(),
-            ClassAqm::ByColor(ps) => *ps[c.index()].stats(),
-            ClassAqm::Queues(h) => h.stats,
-        }
-    }
-
-    /// The FIFO policy deciding for color `c`. Only for a FIFO class: the engine sends a held
-    /// class's arrivals down `crate::held` before it asks.
-    #[inline]
-    fn for_color(&mut self, c: Color) -> &mut Admission<AqmPolicy> {
-        match self {
-            ClassAqm::Shared(p) => p,
-            ClassAqm::ByColor(ps) => &mut ps[c.index()],
-            ClassAqm::Queues(_) => unreachable!("a held class has no FIFO policy"),
-        }
-    }
-
-    /// A packet of color `c` left the class's FIFO (`queue` as it is after): the FIFO policy's
-    /// dequeue hook. A held class's discipline saw its departure when it chose the packet.
-    #[inline]
-    fn on_dequeue(&mut self, c: Color, now: Nanos, queue: &zl_aqm::QueueView, meta: &PacketMeta) {
-        match self {
-            ClassAqm::Shared(p) => p.on_dequeue(now, queue, meta),
-            ClassAqm::ByColor(ps) => ps[c.index()].on_dequeue(now, queue, meta),
-            ClassAqm::Queues(_) => {}
-        }
-    }
-
-    fn is_held(&self) -> bool {
-        matches!(self, ClassAqm::Queues(_))
-    }
-
-    /// What the FIFO policies read beyond the arrival, kept in the class so that the packet
-    /// path tests one flag instead of matching every policy.
-    fn needs(&self) -> FifoNeeds {
-        let policies: &[Admission<AqmPolicy>] = match self {
-            ClassAqm::Shared(p) => std::slice::from_ref(p),
-            ClassAqm::ByColor(ps) => &ps[..],
-            ClassAqm::Queues(_) => &[],
-        };
-        FifoNeeds {
-            head_time: policies.iter().any(|p| p.policy().reads_head_time()),
-            departures: policies.iter().any(|p| p.policy().reads_departures()),
-        }
-    }
-}
-
-impl<T> Class<T> {
-    /// The next `go` packets of the class's FIFO are about to leave at `now`: its policy's
-    /// departure hook for each, on the queue as it will be after that one left.
-    ///
-    /// decided: called before the run's pops, from the ring as it lies, rather than in the
-    /// pop loop: any use of a popped entry beside the loop's own has the entry copied out of
-    /// the ring for every class, a cost of about ten instructions per packet on the FIFO path
-    /// for a hook only PIE has.
-    #[cold]
-    #[inline(never)]
-    fn departures(&mut self, now: Nanos, go: u64) {
-        let Class { queue, aqm, .. } = self;
-        let mut view = queue.view();
-        for i in 0..go as usize {
-            let Some(meta) = queue.meta_at(i) else {
-                break;
-            };
-            view.len_packets -= 1;
-            view.len_bytes -= u64::from(meta.len);
-            view.head_enqueued_at = queue.enqueued_at(i + 1);
-            if view.len_packets == 0 {
-                view.idle_since = Some(now);
-            }
-            aqm.on_dequeue(meta.color, now, &view, meta);
-        }
-    }
-}
-
-/// What a class's FIFO policies need of the engine ([`ClassAqm::needs`]).
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct FifoNeeds {
-    /// The arrival's view carries the head's enqueue time (the sojourn manager, PIE's
-    /// timestamp estimator).
-    head_time: bool,
-    /// Departures go to the policy's dequeue hook (PIE's rate estimator).
-    departures: bool,
-}
-
-pub(crate) struct Class<T> {
-    pub(crate) queue: ClassQueue<T>,
-    meter: Option<Meter>,
-    pub(crate) drop_red: bool,
-    remark: Option<[u8; 3]>,
-    pub(crate) aqm: ClassAqm<T>,
-    needs: FifoNeeds,
-    live: Option<LiveSqrtN>,
-    pub(crate) stats: ClassStats,
-}
-
 /// The Diffserv pipeline of one egress port, generic over the queued item type.
 pub struct QosEngine<T> {
     classes: Vec<Class<T>>,
@@ -227,7 +108,7 @@ pub struct QosEngine<T> {
     marker: Option<fn(&mut T) -> bool>,
     /// Reads an item's hosts for a discipline that isolates hosts
     /// ([`QosEngine::set_host_reader`]).
-    host_reader: Option<held::HostReader<T>>,
+    host_reader: Option<HostReader<T>>,
     /// The random source of the disciplines' dequeue-time decisions (DualPI2's), its own
     /// stream so that the arrivals' draws do not depend on when the link takes packets
     /// ([`QosEngine::seed_dequeue`]).

@@ -14,11 +14,11 @@
 //! (`dequeue_drops`, `overflow_drops`) and handed back through [`Discarded`].
 
 use rand::RngCore;
-use zl_aqm::{AqmStats, Discard, Discipline, Next, PacketMeta, QueueDiscipline, Queued, Verdict};
+use zl_aqm::{Discard, Discipline, Next, PacketMeta, Queued, Verdict};
 use zl_core::{Color, Nanos};
 use zl_zombie::Observation;
 
-use crate::engine::{Class, Dropped};
+use crate::class::{Class, Dropped, Held, HostReader};
 
 /// A packet a discipline discarded after admitting it: the caller counts and frees it.
 #[derive(Debug, PartialEq, Eq)]
@@ -31,57 +31,6 @@ pub struct Discarded<T> {
     pub color: Color,
     /// Why it was discarded.
     pub cause: Discard,
-}
-
-/// Reads an item's source and destination host hashes (`QosEngine::set_host_reader`).
-pub(crate) type HostReader<T> = fn(&T) -> (u16, u16);
-
-/// The discipline of a class that holds its own queues.
-pub(crate) struct Held<T> {
-    pub(crate) disc: QueueDiscipline<T>,
-    /// Packets are held but none may leave before this time (a rate-limited sub-queue).
-    pub(crate) hold: Option<Nanos>,
-    /// The arrivals' verdicts, as an `Admission` counts them for a FIFO policy.
-    pub(crate) stats: AqmStats,
-    /// The discipline reads the packets' hosts ([`QueueDiscipline::reads_hosts`]).
-    reads_hosts: bool,
-}
-
-impl<T> Held<T> {
-    pub(crate) fn new(disc: QueueDiscipline<T>) -> Self {
-        Held {
-            reads_hosts: disc.reads_hosts(),
-            disc,
-            hold: None,
-            stats: AqmStats::default(),
-        }
-    }
-
-    /// `meta` with its hosts read from `item` by `reader`, when the discipline reads them and
-    /// the caller left them to the engine (0, as the data plane does; a caller that fills
-    /// them sets no reader).
-    pub(crate) fn with_hosts(
-        &self,
-        mut meta: PacketMeta,
-        item: &T,
-        reader: Option<HostReader<T>>,
-    ) -> PacketMeta {
-        if let (true, Some(read)) = (self.reads_hosts, reader) {
-            (meta.src_host, meta.dst_host) = read(item);
-        }
-        meta
-    }
-
-    /// Moves a packet queued elsewhere (a reconfiguration's) into the discipline, its hosts
-    /// read as for an arrival; hands it back when the discipline has no room.
-    pub(crate) fn adopt(
-        &mut self,
-        q: Queued<T>,
-        reader: Option<HostReader<T>>,
-    ) -> Result<(), Queued<T>> {
-        let meta = self.with_hosts(q.meta, &q.item, reader);
-        self.disc.adopt(Queued { meta, ..q })
-    }
 }
 
 /// What a held class's operations need of the engine beside the class itself.
@@ -146,7 +95,7 @@ pub(crate) fn enqueue<T, R: RngCore + ?Sized>(
         drop_red,
         ..
     } = class;
-    let crate::engine::ClassAqm::Queues(held) = aqm else {
+    let crate::class::ClassAqm::Queues(held) = aqm else {
         unreachable!("a held class's path");
     };
     let early = if *drop_red && color == Color::Red {
@@ -202,7 +151,7 @@ pub(crate) fn refill<T>(class: &mut Class<T>, ci: usize, now: Nanos, ctx: Ctx<'_
     let Class {
         queue, aqm, stats, ..
     } = class;
-    if let crate::engine::ClassAqm::Queues(held) = aqm {
+    if let crate::class::ClassAqm::Queues(held) = aqm {
         if queue.is_empty() {
             refill_slot(queue, held, stats, ci, now, ctx);
         }
@@ -239,7 +188,7 @@ fn refill_slot<T>(
 #[inline]
 pub(crate) fn held_len<T>(class: &Class<T>) -> (u32, u64) {
     match &class.aqm {
-        crate::engine::ClassAqm::Queues(h) => (h.disc.len_packets(), h.disc.len_bytes()),
+        crate::class::ClassAqm::Queues(h) => (h.disc.len_packets(), h.disc.len_bytes()),
         _ => (0, 0),
     }
 }

@@ -6,6 +6,13 @@
 //! queue ([`queue`], bounded in packets and bytes, sized by [`sizing`]) -> scheduler
 //! ([`sched`]: strict priority for EF over WRR or DRR) -> egress shaper ([`shaper`]) -> link.
 //!
+//! Layers, bottom up (a module uses only those before it): `error` ([`QosConfigError`]),
+//! `bucket` (token-bucket arithmetic), [`queue`] (the class ring), [`stats`] (the counters);
+//! the stages, each with its own parameters: [`classify`], [`meter`], [`shaper`], [`sched`],
+//! [`sizing`]; [`params`] (the config, made of the stages' parameters); `class` (one class as
+//! the engine keeps it: ring, meter, admission, counters); `held` (the path of a class whose
+//! discipline holds its own queues); `engine` ([`QosEngine`], which drives them all).
+//!
 //! Contract: time and randomness are passed in; no function reads a clock or allocates per
 //! packet; bad input is a typed [`QosConfigError`] naming the config key, or a counted drop,
 //! never a panic. The crate has no packet-bytes dependency: the data plane parses the DSCP and
@@ -52,6 +59,7 @@
 #![warn(missing_docs)]
 
 mod bucket;
+mod class;
 pub mod classify;
 mod engine;
 mod error;
@@ -65,10 +73,9 @@ pub mod sizing;
 pub mod stats;
 
 pub use bucket::{MAX_BURST_BYTES, MAX_RATE_BPS, UNITS_PER_BYTE};
+pub use class::Dropped;
 pub use classify::{DscpRule, DscpSpec, DscpTable, Lookup};
-pub use engine::{
-    Burst, Classified, Departed, Dequeue, Dropped, QosEngine, QosUpdate, MAX_QUEUE_PACKETS,
-};
+pub use engine::{Burst, Classified, Departed, Dequeue, QosEngine, QosUpdate, MAX_QUEUE_PACKETS};
 pub use error::QosConfigError;
 pub use held::Discarded;
 pub use meter::{ColorMode, Meter, MeterParams, Srtcm, Trtcm};
