@@ -1,5 +1,15 @@
 //! Active queue management: the admission decision a queue makes for each arriving packet.
 //!
+//! Layers, bottom up (a module uses only those before it): `check` (the parameter checks
+//! behind [`AqmConfigError`]), [`queues`] (the [`Discipline`] trait and the sub-queues of a
+//! policy that holds its own packets), `isolation_params` (flow isolation's config); the
+//! policies on one FIFO, [`tail_drop`], [`red`], [`sred`], [`sojourn`], [`codel`] (whose
+//! state and millisecond checks the later ones reuse); those built on them, [`priority_ecn`]
+//! and [`nonlinear_red`] on RED, [`nonlinear_model`] on nonlinear RED, [`pie`], [`zlred`] on
+//! SRED (its parameters hold the isolation's); the policies that hold their own queues,
+//! [`fq_codel`], [`dualpi2`], [`isolation`] (ZL-RED with flow isolation); `policy`
+//! ([`AqmParams`] and [`AqmPolicy`], over them all).
+//!
 //! Contract: a policy implements [`Aqm`], its decision only. The caller (a per-class queue in
 //! `zl-qos`, the data plane, or a simulator) describes one arrival ([`Arrival`]: the time, the
 //! packet ([`PacketMeta`]), the queue it would join ([`QueueView`]) and, where the caller
@@ -105,6 +115,7 @@ pub mod codel;
 pub mod dualpi2;
 pub mod fq_codel;
 pub mod isolation;
+mod isolation_params;
 pub mod nonlinear_model;
 pub mod nonlinear_red;
 pub mod pie;
@@ -121,8 +132,9 @@ pub use codel::{Codel, CodelConfig, CodelParams, CodelState, CodelStats};
 pub use dualpi2::{DualPi2, DualPi2Config, DualPi2Params, DualPi2Stats};
 pub use fq_codel::{FqCodel, FqCodelConfig, FqCodelParams, FqCodelStats, HostIsolation};
 pub use isolation::{
-    BoxState, BoxedFlow, Isolated, IsolationConfig, IsolationParams, IsolationStats, PenaltyEpisode,
+    BoxState, BoxedFlow, Isolated, IsolationConfig, IsolationStats, PenaltyEpisode,
 };
+pub use isolation_params::IsolationParams;
 pub use nonlinear_red::{NonlinearRed, NonlinearRedConfig, NonlinearRedParams};
 pub use pie::{Pie, PieConfig, PieEstimator, PieParams};
 pub use policy::{AqmParams, AqmPolicy, BuildContext, QueueDiscipline};

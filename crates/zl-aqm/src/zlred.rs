@@ -388,7 +388,7 @@ pub struct ZlRedParams {
     pub zombie: ZombieParams,
     /// Flow isolation: the flows eq. (4) flags go to a penalty sub-queue served at their fair
     /// share (`crate::isolation`). Default none: ZL-RED as in its paper.
-    pub isolation: Option<crate::isolation::IsolationParams>,
+    pub isolation: Option<crate::isolation_params::IsolationParams>,
 }
 
 impl Default for ZlRedParams {
