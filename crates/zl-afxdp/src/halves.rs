@@ -24,8 +24,8 @@ use zl_core::Nanos;
 use zl_port::{Batch, BufPool, PortCounters, PortError, Readiness, RxHalf, RxTally, TxHalf};
 
 use crate::bpf::XdpAttachment;
-use crate::port::{attach, interface_index, interface_mac, interface_mtu, REATTACH_INTERVAL};
-use crate::socket::{XskRx, XskTx};
+use crate::netdev::{interface_index, interface_mac, interface_mtu};
+use crate::socket::{XskRx, XskSocket, XskTx};
 use crate::{AfXdpConfig, AfXdpError, OnGone, XskCounters, XskKernelStats};
 
 /// Wakeups [`TxHalf::flush`] spends, at most, on frames the kernel will not take.
@@ -33,6 +33,39 @@ const FLUSH_MAX_IDLE_KICKS: u32 = 64;
 
 /// `last_look` before the first look.
 const NEVER: u64 = u64::MAX;
+
+/// How often a port waiting for its interface (`on_gone = "wait"`) looks for it again.
+pub const REATTACH_INTERVAL: Nanos = Nanos::from_millis(100);
+
+/// Attaches to `cfg`'s interface: the program (unless `attach_program` is off) and one socket
+/// per configured queue, registered in its XSKMAP; with the interface's index.
+pub(crate) fn attach(
+    cfg: &AfXdpConfig,
+) -> Result<(Option<XdpAttachment>, Vec<XskSocket>, u32), AfXdpError> {
+    let ifindex = interface_index(&cfg.ifname)?;
+    let attachment = if cfg.attach_program {
+        let max_queue = cfg.queues.iter().copied().max().unwrap_or(0);
+        Some(XdpAttachment::attach(
+            &cfg.ifname,
+            ifindex,
+            cfg.xdp_mode,
+            cfg.redirect,
+            max_queue + 1,
+        )?)
+    } else {
+        None
+    };
+    let mut sockets = Vec::with_capacity(cfg.queues.len());
+    for (i, &q) in cfg.queues.iter().enumerate() {
+        // The port transmits on its first queue; the others are receive-only.
+        let s = XskSocket::open(cfg, ifindex, q, i == 0)?;
+        if let Some(a) = &attachment {
+            a.register(q, s.fd())?;
+        }
+        sockets.push(s);
+    }
+    Ok((attachment, sockets, ifindex))
+}
 
 /// What a port's halves share.
 #[derive(Debug)]

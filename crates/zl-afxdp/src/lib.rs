@@ -5,6 +5,15 @@
 //! [`zl_port::Port`] by copying each received frame into a pool buffer and each transmitted
 //! buffer into a UMEM chunk.
 //!
+//! Layers, bottom up (a module uses only those before it): `error` ([`AfXdpError`]), `ring`
+//! (the mmap'ed rings), `insn` (the eBPF instruction), `bpf_sys` (the `bpf(2)` call),
+//! `netdev` (an interface's index, MTU and MAC); `socket` ([`XskSocket`]: UMEM and rings),
+//! [`program`] (the XDP program, assembled), `local_addrs` ([`LocalAddrs`], the program's
+//! address maps); [`local_sync`] (keeps those maps equal to the kernel's addresses); [`bpf`]
+//! (the program loaded with its maps and attached); [`halves`] (the receive and transmit
+//! halves, which share the attachment and attach again after the interface comes back);
+//! `port` ([`AfXdpPort`], the halves polled from one thread).
+//!
 //! What [`AfXdpPort::open`] does, in order:
 //! 1. resolves the interface (`if_nametoindex`);
 //! 2. creates an XSKMAP and loads the XDP program assembled here from raw eBPF instructions
@@ -63,18 +72,24 @@
 //! ```
 
 pub mod bpf;
+mod bpf_sys;
 mod error;
 pub mod halves;
+mod insn;
+mod local_addrs;
 pub mod local_sync;
+mod netdev;
 mod port;
 pub mod program;
 mod ring;
 mod socket;
 
-pub use bpf::{LocalAddrs, ProgramProbe, Redirect};
+pub use bpf::{ProgramProbe, Redirect};
 pub use error::{classify, AfXdpError, ModeContext, Op};
-pub use halves::{AfXdpRx, AfXdpTx};
-pub use port::{interface_index, AfXdpPort, BUSY_RETRY_FOR, REATTACH_INTERVAL};
+pub use halves::{AfXdpRx, AfXdpTx, REATTACH_INTERVAL};
+pub use local_addrs::LocalAddrs;
+pub use netdev::interface_index;
+pub use port::{AfXdpPort, BUSY_RETRY_FOR};
 pub use socket::{XskCounters, XskKernelStats, XskRx, XskSocket, XskTx};
 
 /// How the XDP program is attached (`xdp_mode = "generic" | "native"` in config).

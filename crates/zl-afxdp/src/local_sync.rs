@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use zl_netlink::{Follower, Groups, KernelAddr, KernelEvent, Rtnl};
 
-use crate::bpf::LocalAddrs;
+use crate::local_addrs::LocalAddrs;
 use crate::AfXdpError;
 
 static STARTED: OnceLock<Result<(), String>> = OnceLock::new();

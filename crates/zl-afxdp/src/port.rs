@@ -9,12 +9,11 @@
 //! ([`crate::OnGone`]): `exit` reports [`PortError::InterfaceGone`] (the data plane stops);
 //! `wait` retires the sockets and the XDP link (their counters are kept), logs once, counts
 //! every frame handed over for transmit as a `tx_link_gone` drop, and looks for an interface of
-//! the same name at most once per [`REATTACH_INTERVAL`] of the port's clock (the `now` the poll
+//! the same name at most once per [`REATTACH_INTERVAL`](crate::REATTACH_INTERVAL) of the port's clock (the `now` the poll
 //! loop passes, monotonic time for a live port): when one is back, the port attaches a new
 //! program and opens new sockets and UMEMs on it, and forwarding resumes. Split or not, the
 //! halves share that state ([`crate::halves`]'s decision).
 
-use std::ffi::CString;
 use std::time::{Duration, Instant};
 
 use zl_core::Nanos;
@@ -23,42 +22,9 @@ use zl_port::{
 };
 
 use crate::bpf::XdpAttachment;
-use crate::halves::{AfXdpRx, AfXdpTx, Shared, Side};
+use crate::halves::{attach, AfXdpRx, AfXdpTx, Shared, Side};
 use crate::socket::XskSocket;
 use crate::{AfXdpConfig, AfXdpError, XskCounters, XskKernelStats};
-
-/// How often a port waiting for its interface (`on_gone = "wait"`) looks for it again.
-pub const REATTACH_INTERVAL: Nanos = Nanos::from_millis(100);
-
-/// Attaches to `cfg`'s interface: the program (unless `attach_program` is off) and one socket
-/// per configured queue, registered in its XSKMAP; with the interface's index.
-pub(crate) fn attach(
-    cfg: &AfXdpConfig,
-) -> Result<(Option<XdpAttachment>, Vec<XskSocket>, u32), AfXdpError> {
-    let ifindex = interface_index(&cfg.ifname)?;
-    let attachment = if cfg.attach_program {
-        let max_queue = cfg.queues.iter().copied().max().unwrap_or(0);
-        Some(XdpAttachment::attach(
-            &cfg.ifname,
-            ifindex,
-            cfg.xdp_mode,
-            cfg.redirect,
-            max_queue + 1,
-        )?)
-    } else {
-        None
-    };
-    let mut sockets = Vec::with_capacity(cfg.queues.len());
-    for (i, &q) in cfg.queues.iter().enumerate() {
-        // The port transmits on its first queue; the others are receive-only.
-        let s = XskSocket::open(cfg, ifindex, q, i == 0)?;
-        if let Some(a) = &attachment {
-            a.register(q, s.fd())?;
-        }
-        sockets.push(s);
-    }
-    Ok((attachment, sockets, ifindex))
-}
 
 /// How long [`AfXdpPort::open`] keeps trying an interface or queue the kernel calls busy
 /// (EBUSY / EEXIST at attach or bind) before it reports [`AfXdpError::Busy`].
@@ -135,78 +101,6 @@ pub struct AfXdpPort {
     tx: AfXdpTx,
     /// The receive half the next `recv` starts at (the queues take turns).
     next_rx: usize,
-}
-
-/// `if_nametoindex`, as an error that says what to check.
-pub fn interface_index(ifname: &str) -> Result<u32, AfXdpError> {
-    let c = CString::new(ifname).map_err(|_| AfXdpError::Config {
-        ifname: ifname.to_owned(),
-        reason: "interface name contains a NUL byte".into(),
-    })?;
-    // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
-    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    if idx == 0 {
-        Err(AfXdpError::InterfaceNotFound {
-            ifname: ifname.to_owned(),
-        })
-    } else {
-        Ok(idx)
-    }
-}
-
-/// One `SIOCGIF*` ioctl about `ifname` on a datagram socket (so about the interface of this
-/// thread's network namespace, where the port opened it); the filled `ifreq`.
-fn ifreq_ioctl(ifname: &str, request: libc::c_ulong) -> std::io::Result<libc::ifreq> {
-    let name = ifname.as_bytes();
-    // SAFETY: an all-zero `ifreq` is valid (a C struct of arrays and a union of integers).
-    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
-    if name.len() >= ifr.ifr_name.len() || name.contains(&0) {
-        return Err(std::io::Error::from(std::io::ErrorKind::InvalidInput));
-    }
-    for (d, &b) in ifr.ifr_name.iter_mut().zip(name) {
-        *d = b as libc::c_char;
-    }
-    // SAFETY: plain socket(2); the descriptor is owned (and closed) by `OwnedFd` below.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: `fd` is a fresh descriptor this function owns.
-    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-    // SAFETY: the SIOCGIF* requests read the NUL-terminated name in `ifr` and write one
-    // member of its union; `ifr` lives for the call.
-    let rc = unsafe { libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(&fd), request as _, &mut ifr) };
-    if rc < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(ifr)
-}
-
-/// The interface's MTU (`SIOCGIFMTU`): the largest IP packet it sends.
-pub fn interface_mtu(ifname: &str) -> std::io::Result<u32> {
-    let ifr = ifreq_ioctl(ifname, libc::SIOCGIFMTU)?;
-    // SAFETY: SIOCGIFMTU filled the `ifru_mtu` member of the union.
-    let mtu = unsafe { ifr.ifr_ifru.ifru_mtu };
-    u32::try_from(mtu).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidData))
-}
-
-/// The interface's own MAC (`SIOCGIFHWADDR`); an error for an interface that is not
-/// Ethernet.
-pub fn interface_mac(ifname: &str) -> std::io::Result<zl_wire::MacAddr> {
-    let ifr = ifreq_ioctl(ifname, libc::SIOCGIFHWADDR)?;
-    // SAFETY: SIOCGIFHWADDR filled the `ifru_hwaddr` member of the union.
-    let hw = unsafe { ifr.ifr_ifru.ifru_hwaddr };
-    if hw.sa_family != libc::ARPHRD_ETHER {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("hardware type {} is not Ethernet", hw.sa_family),
-        ));
-    }
-    let mut mac = [0u8; 6];
-    for (m, &b) in mac.iter_mut().zip(&hw.sa_data) {
-        *m = b as u8;
-    }
-    Ok(zl_wire::MacAddr(mac))
 }
 
 #[cfg(feature = "bench")]

@@ -66,7 +66,7 @@
 use std::collections::HashMap;
 use std::os::fd::RawFd;
 
-use crate::bpf::BpfInsn;
+use crate::insn::BpfInsn;
 
 /// `enum xdp_action` values.
 pub const XDP_ABORTED: i32 = 0;
