@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use rand_xoshiro::Xoshiro256PlusPlus;
-use zl_core::{Color, Nanos};
+use zl_core::Nanos;
 use zl_port::{Batch, BufPool, PacketBuf, PortCounters, PortError, Readiness};
 use zl_qos::QosEngine;
 use zl_zombie::ZombieList;
@@ -46,8 +46,6 @@ use crate::reload::{Applied, LiveUpdate, ReloadSlot};
 use crate::route::RouteTable;
 use crate::stats::{DropCause, FateCounters, GroupStats};
 use crate::view::{FibSnapshot, Observer, RouterView};
-use zl_aqm::PacketMeta;
-use zl_wire::{IpVersion, PlainIpv4, QosHeaders};
 
 pub use crate::egress::{QueueLengthHistogram, QLEN_BUCKETS, QLEN_SAMPLE_EVERY};
 
@@ -66,20 +64,6 @@ impl Link for PoolLink<'_> {
     fn recycle(&mut self, buf: PacketBuf) {
         self.pool.free(buf);
     }
-}
-
-/// `Dataplane::forward_and_admit`'s forwarding of a frame other than the common one
-/// (`Forwarder::forward_general`, its parsed headers left in `parsed`), out of line: the
-/// packet's AQM metadata and rewritable headers.
-#[cold]
-#[inline(never)]
-fn forward_other(
-    forwarder: &Forwarder,
-    buf: &mut PacketBuf,
-    parsed: &mut Option<zl_wire::PacketInfo>,
-) -> Result<(PacketMeta, Option<QosHeaders>), DropCause> {
-    let meta = forwarder.forward_general(buf, parsed)?;
-    Ok((meta, parsed.as_ref().map(QosHeaders::of)))
 }
 
 /// The forwarding engine of one thread.
@@ -417,55 +401,20 @@ impl Dataplane {
         burst.clear();
     }
 
-    /// The receive stage (`crate::forward`, then the egress port's list observed once) and
-    /// the egress port's admission of one packet, counted as received before (the receive
-    /// loop counts its burst first): also the path of a packet released from the neighbour
-    /// wait. The packet is moved out of `buf` ([`PacketBuf::take`]) where it goes; `buf` is
-    /// left hollow.
-    ///
-    /// The common frame's parsed headers stay a [`PlainIpv4`] in registers, its rewritable
-    /// part a [`QosHeaders`] of constants and its TOS: the whole `PacketInfo` is made only
-    /// for a packet forwarding drops (writing it costs about 20 instructions per packet in the
-    /// pipeline bench, most of them constants; the spills around the route lookup's call that
-    /// holding the fields in registers costs take back most of that).
+    /// The receive stage ([`Forwarder::forward_in_place`], then the egress port's list
+    /// observed once) and the egress port's admission of one packet, counted as received
+    /// before (the receive loop counts its burst first): also the path of a packet released
+    /// from the neighbour wait. The packet is moved out of `buf` ([`PacketBuf::take`]) where it
+    /// goes; `buf` is left hollow.
     #[inline(always)]
     fn forward_and_admit(&mut self, now: Nanos, buf: &mut PacketBuf) {
-        let parse = self.forwarder.parse_config();
-        let (meta, mut headers) = match PlainIpv4::parse(buf.as_slice(), parse) {
-            Some(mut plain) => match self.forwarder.forward_plain(buf, &mut plain) {
-                Ok(meta) => {
-                    let headers = QosHeaders {
-                        l3_offset: PlainIpv4::L3_OFFSET,
-                        ip_version: IpVersion::V4,
-                        tos: plain.tos,
-                        cc_ext: None,
-                    };
-                    (meta, Some(headers))
-                }
-                Err(cause) => return self.not_forwarded_plain(now, buf.take(), cause),
-            },
-            None => {
-                let mut parsed = None;
-                match forward_other(&self.forwarder, buf, &mut parsed) {
-                    // The metadata rebuilt from its fields, not moved whole out of the call's
-                    // result: moved whole, its 7 bytes of padding would go along to the queue
-                    // entry of every packet, the common frame's too. Forwarding leaves every
-                    // packet green (metering comes in admission), and a field set anew keeps
-                    // the compiler from folding the rebuild back into a move.
-                    Ok((meta, headers)) => {
-                        debug_assert_eq!(meta.color, Color::Green);
-                        let meta = PacketMeta {
-                            color: Color::Green,
-                            ..meta
-                        };
-                        (meta, headers)
-                    }
-                    Err(cause) => return self.not_forwarded(now, buf.take(), parsed, cause),
-                }
+        let (meta, mut headers) = match self.forwarder.forward_in_place(buf) {
+            Ok(kept) => kept,
+            Err(cause) => {
+                let info = self.forwarder.parse_again(buf);
+                return self.not_forwarded(now, buf.take(), info, cause);
             }
         };
-        // One admission for both: a second copy of it (for the other frames' `PacketInfo`)
-        // made LLVM call the QoS engine's `classify` and `release_if_alone` out of line.
         let egress = &mut self.slots[buf.out_port as usize].egress;
         let observed = egress.observe(meta.flow, buf, now, &mut self.rng);
         let dropped = egress.admit(
@@ -480,18 +429,6 @@ impl Dataplane {
         if let Some(b) = dropped {
             self.pool.free(b);
         }
-    }
-
-    /// [`Dataplane::not_forwarded`] of a common frame: its `PacketInfo` from the frame again
-    /// (as forwarding left it: unchanged, or with only its TTL and checksum rewritten as its
-    /// `PlainIpv4` was, so the same), not kept from the first parse: holding the fields the
-    /// forwarding path does not read (source, protocol, ports, fragment) to the end of it would
-    /// cost their spills on every packet.
-    #[cold]
-    #[inline(never)]
-    fn not_forwarded_plain(&mut self, now: Nanos, buf: PacketBuf, cause: DropCause) {
-        let info = zl_wire::parse(buf.as_slice(), self.forwarder.parse_config()).ok();
-        self.not_forwarded(now, buf, info, cause)
     }
 
     /// A packet forwarding did not keep (`cause`, its parsed headers `info` when it parsed):

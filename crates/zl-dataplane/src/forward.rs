@@ -2,22 +2,22 @@
 //! and own MACs) or bridge -> the packet's AQM metadata. Everything a packet goes through
 //! before its egress port's QoS (classify, meter, admission, queue).
 //!
-//! [`Forwarder::forward_in_place`] (the common frame's [`Forwarder::forward_plain`], else
-//! [`Forwarder::forward_general`]) is called by the single-thread loop
-//! (`Dataplane::forward_and_admit`, which calls the two halves itself) and by the receive
-//! workers of the multi-threaded split (`crate::mt`), so both forward with the same semantics
-//! and the same drop causes: `parse_error` (router mode: the frame is not Ethernet +
-//! IPv4/IPv6), `no_route` (no route matched, or a bridge port without a peer), `ttl_expired`,
-//! `too_big` (larger than the egress port's MTU: IPv4 with DF, or IPv6). A packet dropped as
-//! `no_route`, `ttl_expired` or `too_big` is left as it arrived, for the ICMP error about it
-//! ([`Forwarder::icmp_error`], `crate::icmp`), which both loops then ask for.
+//! [`Forwarder::forward_in_place`] is the receive stage of both engines (the single-thread
+//! loop's `Dataplane::forward_and_admit`, the threaded router's receive workers in
+//! `crate::mt`), so both forward with the same semantics and the same drop causes:
+//! `parse_error` (router mode: the frame is not Ethernet + IPv4/IPv6), `no_route` (no route
+//! matched, or a bridge port without a peer), `ttl_expired`, `too_big` (larger than the egress
+//! port's MTU: IPv4 with DF, or IPv6), `no_neighbour` (kernel routing: the next hop has no MAC
+//! yet). A packet dropped as `no_route`, `ttl_expired` or `too_big` is left as it arrived, for
+//! the ICMP error about it ([`Forwarder::icmp_error`], `crate::icmp`), which both loops then ask
+//! for.
 
 use std::net::IpAddr;
 use zl_aqm::PacketMeta;
 
 use zl_core::{Color, Nanos};
 use zl_port::PacketBuf;
-use zl_wire::{IpVersion, MacAddr, PacketInfo, ParseConfig, PlainIpv4, TtlOutcome};
+use zl_wire::{IpVersion, MacAddr, PacketInfo, ParseConfig, PlainIpv4, QosHeaders, TtlOutcome};
 
 use crate::icmp::{subnet_edge, IcmpCounters, IcmpKind, IcmpParams, IcmpPorts, IcmpSender, PortL3};
 use crate::priority::PriorityMap;
@@ -263,32 +263,82 @@ impl Forwarder {
 
     /// Parses `buf` and routes it (longest-prefix match, TTL / hop-limit decrement, next-hop
     /// MAC as destination and the egress port's MAC as source) or bridges it (to the peer of
-    /// `buf.in_port`, unchanged), setting `buf.out_port`; the parsed headers, as rewritten, go
-    /// to `info` (`None` for a bridged frame that did not parse): the caller keeps them in
-    /// place, so that the ~140 bytes of a `PacketInfo` are not copied through the return
-    /// values per packet. A packet forwarding discards comes back as its cause (`info` then
-    /// holds nothing of use); the caller counts it and frees the buffer.
-    #[inline]
+    /// `buf.in_port`, unchanged), setting `buf.out_port`: the receive stage of both engines.
+    /// A packet it keeps comes back with its AQM metadata and the headers its egress may
+    /// rewrite (`None` for a bridged frame that did not parse). One it discards comes back as
+    /// its cause; the caller counts it and frees the buffer, after [`Forwarder::parse_again`]
+    /// when it needs the headers (the ICMP error, the neighbour wait's next hop).
+    ///
+    /// The common frame (untagged IPv4 without options) is forwarded on the [`PlainIpv4`]
+    /// parse read it as, kept in registers, with its rewritable headers a [`QosHeaders`] of
+    /// constants and its TOS; any other frame takes the general parse, out of line. Decided: no
+    /// whole `PacketInfo` (about 140 bytes) lives through this function, not even for the
+    /// packets it discards: holding one, or the common frame's fields that forwarding does not
+    /// read, to the end of it costs their spills on every packet, and a discarded packet is
+    /// parsed again off the common path instead. The two kinds of frame meet before the one
+    /// egress admission of each caller (a second copy of the admission made LLVM call the QoS
+    /// engine's steps out of line).
+    #[inline(always)]
     pub fn forward_in_place(
         &self,
         buf: &mut PacketBuf,
-        info: &mut Option<PacketInfo>,
-    ) -> Result<PacketMeta, DropCause> {
-        if let Some(mut plain) = PlainIpv4::parse(buf.as_slice(), &self.parse) {
-            let meta = self.forward_plain(buf, &mut plain);
-            *info = Some(plain.info());
-            return meta;
-        }
-        self.forward_general(buf, info)
+    ) -> Result<(PacketMeta, Option<QosHeaders>), DropCause> {
+        let (meta, headers) = match PlainIpv4::parse(buf.as_slice(), &self.parse) {
+            Some(mut plain) => {
+                let meta = self.forward_plain(buf, &mut plain)?;
+                let headers = QosHeaders {
+                    l3_offset: PlainIpv4::L3_OFFSET,
+                    ip_version: IpVersion::V4,
+                    tos: plain.tos,
+                    cc_ext: None,
+                };
+                (meta, Some(headers))
+            }
+            None => {
+                let (meta, headers) = self.forward_other(buf)?;
+                // The metadata rebuilt from its fields, not moved whole out of the call's
+                // result: moved whole, its 7 bytes of padding would go along to the queue
+                // entry of every packet, the common frame's too. Forwarding leaves every
+                // packet green (metering comes in admission), and a field set anew keeps the
+                // compiler from folding the rebuild back into a move.
+                debug_assert_eq!(meta.color, Color::Green);
+                let meta = PacketMeta {
+                    color: Color::Green,
+                    ..meta
+                };
+                (meta, headers)
+            }
+        };
+        Ok((meta, headers))
+    }
+
+    /// The headers of a packet [`Forwarder::forward_in_place`] discarded, parsed again: as
+    /// forwarding left it (unchanged, or with only its TTL and checksum rewritten, as its
+    /// parsed headers were), so the same; `None` when it does not parse.
+    #[cold]
+    #[inline(never)]
+    pub fn parse_again(&self, buf: &PacketBuf) -> Option<PacketInfo> {
+        zl_wire::parse(buf.as_slice(), &self.parse).ok()
+    }
+
+    /// The forwarding of a frame other than the common one ([`Forwarder::forward_general`]),
+    /// out of line: the packet's AQM metadata and rewritable headers.
+    #[cold]
+    #[inline(never)]
+    fn forward_other(
+        &self,
+        buf: &mut PacketBuf,
+    ) -> Result<(PacketMeta, Option<QosHeaders>), DropCause> {
+        let mut parsed = None;
+        let meta = self.forward_general(buf, &mut parsed)?;
+        Ok((meta, parsed.as_ref().map(QosHeaders::of)))
     }
 
     /// [`Forwarder::forward_in_place`] of the common frame (untagged IPv4 without options),
     /// its headers as [`PlainIpv4::parse`] read them from `buf` (`plain`, its TTL rewritten
-    /// as `info`'s would be): for a caller that keeps them in its registers and builds the
-    /// whole `PacketInfo` ([`PlainIpv4::info`]) only when it needs one, such as the ICMP
-    /// error about a dropped packet (`Dataplane::forward_and_admit`).
+    /// as a `PacketInfo`'s would be).
     #[inline]
-    pub fn forward_plain(
+    fn forward_plain(
         &self,
         buf: &mut PacketBuf,
         plain: &mut PlainIpv4,
@@ -299,7 +349,7 @@ impl Forwarder {
     /// [`Forwarder::forward_in_place`] of a frame [`PlainIpv4::parse`] declined: the general
     /// parse (`zl_wire::parse_into_general`), then the same steps.
     #[inline]
-    pub fn forward_general(
+    fn forward_general(
         &self,
         buf: &mut PacketBuf,
         info: &mut Option<PacketInfo>,
@@ -692,8 +742,7 @@ mod tests {
 
     fn forward(f: &Forwarder, dst: &str, ttl: u8, payload: usize) -> Result<u16, DropCause> {
         let mut buf = packet(dst, ttl, payload);
-        f.forward_in_place(&mut buf, &mut None)
-            .map(|_| buf.out_port)
+        f.forward_in_place(&mut buf).map(|_| buf.out_port)
     }
 
     #[test]
@@ -728,10 +777,7 @@ mod tests {
         assert_eq!(forward(&f, "10.66.1.1", 0, 10), Err(DropCause::TtlExpired));
         assert_eq!(forward(&f, "10.66.1.1", 2, 10), Err(DropCause::NoNeighbour));
         let mut buf = packet("10.66.1.1", 64, 1500);
-        assert_eq!(
-            f.forward_in_place(&mut buf, &mut None).err(),
-            Some(DropCause::TooBig)
-        );
+        assert_eq!(f.forward_in_place(&mut buf).err(), Some(DropCause::TooBig));
         assert_eq!(buf.out_port, 1, "the port whose MTU it exceeds");
     }
 

@@ -15,9 +15,8 @@
 //! [`MtRouter`] holds the same parts as the single-thread [`crate::Dataplane`], built by the
 //! same builder (`crate::build::build_threaded`): ports, one [`Egress`] per port, the
 //! [`Forwarder`], the generator flow groups. The single-thread loop is its one-worker case
-//! without the ring: both run the same receive stage (`Forwarder::forward_in_place`, whose
-//! two halves the single-thread loop calls itself, then the egress port's list observed
-//! once) and the same egress stage ([`Egress::admit`], [`Egress::transmit`],
+//! without the ring: both run the same receive stage (`Forwarder::forward_in_place`, then the
+//! egress port's list observed once) and the same egress stage ([`Egress::admit`], [`Egress::transmit`],
 //! [`Egress::tick`], [`Egress::shutdown`]), and count every fate through [`Fates`]. With
 //! `rx_workers = N` the ports' receive queues are dealt to N receive workers; each worker owns
 //! its [`BufPool`] and its neighbour wait, and forwards with the same
@@ -1388,10 +1387,34 @@ fn forward_one(
     fates: &mut Fates,
     neighbour: Option<&mut NeighbourStage>,
 ) {
-    let mut parsed = None;
-    let meta = match state.forwarder.forward_in_place(&mut buf, &mut parsed) {
-        Ok(meta) => meta,
-        Err(DropCause::NoNeighbour) if neighbour.is_some() => {
+    let cause = match state.forwarder.forward_in_place(&mut buf) {
+        Ok((meta, headers)) => {
+            let out = buf.out_port as usize;
+            let Some(ring) = sh.rings.get(out) else {
+                fates.dropped(&buf, DropCause::NoRoute);
+                return pool.free(buf);
+            };
+            let obs = (state.zombies.get(out).and_then(Option::as_ref)).map(|(z, by)| {
+                z.observe(crate::egress::observe_key(*by, meta.flow, &buf), now, rng)
+            });
+            let item = Item {
+                buf,
+                meta,
+                headers,
+                obs,
+                icmp: None,
+            };
+            if let Err(item) = ring.push(item) {
+                fates.dropped(&item.buf, DropCause::RingFull);
+                pool.free(item.buf);
+            }
+            return;
+        }
+        Err(cause) => cause,
+    };
+    let parsed = state.forwarder.parse_again(&buf);
+    match cause {
+        DropCause::NoNeighbour if neighbour.is_some() => {
             let mut dropped = Vec::new();
             if let Some(stage) = neighbour {
                 let dst = parsed.as_ref().map(|i| i.dst);
@@ -1401,41 +1424,17 @@ fn forward_one(
                 fates.dropped(&buf, DropCause::NoNeighbour);
                 pool.free(buf);
             }
-            return;
         }
-        Err(cause) => {
-            return reject(
-                buf,
-                parsed.as_ref(),
-                cause,
-                now,
-                (sh, state),
-                pool,
-                icmp,
-                fates,
-            )
-        }
-    };
-    let out = buf.out_port as usize;
-    let Some(ring) = sh.rings.get(out) else {
-        fates.dropped(&buf, DropCause::NoRoute);
-        return pool.free(buf);
-    };
-    let obs = state
-        .zombies
-        .get(out)
-        .and_then(Option::as_ref)
-        .map(|(z, by)| z.observe(crate::egress::observe_key(*by, meta.flow, &buf), now, rng));
-    let item = Item {
-        buf,
-        meta,
-        headers: parsed.as_ref().map(QosHeaders::of),
-        obs,
-        icmp: None,
-    };
-    if let Err(item) = ring.push(item) {
-        fates.dropped(&item.buf, DropCause::RingFull);
-        pool.free(item.buf);
+        cause => reject(
+            buf,
+            parsed.as_ref(),
+            cause,
+            now,
+            (sh, state),
+            pool,
+            icmp,
+            fates,
+        ),
     }
 }
 
