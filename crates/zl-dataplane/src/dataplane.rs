@@ -34,7 +34,7 @@ use zl_zombie::ZombieList;
 
 use crate::capture::{CaptureStats, CaptureTap, CaptureWriter};
 use crate::egress::Link;
-use crate::engine::{apply_egress, BoxedPort};
+use crate::engine::{apply_egress, flush_all, BoxedPort};
 pub use crate::engine::{PortSlot, StopReason, UnknownPort};
 use crate::fates::Fates;
 use crate::flows::FlowTable;
@@ -597,21 +597,9 @@ impl Dataplane {
                 }
             }
         }
-        // Packets still waiting for a next hop's MAC are not sent.
-        let mut waiting = std::mem::take(&mut self.expired);
-        self.neighbour.drain(&mut waiting);
-        for buf in waiting.drain(..) {
-            self.count_drop(buf, DropCause::Shutdown);
-        }
-        self.expired = waiting;
-        for s in &mut self.slots {
-            if let Err(e) = s.port.flush() {
-                if first.is_ok() {
-                    first = Err(e);
-                }
-            }
-        }
-        first
+        self.neighbour.shut_down(&mut self.fates, &mut self.pool);
+        let flushed = flush_all(self.slots.iter_mut().map(|s| &mut s.port));
+        first.and(flushed)
     }
 }
 

@@ -3,7 +3,7 @@
 //! ([`UnknownPort`]), the one reload step ([`apply_egress`]) and the random streams' seeds.
 //! Below both engines ([`crate::dataplane`], [`crate::mt`]) and the builder.
 
-use zl_port::PacketBuf;
+use zl_port::{PacketBuf, PortError};
 use zl_qos::{QosConfigError, QosEngine, QosParams};
 use zl_zombie::ZombieConfig;
 
@@ -117,4 +117,21 @@ pub(crate) fn apply_egress<P>(
         }
     }
     Ok(())
+}
+
+/// The last step of a run on both engines, after every egress stage's `shutdown`: every
+/// port flushed, even after one failed, so each port sends what it holds; the first error is
+/// the run's.
+pub(crate) fn flush_all<'a>(
+    ports: impl IntoIterator<Item = &'a mut BoxedPort>,
+) -> Result<(), PortError> {
+    let mut first = Ok(());
+    for port in ports {
+        if let Err(e) = port.flush() {
+            if first.is_ok() {
+                first = Err(e);
+            }
+        }
+    }
+    first
 }

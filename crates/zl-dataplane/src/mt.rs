@@ -102,7 +102,9 @@ use zl_zombie::{Observation, ZombieList};
 use crate::capture::{CaptureStats, CaptureTap, CaptureWriter};
 use crate::cpus::WorkerCpus;
 use crate::egress::{Egress, Link, QueueLengthHistogram};
-use crate::engine::{apply_egress, stream_seed, BoxedPort, PortSlot, StopReason, UnknownPort};
+use crate::engine::{
+    apply_egress, flush_all, stream_seed, BoxedPort, PortSlot, StopReason, UnknownPort,
+};
 use crate::fates::Fates;
 use crate::forward::{Forwarder, Forwarding};
 use crate::icmp::{IcmpKind, IcmpSender};
@@ -788,10 +790,8 @@ impl MtRouter {
         self.ports = (rx_of.into_iter().zip(txs))
             .map(|(rx, tx)| Box::new(Joined::new(Halves { rx, tx })) as BoxedPort)
             .collect();
-        for port in &mut self.ports {
-            if let Err(e) = port.flush() {
-                error.get_or_insert(e);
-            }
+        if let Err(e) = flush_all(&mut self.ports) {
+            error.get_or_insert(e);
         }
         self.worker_totals = results.iter().map(|(c, _)| c.totals).collect();
         self.fates = self.tx_fates.clone();
@@ -1321,13 +1321,8 @@ where
             pause(idle);
         }
     }
-    // Packets still waiting for a next hop's MAC are not sent.
     if let Some(stage) = &mut neighbour {
-        stage.drain(&mut expired);
-        for buf in expired.drain(..) {
-            counts.dropped(&buf, DropCause::Shutdown);
-            pool.free(buf);
-        }
+        stage.shut_down(&mut counts, &mut pool);
     }
     // lock-ok: once, after the loop
     if let Ok(mut c) = sh.progress[w].lock() {

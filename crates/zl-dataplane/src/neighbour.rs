@@ -12,10 +12,12 @@ use std::net::IpAddr;
 
 use zl_core::Nanos;
 use zl_fib::{Hold, NeighbourWait};
-use zl_port::PacketBuf;
+use zl_port::{BufPool, PacketBuf};
 use zl_wire::MacAddr;
 
+use crate::fates::Fates;
 use crate::forward::Forwarder;
+use crate::stats::DropCause;
 
 /// How long a next hop's packets wait for its MAC: the kernel gives up after
 /// `mcast_solicit` (3) probes `retrans_time` (1 s) apart.
@@ -105,8 +107,14 @@ impl NeighbourStage {
         self.wait.expire(now, expired);
     }
 
-    /// Every packet still waiting (the run is over: count them `shutdown`).
-    pub(crate) fn drain(&mut self, out: &mut Vec<PacketBuf>) {
-        self.wait.expire(Nanos(u64::MAX), out);
+    /// The end of a run, on both engines: every packet still waiting is not sent, counted
+    /// `shutdown`, its buffer back in `pool`.
+    pub(crate) fn shut_down(&mut self, fates: &mut Fates, pool: &mut BufPool) {
+        let mut waiting = Vec::with_capacity(self.len());
+        self.wait.expire(Nanos(u64::MAX), &mut waiting);
+        for buf in waiting {
+            fates.dropped(&buf, DropCause::Shutdown);
+            pool.free(buf);
+        }
     }
 }
