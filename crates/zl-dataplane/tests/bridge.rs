@@ -8,6 +8,7 @@ use std::time::Duration;
 use pcap_file::pcap::{PcapPacket, PcapReader, PcapWriter};
 use zl_core::Nanos;
 use zl_dataplane::{build, NoObserver, RouterConfig};
+use zl_testkit::config::{ClassToml, PortToml, QosToml, RouterToml};
 
 fn frames(tag: u8) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
@@ -62,32 +63,27 @@ fn bridged_frames_cross_unchanged_both_ways() {
     let dir = zl_testkit::scratch("bridge-test");
     write(&dir.join("a-in.pcap"), &frames(1));
     write(&dir.join("b-in.pcap"), &frames(2));
-    let cfg = RouterConfig::from_toml(
-        r#"
-[forwarding]
-mode = "bridge"
-bridge = [["a", "b"]]
-
-[[ports]]
-name = "a"
-kind = "pcap"
-mac = "02:00:00:00:00:0a"
-pcap = { read = "a-in.pcap", write = "a-out.pcap" }
-
-[[ports]]
-name = "b"
-kind = "pcap"
-mac = "02:00:00:00:00:0b"
-pcap = { read = "b-in.pcap", write = "b-out.pcap" }
-
-[qos]
-link_rate_bps = 1_000_000_000
-[[qos.classes]]
-name = "be"
-weight = 1
-"#,
-    )
-    .unwrap();
+    let text = RouterToml::new()
+        .bridge(&[("a", "b")])
+        .port(PortToml::pcap(
+            "a",
+            "02:00:00:00:00:0a",
+            "a-in.pcap",
+            "a-out.pcap",
+        ))
+        .port(PortToml::pcap(
+            "b",
+            "02:00:00:00:00:0b",
+            "b-in.pcap",
+            "b-out.pcap",
+        ))
+        .qos(
+            QosToml::new()
+                .set("link_rate_bps", 1_000_000_000)
+                .class(ClassToml::new("be").weight(1)),
+        )
+        .to_toml();
+    let cfg = RouterConfig::from_toml(&text).unwrap();
     let mut dp = build(&cfg, &dir).unwrap();
     dp.run_virtual(
         Nanos::from_secs(1),

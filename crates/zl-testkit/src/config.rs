@@ -129,6 +129,20 @@ impl RouterToml {
         self
     }
 
+    /// Bridge mode (`[forwarding] mode = "bridge"`): frames cross between the two ports of
+    /// each pair unchanged, in both directions.
+    pub fn bridge(self, pairs: &[(&str, &str)]) -> Self {
+        let pairs: Vec<String> = pairs
+            .iter()
+            .map(|&(a, b)| format!("[{}, {}]", quoted(a), quoted(b)))
+            .collect();
+        self.set("forwarding", "mode", quoted("bridge")).set(
+            "forwarding",
+            "bridge",
+            format!("[{}]", pairs.join(", ")),
+        )
+    }
+
     /// The shared `[qos]` section every port's egress runs.
     pub fn qos(mut self, qos: QosToml) -> Self {
         self.qos = Some(qos);
@@ -206,6 +220,15 @@ impl PortToml {
     /// A port that writes what it is sent to the pcap file `write`.
     pub fn pcap_writer(name: &str, mac: &str, write: &str) -> Self {
         Self::new(name, "pcap", mac).set("pcap", format!("{{ write = {} }}", quoted(write)))
+    }
+
+    /// A port that replays the pcap file `read` and writes what it is sent to `write` (both
+    /// relative to the config's directory).
+    pub fn pcap(name: &str, mac: &str, read: &str, write: &str) -> Self {
+        Self::new(name, "pcap", mac).set(
+            "pcap",
+            format!("{{ read = {}, write = {} }}", quoted(read), quoted(write)),
+        )
     }
 
     /// A port that counts what it is sent and discards it.
@@ -432,6 +455,43 @@ mod tests {
             .set("run", "seed", 2)
             .to_toml();
         assert_eq!(text, "[run]\nseed = 2\n\n");
+    }
+
+    #[test]
+    fn a_bridge_of_pcap_ports_is_written_as_the_router_reads_it() {
+        let text = RouterToml::new()
+            .bridge(&[("a", "b")])
+            .port(PortToml::pcap(
+                "a",
+                "02:00:00:00:00:0a",
+                "a-in.pcap",
+                "a-out.pcap",
+            ))
+            .port(PortToml::pcap_writer(
+                "b",
+                "02:00:00:00:00:0b",
+                "b-out.pcap",
+            ))
+            .to_toml();
+        let t: toml::Table = text.parse().expect("valid TOML");
+        let expected: toml::Table = r#"
+            [forwarding]
+            mode = "bridge"
+            bridge = [["a", "b"]]
+            [[ports]]
+            name = "a"
+            kind = "pcap"
+            mac = "02:00:00:00:00:0a"
+            pcap = { read = "a-in.pcap", write = "a-out.pcap" }
+            [[ports]]
+            name = "b"
+            kind = "pcap"
+            mac = "02:00:00:00:00:0b"
+            pcap = { write = "b-out.pcap" }
+        "#
+        .parse()
+        .unwrap();
+        assert_eq!(t, expected);
     }
 
     #[test]
