@@ -8,60 +8,47 @@ use std::sync::atomic::AtomicBool;
 
 use zl_core::Nanos;
 use zl_dataplane::{build, Dataplane, GroupStats, NoObserver, RouterConfig, StopReason};
+use zl_testkit::config::{ClassToml, FlowToml, PortToml, QosToml, RouterToml};
 
-/// A generator (`flows`: its flow-group tables) routed to a sink behind a `link_mbps` shaper;
-/// one best-effort class of `buffer` packets under `aqm` (tail drop when empty).
-fn config(flows: &str, link_mbps: u64, buffer: u32, aqm: &str, seconds: f64) -> RouterConfig {
-    let text = format!(
-        r#"
-[run]
-duration_s = {seconds}
-drain_s = 1.0
-seed = 7
-
-[[ports]]
-name = "lan"
-kind = "generator"
-mac = "02:00:00:00:00:01"
-{flows}
-
-[[ports]]
-name = "wan"
-kind = "sink"
-mac = "02:00:00:00:00:02"
-
-[[routes]]
-prefix = "0.0.0.0/0"
-port = "wan"
-next_hop_mac = "02:00:00:00:00:fe"
-
-[qos]
-link_rate_bps = {link}
-[qos.shaper]
-rate_bps = {link}
-[[qos.classes]]
-name = "be"
-weight = 1
-max_packets = {buffer}
-{aqm}
-"#,
-        link = link_mbps * 1_000_000
+/// A generator (`flows`: its flow groups) routed to a sink behind a `link_mbps` shaper; one
+/// best-effort class of `buffer` packets under `aqm` (an inline table; tail drop when `None`).
+fn config(
+    flows: Vec<FlowToml>,
+    link_mbps: u64,
+    buffer: u32,
+    aqm: Option<&str>,
+    seconds: f64,
+) -> RouterConfig {
+    let lan = flows.into_iter().fold(
+        PortToml::generator("lan", "02:00:00:00:00:01"),
+        PortToml::flow,
     );
+    let mut be = ClassToml::new("be").weight(1).max_packets(buffer);
+    if let Some(aqm) = aqm {
+        be = be.aqm(aqm);
+    }
+    let text = RouterToml::new()
+        .set("run", "duration_s", seconds)
+        // As text: the f64 1.0 would be written as the integer 1.
+        .set("run", "drain_s", "1.0")
+        .set("run", "seed", 7)
+        .port(lan)
+        .port(PortToml::sink("wan", "02:00:00:00:00:02"))
+        .route("0.0.0.0/0", "wan", Some("02:00:00:00:00:fe"))
+        .qos(QosToml::shaped(link_mbps * 1_000_000).class(be))
+        .to_toml();
     RouterConfig::from_toml(&text).unwrap()
 }
 
-fn group(name: &str, count: u32, rate_bps: u64, src: &str, tcp: &str) -> String {
-    format!(
-        r#"
-[[ports.generator.flows]]
-name = "{name}"
-count = {count}
-rate_bps = {rate_bps}
-size = 1000
-src = "{src}"
-dst = "192.0.2.10"
-{tcp}
-"#
+/// A group of `count` 1000-byte flows from `src` to 192.0.2.10, each offered at `rate_bps`,
+/// with the keys `extra` (TOML values) added, e.g. `("tcp", "{ rtt_ms = 20.0 }")`.
+fn group(name: &str, count: u32, rate_bps: u64, src: &str, extra: &[(&str, &str)]) -> FlowToml {
+    extra.iter().fold(
+        FlowToml::udp(name, src, "192.0.2.10")
+            .count(count)
+            .rate_bps(rate_bps)
+            .size(1000),
+        |flow, &(key, value)| flow.set(key, value),
     )
 }
 
@@ -126,8 +113,14 @@ fn a_responsive_sender_slows_to_the_bottleneck_where_an_open_loop_one_loses_the_
     // One sender on a 100 Mbit/s access link, a 10 Mbit/s bottleneck with a 25-packet
     // drop-tail buffer, 20 ms round trip: its window, not its access link, sets its rate.
     let secs = 10.0;
-    let tcp = group("tcp", 1, 100_000_000, "10.0.1.1", "tcp = { rtt_ms = 20.0 }");
-    let dp = run(&config(&tcp, 10, 25, "", secs));
+    let tcp = group(
+        "tcp",
+        1,
+        100_000_000,
+        "10.0.1.1",
+        &[("tcp", "{ rtt_ms = 20.0 }")],
+    );
+    let dp = run(&config(vec![tcp], 10, 25, None, secs));
     assert_conserved(&dp);
     let g = stats(&dp, "tcp");
     let link = packets_per_s(10.0) * secs;
@@ -143,8 +136,8 @@ fn a_responsive_sender_slows_to_the_bottleneck_where_an_open_loop_one_loses_the_
     assert!((g.fate.received as f64) < 1.05 * link, "{g:?} of {link}");
 
     // The same group, open loop at its access rate: nine tenths of it is lost.
-    let udp = group("udp", 1, 100_000_000, "10.0.1.1", "");
-    let dp = run(&config(&udp, 10, 25, "", secs));
+    let udp = group("udp", 1, 100_000_000, "10.0.1.1", &[]);
+    let dp = run(&config(vec![udp], 10, 25, None, secs));
     assert_conserved(&dp);
     let g = stats(&dp, "udp");
     assert!((g.fate.drop_ratio() - 0.9).abs() < 0.01, "{g:?}");
@@ -156,9 +149,23 @@ fn responsive_flows_share_the_link_between_them() {
     // converges to about half the link (Reno's AIMD; the phase of their halvings makes one a
     // little luckier within a 20 s run).
     let secs = 20.0;
-    let flows = group("a", 1, 100_000_000, "10.0.1.1", "tcp = { rtt_ms = 30.0 }")
-        + &group("b", 1, 100_000_000, "10.0.2.1", "tcp = { rtt_ms = 30.0 }");
-    let dp = run(&config(&flows, 10, 60, "", secs));
+    let flows = vec![
+        group(
+            "a",
+            1,
+            100_000_000,
+            "10.0.1.1",
+            &[("tcp", "{ rtt_ms = 30.0 }")],
+        ),
+        group(
+            "b",
+            1,
+            100_000_000,
+            "10.0.2.1",
+            &[("tcp", "{ rtt_ms = 30.0 }")],
+        ),
+    ];
+    let dp = run(&config(flows, 10, 60, None, secs));
     assert_conserved(&dp);
     let (a, b) = (stats(&dp, "a"), stats(&dp, "b"));
     let total = (a.fate.forwarded + b.fate.forwarded) as f64;
@@ -172,15 +179,18 @@ fn zlred_early_drops_keep_responsive_flows_in_a_short_queue_and_single_out_the_u
     // The default's best effort alone: 80 responsive flows beside four unresponsive ones at
     // about six times a responsive flow's share, through ZL-RED with the paper's parameters.
     let secs = 5.0;
-    let flows = group(
-        "responsive",
-        80,
-        100_000_000,
-        "10.0.1.1",
-        "tcp = { rtt_ms = 100.0 }",
-    ) + &group("misbehaving", 4, 5_000_000, "10.0.9.1", "");
-    let aqm = r#"aqm = { kind = "zl-red", th_min = 5, p_max = 0.15, a = 10 }"#;
-    let dp = run(&config(&flows, 100, 300, aqm, secs));
+    let flows = vec![
+        group(
+            "responsive",
+            80,
+            100_000_000,
+            "10.0.1.1",
+            &[("tcp", "{ rtt_ms = 100.0 }")],
+        ),
+        group("misbehaving", 4, 5_000_000, "10.0.9.1", &[]),
+    ];
+    let aqm = Some(r#"{ kind = "zl-red", th_min = 5, p_max = 0.15, a = 10 }"#);
+    let dp = run(&config(flows, 100, 300, aqm, secs));
     assert_conserved(&dp);
     let (r, m) = (stats(&dp, "responsive"), stats(&dp, "misbehaving"));
     let carried = (r.fate.forwarded + m.fate.forwarded) as f64;
@@ -201,15 +211,24 @@ fn zlred_early_drops_keep_responsive_flows_in_a_short_queue_and_single_out_the_u
 
 #[test]
 fn a_seed_reproduces_a_responsive_run_and_another_seed_differs() {
-    let flows = group(
-        "tcp",
-        10,
-        100_000_000,
-        "10.0.1.1",
-        "tcp = { rtt_ms = 40.0 }",
-    ) + &group("udp", 2, 2_000_000, "10.0.9.1", "arrival = \"poisson\"");
-    let aqm = r#"aqm = { kind = "zl-red", th_min = 5, p_max = 0.15, a = 10 }"#;
-    let mut cfg = config(&flows, 10, 100, aqm, 3.0);
+    let flows = vec![
+        group(
+            "tcp",
+            10,
+            100_000_000,
+            "10.0.1.1",
+            &[("tcp", "{ rtt_ms = 40.0 }")],
+        ),
+        group(
+            "udp",
+            2,
+            2_000_000,
+            "10.0.9.1",
+            &[("arrival", r#""poisson""#)],
+        ),
+    ];
+    let aqm = Some(r#"{ kind = "zl-red", th_min = 5, p_max = 0.15, a = 10 }"#);
+    let mut cfg = config(flows, 10, 100, aqm, 3.0);
     let a = run(&cfg);
     let b = run(&cfg);
     assert_eq!(a.totals(), b.totals());
@@ -225,15 +244,18 @@ fn ecn_capable_responsive_flows_back_off_on_marks_instead_of_drops() {
     // marked, not dropped, and halve their windows on the echo (RFC 3168), so they hardly
     // ever fill the buffer; the not-ECT unresponsive flows are dropped.
     let secs = 5.0;
-    let flows = group(
-        "responsive",
-        80,
-        100_000_000,
-        "10.0.1.1",
-        "ecn = \"ect0\"\ntcp = { rtt_ms = 100.0 }",
-    ) + &group("misbehaving", 4, 5_000_000, "10.0.9.1", "");
-    let aqm = r#"aqm = { kind = "zl-red", th_min = 5, p_max = 0.15, a = 10, ecn = true }"#;
-    let dp = run(&config(&flows, 100, 300, aqm, secs));
+    let flows = vec![
+        group(
+            "responsive",
+            80,
+            100_000_000,
+            "10.0.1.1",
+            &[("ecn", r#""ect0""#), ("tcp", "{ rtt_ms = 100.0 }")],
+        ),
+        group("misbehaving", 4, 5_000_000, "10.0.9.1", &[]),
+    ];
+    let aqm = Some(r#"{ kind = "zl-red", th_min = 5, p_max = 0.15, a = 10, ecn = true }"#);
+    let dp = run(&config(flows, 100, 300, aqm, secs));
     assert_conserved(&dp);
     let (r, m) = (stats(&dp, "responsive"), stats(&dp, "misbehaving"));
     assert!(r.fate.marked > 100, "{r:?}");
