@@ -1,9 +1,7 @@
 //! Fixed-capacity packet batches.
 
+use crate::buf::BATCH_CAPACITY;
 use crate::{BufPool, Nanos, PacketBuf};
-
-/// Packets per batch: one rx or tx burst (DPDK's and BESS's customary 32).
-pub const BATCH_CAPACITY: usize = 32;
 
 /// Up to [`BATCH_CAPACITY`] packets. The storage is reserved at creation and never grows, so
 /// pushing and draining never allocate.
@@ -149,6 +147,93 @@ impl RxTally {
             Ok(()) => self.added += 1,
             Err(buf) => pool.free(buf),
         }
+    }
+}
+
+/// A pool's exchanges with a batch, whole bursts at a time: here, above both types, so that
+/// the pool's module needs no batch.
+impl BufPool {
+    /// Hands out `n` buffers at once onto the end of `batch`, each as [`BufPool::alloc`]
+    /// hands one out (length 0, no tag), taken from the top of the free stack in one go
+    /// instead of `n` pops and pushes; true when it did. Takes none (false) when fewer than
+    /// `n` are free or `batch` has room for fewer: the caller then allocates one at a time,
+    /// where `alloc` counts each failure. The buffers are those `n` calls of `alloc` would hand out, in no
+    /// set order (all free buffers are alike); into an empty batch, the last freed burst comes
+    /// by a swap of storage, not by moves.
+    #[inline]
+    pub fn alloc_batch(&mut self, n: usize, batch: &mut Batch) -> bool {
+        let start = batch.len();
+        if !self.alloc_batch_to_fill(n, batch) {
+            return false;
+        }
+        for b in batch.iter_mut().skip(start) {
+            b.len = 0;
+            b.tag = 0;
+        }
+        true
+    }
+
+    /// [`BufPool::alloc_batch`] without the pass that empties each buffer and clears its tag:
+    /// for a port that writes the frame ([`PacketBuf::copy_from`] sets the length) and the tag
+    /// of every buffer it takes, in its own pass over them (a second pass would cost about 4
+    /// instructions per buffer).
+    #[inline]
+    pub(crate) fn alloc_batch_to_fill(&mut self, n: usize, batch: &mut Batch) -> bool {
+        let top = self.recent.len();
+        let Some(from) = (self.free.len() + top).checked_sub(n) else {
+            return false;
+        };
+        if n > batch.room() {
+            return false;
+        }
+        if n <= top {
+            batch.take_tail(&mut self.recent, top - n);
+        } else {
+            if batch.is_empty() {
+                // The top of the stack becomes the batch's, the batch's empty storage the
+                // (empty) top; the rest comes from below.
+                batch.swap_storage(&mut self.recent);
+                batch.take_tail(&mut self.free, from);
+            } else {
+                batch.take_tail(&mut self.free, from);
+                batch.take_tail(&mut self.recent, 0);
+            }
+        }
+        true
+    }
+
+    /// Gives back every buffer of `batch` (empty afterwards), exactly as [`BufPool::free`] on
+    /// each in order would. In the usual case (a transmit burst of this pool's own buffers,
+    /// none carrying a lent frame, all fitting under the pool's count) they are taken in one
+    /// go: the top of the free stack goes below, and the batch's storage becomes the top (the
+    /// batch keeps the top's empty storage).
+    #[inline]
+    pub fn free_batch(&mut self, batch: &mut Batch) {
+        self.free_batch_bytes(batch);
+    }
+
+    /// [`BufPool::free_batch`], returning the frame bytes the batch held: summed in the pass
+    /// that tests the buffers, for a sink's counters (a pass of its own would cost about 3
+    /// instructions a packet).
+    #[inline]
+    pub(crate) fn free_batch_bytes(&mut self, batch: &mut Batch) -> u64 {
+        // Every buffer tested, no early exit: a loop without a branch per buffer.
+        let room = self.available() + batch.len() <= self.total;
+        let (fits, bytes) = batch.iter().fold((room, 0u64), |(fits, bytes), b| {
+            (
+                fits & (b.data.len() == self.buf_size) & !b.carries_lent(),
+                bytes + u64::from(b.len),
+            )
+        });
+        if fits {
+            self.free.append(&mut self.recent);
+            batch.swap_storage(&mut self.recent);
+        } else {
+            for b in batch.drain() {
+                self.free(b);
+            }
+        }
+        bytes
     }
 }
 

@@ -7,11 +7,14 @@ use std::sync::OnceLock;
 
 use zl_core::Nanos;
 
-use crate::{Batch, BATCH_CAPACITY};
-
 /// Data room of a pool buffer: a full 1518-byte Ethernet frame plus 802.1Q / QinQ tags, rounded
 /// up to 2 KiB like DPDK's default mbuf data room.
 pub const DEFAULT_BUF_SIZE: usize = 2048;
+
+/// Packets per batch: one rx or tx burst (DPDK's and BESS's customary 32). Defined with the
+/// pool, whose top of stack is one batch's storage and trades places with a batch's
+/// (`BufPool::alloc_batch`, `BufPool::free_batch` in `batch.rs`).
+pub const BATCH_CAPACITY: usize = 32;
 
 /// One packet: a fixed-size byte buffer owned by a [`BufPool`] and the frame's length in it.
 ///
@@ -28,8 +31,8 @@ pub const DEFAULT_BUF_SIZE: usize = 2048;
 /// pool's accounting is the same either way: a lent frame still holds one pool buffer.
 #[derive(Debug)]
 pub struct PacketBuf {
-    data: Box<[u8]>,
-    len: u32,
+    pub(crate) data: Box<[u8]>,
+    pub(crate) len: u32,
     /// The handle of the lent frame this buffer carries instead of its own bytes, if any.
     #[cfg(feature = "lend")]
     lent: Option<NonZeroUsize>,
@@ -264,7 +267,7 @@ impl PacketBuf {
     }
     /// Whether the buffer carries a lent frame (never without the feature `lend`).
     #[inline(always)]
-    fn carries_lent(&self) -> bool {
+    pub(crate) fn carries_lent(&self) -> bool {
         #[cfg(feature = "lend")]
         {
             self.lent.is_some()
@@ -392,11 +395,11 @@ impl PacketBuf {
 #[derive(Debug)]
 pub struct BufPool {
     /// The bottom of the free stack (room for every buffer: it never grows).
-    free: Vec<PacketBuf>,
+    pub(crate) free: Vec<PacketBuf>,
     /// The top of the free stack: a batch's storage, at most its room.
-    recent: Vec<PacketBuf>,
-    total: usize,
-    buf_size: usize,
+    pub(crate) recent: Vec<PacketBuf>,
+    pub(crate) total: usize,
+    pub(crate) buf_size: usize,
     alloc_failures: u64,
 }
 
@@ -448,55 +451,6 @@ impl BufPool {
         }
     }
 
-    /// Hands out `n` buffers at once onto the end of `batch`, each as [`BufPool::alloc`]
-    /// hands one out (length 0, no tag), taken from the top of the free stack in one go
-    /// instead of `n` pops and pushes; true when it did. Takes none (false) when fewer than
-    /// `n` are free or `batch` has room for fewer: the caller then allocates one at a time,
-    /// where `alloc` counts each failure. The buffers are those `n` calls of `alloc` would hand out, in no
-    /// set order (all free buffers are alike); into an empty batch, the last freed burst comes
-    /// by a swap of storage, not by moves.
-    #[inline]
-    pub fn alloc_batch(&mut self, n: usize, batch: &mut Batch) -> bool {
-        let start = batch.len();
-        if !self.alloc_batch_to_fill(n, batch) {
-            return false;
-        }
-        for b in batch.iter_mut().skip(start) {
-            b.len = 0;
-            b.tag = 0;
-        }
-        true
-    }
-
-    /// [`BufPool::alloc_batch`] without the pass that empties each buffer and clears its tag:
-    /// for a port that writes the frame ([`PacketBuf::copy_from`] sets the length) and the tag
-    /// of every buffer it takes, in its own pass over them (a second pass would cost about 4
-    /// instructions per buffer).
-    #[inline]
-    pub(crate) fn alloc_batch_to_fill(&mut self, n: usize, batch: &mut Batch) -> bool {
-        let top = self.recent.len();
-        let Some(from) = (self.free.len() + top).checked_sub(n) else {
-            return false;
-        };
-        if n > batch.room() {
-            return false;
-        }
-        if n <= top {
-            batch.take_tail(&mut self.recent, top - n);
-        } else {
-            if batch.is_empty() {
-                // The top of the stack becomes the batch's, the batch's empty storage the
-                // (empty) top; the rest comes from below.
-                batch.swap_storage(&mut self.recent);
-                batch.take_tail(&mut self.free, from);
-            } else {
-                batch.take_tail(&mut self.free, from);
-                batch.take_tail(&mut self.recent, 0);
-            }
-        }
-        true
-    }
-
     /// Gives a buffer back (a lent frame in it goes back to its lender). A buffer of another
     /// size, or one beyond the pool's count, is dropped (freed) rather than pooled, so the
     /// pool never grows past what it allocated.
@@ -510,40 +464,6 @@ impl BufPool {
             }
             self.recent.push(buf);
         }
-    }
-
-    /// Gives back every buffer of `batch` (empty afterwards), exactly as [`BufPool::free`] on
-    /// each in order would. In the usual case (a transmit burst of this pool's own buffers,
-    /// none carrying a lent frame, all fitting under the pool's count) they are taken in one
-    /// go: the top of the free stack goes below, and the batch's storage becomes the top (the
-    /// batch keeps the top's empty storage).
-    #[inline]
-    pub fn free_batch(&mut self, batch: &mut Batch) {
-        self.free_batch_bytes(batch);
-    }
-
-    /// [`BufPool::free_batch`], returning the frame bytes the batch held: summed in the pass
-    /// that tests the buffers, for a sink's counters (a pass of its own would cost about 3
-    /// instructions a packet).
-    #[inline]
-    pub(crate) fn free_batch_bytes(&mut self, batch: &mut Batch) -> u64 {
-        // Every buffer tested, no early exit: a loop without a branch per buffer.
-        let room = self.available() + batch.len() <= self.total;
-        let (fits, bytes) = batch.iter().fold((room, 0u64), |(fits, bytes), b| {
-            (
-                fits & (b.data.len() == self.buf_size) & !b.carries_lent(),
-                bytes + u64::from(b.len),
-            )
-        });
-        if fits {
-            self.free.append(&mut self.recent);
-            batch.swap_storage(&mut self.recent);
-        } else {
-            for b in batch.drain() {
-                self.free(b);
-            }
-        }
-        bytes
     }
 
     /// Buffers currently free.
@@ -571,6 +491,7 @@ impl BufPool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Batch;
 
     /// `copy_from` copies every length exactly, around the in-line case's bounds (32..=64).
     #[test]

@@ -45,6 +45,13 @@
 //! let again: Vec<_> = (0..8).map_while(|_| pool.alloc()).collect();
 //! assert_eq!(again.len(), 8);
 //! ```
+//!
+//! # Layers
+//!
+//! Each module uses only those on the lines above it (`scripts/module-cycles` checks it):
+//! `buf` (packet buffers, the pool, lent frames); `batch` (a burst of buffers, and the
+//! pool's whole-burst exchanges with it); `halves` (a port split into receive and transmit
+//! halves); `memory` (the in-memory port).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -54,10 +61,10 @@ mod buf;
 mod halves;
 mod memory;
 
-pub use batch::{Batch, RxTally, BATCH_CAPACITY};
+pub use batch::{Batch, RxTally};
 #[cfg(feature = "lend")]
 pub use buf::{register_lender, FrameLender, LenderKey, LendersFull};
-pub use buf::{BufPool, PacketBuf, DEFAULT_BUF_SIZE};
+pub use buf::{BufPool, PacketBuf, BATCH_CAPACITY, DEFAULT_BUF_SIZE};
 pub use halves::{
     split_locked, split_sink_port, Halves, Joined, NoRx, RecvOnly, RxHalf, SinkTx, SplitPort,
     TxHalf,
