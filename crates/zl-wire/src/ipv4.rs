@@ -7,7 +7,7 @@
 use crate::be16;
 use crate::checksum;
 use crate::error::{Header, ParseError};
-use crate::Fragment;
+use crate::ip::Fragment;
 
 /// Length of a header without options.
 pub const MIN_HEADER_LEN: usize = 20;

@@ -14,7 +14,7 @@
 use crate::be16;
 use crate::cc_ext::CcExt;
 use crate::error::{Header, ParseError};
-use crate::Fragment;
+use crate::ip::Fragment;
 
 /// Length of the fixed header.
 pub const HEADER_LEN: usize = 40;

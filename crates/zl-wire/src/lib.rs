@@ -39,6 +39,14 @@
 //!
 //! The IPv4 header checksum is updated incrementally (RFC 1624 eqn. 3) by every rewrite that
 //! touches the header; see [`checksum`].
+//!
+//! # Layers
+//!
+//! Each module uses only those on the lines above it (`scripts/module-cycles` checks it):
+//! `checksum`, `error`, `flow` (flow keys and their hash), `ip` (what IPv4 and IPv6 share)
+//! and `vectors` (sample frames); `cc_ext`, `ethernet` and `ipv4`; `ipv6`; `parse` (the one
+//! parse of a frame); `icmp` (the errors a router writes) and `mutate` (the in-place
+//! rewrites).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -49,6 +57,7 @@ mod error;
 pub mod ethernet;
 mod flow;
 pub mod icmp;
+mod ip;
 pub mod ipv4;
 pub mod ipv6;
 pub mod mutate;
@@ -66,12 +75,13 @@ pub use error::{Header, MutateError, ParseError};
 pub use ethernet::{set_macs, EthernetInfo, MacAddr, VlanTag, MAX_VLAN_TAGS};
 pub use flow::{host_hash, host_hash_v4, FlowKey, FlowKeyKind, Ports};
 pub use icmp::{error_allowed, write_error, write_error_in_place, IcmpBuildError, IcmpError};
+pub use ip::Fragment;
 pub use mutate::{
     decrement_ttl, decrement_ttl_plain, decrement_ttl_plain_ipv4, mark, set_cc_ext_ecn, set_ce,
     set_dscp, MarkOutcome, QosHeaders, TtlOutcome,
 };
 pub use parse::{
-    parse, parse_into, parse_into_common, parse_into_general, Fragment, IpVersion, PacketInfo,
-    ParseConfig, ParseConfigError, PlainIpv4,
+    parse, parse_into, parse_into_common, parse_into_general, IpVersion, PacketInfo, ParseConfig,
+    ParseConfigError, PlainIpv4,
 };
 pub use zl_core::{Ecn, FlowId};

@@ -14,6 +14,7 @@ use crate::cc_ext::{self, CcExt};
 use crate::error::{Header, ParseError};
 use crate::ethernet::{self, ethertype, EthernetInfo};
 use crate::flow::{FlowKey, FlowKeyKind, Ports};
+use crate::ip::Fragment;
 use crate::ipv4;
 use crate::ipv6::{self, protocol};
 
@@ -106,19 +107,6 @@ pub enum IpVersion {
     V4,
     /// IPv6.
     V6,
-}
-
-/// Whether the packet is a fragment (IPv4 MF / offset, or an IPv6 fragment header that is not
-/// atomic).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Fragment {
-    /// A whole datagram (including an RFC 6946 atomic fragment).
-    #[default]
-    None,
-    /// Offset 0, more fragments follow: the upper-layer header is present.
-    First,
-    /// A later fragment: no upper-layer header.
-    Later,
 }
 
 /// What [`parse`] found: offsets into the frame and the fields the data plane and the AQM read.
