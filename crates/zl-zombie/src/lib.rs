@@ -81,6 +81,13 @@
 //! assert!((35.0..75.0).contains(&list.estimated_flows()));
 //! # Ok::<(), zl_zombie::ZombieConfigError>(())
 //! ```
+//!
+//! # Layers
+//!
+//! Each module uses only those on the lines above it (`scripts/module-cycles` checks it):
+//! `draw` (SRED step 2's draws), `ops` (operation counts), `params` and `primitive` (the
+//! atomics, loom's under `--cfg loom`); `table` (the occurrence table); `list` (the
+//! lock-free Zombie List); `naive` (the sequential oracle it is tested against).
 
 // decided: `unsafe` only where a bounds check on the per-packet path is proven redundant,
 // each block with its `// SAFETY:` reason.
@@ -95,8 +102,8 @@ mod params;
 mod primitive;
 mod table;
 
-pub use list::{InvariantError, Observation, ZombieList, ZombieStateError};
-pub use naive::{NaiveZombieList, Zombie};
+pub use list::{InvariantError, Observation, Zombie, ZombieList, ZombieStateError};
+pub use naive::NaiveZombieList;
 pub use ops::OpCounts;
 pub use params::{OccurrenceMode, ZombieConfig, ZombieConfigError, ZombieParams, MAX_M};
 pub use zl_core::{FlowId, Nanos};

@@ -4,11 +4,21 @@ use rand::RngCore;
 use zl_core::{FlowId, Nanos};
 
 use crate::draw;
-use crate::naive::Zombie;
 use crate::ops::{NoOps, OpCounts, OpSink};
 use crate::params::{OccurrenceMode, ZombieConfig, ZOMBIE_COUNT_BITS};
 use crate::primitive::{AtomicU64, AtomicUsize, Ordering, Padded};
 use crate::table::{mix, OccurrenceTable};
+
+/// One zombie: `(flow_id, count, timestamp)` (docs/algorithms/zombie-list.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Zombie {
+    /// The flow this zombie remembers.
+    pub flow: FlowId,
+    /// Hits since the zombie was written (saturates at [`ZombieConfig::count_cap`]).
+    pub count: u64,
+    /// Arrival time of the packet that wrote or last hit it.
+    pub stamp: Nanos,
+}
 
 /// What one arrival learned from the Zombie List (docs/algorithms/zombie-list.md).
 #[derive(Clone, Copy, Debug, PartialEq)]

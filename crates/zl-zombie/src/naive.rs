@@ -6,18 +6,8 @@ use rand::RngCore;
 use zl_core::{FlowId, Nanos};
 
 use crate::draw;
+use crate::list::Zombie;
 use crate::{Observation, ZombieConfig};
-
-/// One zombie: `(flow_id, count, timestamp)` (docs/algorithms/zombie-list.md).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Zombie {
-    /// The flow this zombie remembers.
-    pub flow: FlowId,
-    /// Hits since the zombie was written (saturates at [`ZombieConfig::count_cap`]).
-    pub count: u64,
-    /// Arrival time of the packet that wrote or last hit it.
-    pub stamp: Nanos,
-}
 
 /// Sequential Zombie List; `&mut self`, F and T by scanning all zombies.
 #[derive(Clone, Debug)]
