@@ -255,7 +255,7 @@ fn main() -> ExitCode {
                 .map_err(|e| ParamError::new("--out", format!("{}: {e}", md.display())))?;
             println!("wrote {}", md.display());
             if !no_plots {
-                for f in sweep::plot_all(&rows, &out)
+                for f in ixp_sim::plot::plot_all(&rows, &out)
                     .map_err(|e| ParamError::new("plot", e.to_string()))?
                 {
                     println!("wrote {}", f.display());

@@ -335,5 +335,3 @@ pub fn to_markdown(rows: &[SweepRow]) -> String {
     }
     s
 }
-
-pub use crate::plot::plot_all;
