@@ -11,6 +11,12 @@
 //! limits. [`sweep`] runs grids of these and writes CSV and plots.
 //!
 //! Units: time in core cycles inside the model, Mpps and ns in reports.
+//!
+//! # Layers
+//!
+//! Each module uses only those on the lines above it (`scripts/module-cycles` checks it):
+//! `params`; `workload` (the microprograms); `bounds`, `engine` and `zombie_trace`;
+//! `report` and `sweep`; `plot` (the figures of a sweep).
 
 #![forbid(unsafe_code)]
 

@@ -123,6 +123,14 @@
 //! }
 //! assert_eq!(discarded, 0);
 //! ```
+//!
+//! # Layers
+//!
+//! Each module uses only those on the lines above it (`scripts/module-cycles` checks it):
+//! `error` (the thread's last error), `rng` (the caller's random source) and `types` (the
+//! `#[repr(C)]` data); `params` (C parameters to the crates' own) and `policy` (the one
+//! caller of `zl_aqm`'s policies); `ffi` (the exported policy functions) and `qdisc` (the one
+//! caller of the queue disciplines); `ffi_qdisc` (their exported functions).
 
 #![warn(missing_docs)]
 

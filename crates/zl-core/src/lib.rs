@@ -17,6 +17,8 @@
 //! assert!(Ecn::from_bits(0b10).is_ecn_capable());
 //! assert_eq!(Color::Yellow.index(), 1);
 //! ```
+//!
+//! Layers: one file, no modules inside; every other crate of the workspace builds on it.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

@@ -40,6 +40,8 @@
 //! assert_eq!(line.pop_due(Nanos::from_millis(7)), Some("second"));
 //! assert_eq!(line.len(), 0);
 //! ```
+//!
+//! Layers: one module, `port` (the delay line around a port), below this root.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

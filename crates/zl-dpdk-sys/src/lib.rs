@@ -16,6 +16,8 @@
 //! Only built for real with the `dpdk` feature on a machine where `pkg-config` finds
 //! `libdpdk` and bindgen finds libclang; otherwise this crate is empty and [`AVAILABLE`] is
 //! false. The safe layer is `zl-dpdk`.
+//!
+//! Layers: one file, the generated bindings and their shims; `zl-dpdk` is the only user.
 
 #![allow(
     non_camel_case_types,

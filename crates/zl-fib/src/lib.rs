@@ -38,6 +38,13 @@
 //! decided: the prefix match is per-length hash maps probed from the longest length in use
 //! (at most 33 / 129 probes, fewer in practice). It holds a full table and updates in O(1);
 //! the full-table LPM of `zl-lpm` replaces it behind [`Fib::decide`] when it lands.
+//!
+//! # Layers
+//!
+//! Each module uses only those on the lines above it (`scripts/module-cycles` checks it):
+//! `table` (the immutable table the forwarding threads read, and its publication); `state`
+//! (the control thread's view of the kernel) and `wait` (packets waiting for a next hop's
+//! MAC); `follow` (the thread that keeps the table equal to the kernel's).
 
 #![warn(missing_docs)]
 

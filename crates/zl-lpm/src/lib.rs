@@ -73,6 +73,13 @@
 //! assert_eq!(table.lookup(Ipv4Addr::new(192, 0, 2, 1)), None);
 //! # Ok::<(), zl_lpm::LpmError>(())
 //! ```
+//!
+//! # Layers
+//!
+//! Each module uses only those on the lines above it (`scripts/module-cycles` checks it):
+//! `entry` (the 32-bit table entry) and `synth` (synthetic BGP-shaped tables); `trie` (the
+//! multibit trie of both families); `walk4` and `walk6` (the lookups, one address and a
+//! batch).
 
 #![warn(missing_docs)]
 

@@ -56,6 +56,12 @@
 //! // Truncated or foreign input is an error or nothing, never a panic.
 //! assert!(decode_events(&datagram[..20]).map_or(true, |e| e.is_empty()));
 //! ```
+//!
+//! # Layers
+//!
+//! `parse` (rtnetlink messages to this crate's types) below `socket` (the two sockets that
+//! send, receive and hand the parsed messages on); `scripts/module-cycles` checks that no
+//! import goes the other way.
 
 #![warn(missing_docs)]
 

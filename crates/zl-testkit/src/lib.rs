@@ -19,6 +19,12 @@
 //!
 //! The backends (`zl-afxdp`, `zl-dpdk`) and the data plane dev-depend on this crate; nothing
 //! in the product depends on it.
+//!
+//! # Layers
+//!
+//! `config`, `conservation`, `frames`, `netns`, `scratch` and `source` use no other module;
+//! `lab` and `topology` build on `netns` (and `frames`, `config`); `scripts/module-cycles`
+//! checks that no import goes the other way.
 
 pub mod config;
 pub mod conservation;

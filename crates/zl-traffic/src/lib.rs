@@ -7,7 +7,9 @@
 //!
 //! Layering: below the data plane, above `zl-port`, `zl-wire` and `zl-qos` (DSCP names);
 //! nothing here reads the clock or a random source of its own: time is passed to each
-//! `recv` / `send`, and the generator's streams are seeded from its setup.
+//! `recv` / `send`, and the generator's streams are seeded from its setup. Inside, `acks`
+//! (the ACK channel) and `reno` (the TCP Reno sender) are below `generator` and `pcap` (the
+//! ports); `scripts/module-cycles` checks that no import goes the other way.
 
 mod acks;
 mod generator;
