@@ -7,6 +7,7 @@ use pcap_file::pcap::{PcapPacket, PcapWriter};
 use zl_core::Nanos;
 use zl_dataplane::port::{PcapParams, PcapPort};
 use zl_port::{Batch, BufPool, Port, PortError, Readiness};
+use zl_testkit::config::{ClassToml, PortToml, QosToml, RouterToml};
 use zl_testkit::scratch;
 
 fn write(path: &Path, times_us: &[u64]) {
@@ -82,28 +83,17 @@ fn a_truncated_capture_stops_the_run_with_balanced_counters() {
     write(&path, &[0, 10, 20, 30]);
     let bytes = std::fs::read(&path).unwrap();
     std::fs::write(&path, &bytes[..bytes.len() - 30]).unwrap();
-    let cfg = zl_dataplane::RouterConfig::from_toml(
-        r#"
-[forwarding]
-mode = "bridge"
-bridge = [["a", "b"]]
-[[ports]]
-name = "a"
-kind = "pcap"
-mac = "02:00:00:00:00:0a"
-pcap = { read = "cut.pcap" }
-[[ports]]
-name = "b"
-kind = "sink"
-mac = "02:00:00:00:00:0b"
-[qos]
-link_rate_bps = 1_000_000_000
-[[qos.classes]]
-name = "be"
-weight = 1
-"#,
-    )
-    .unwrap();
+    let text = RouterToml::new()
+        .bridge(&[("a", "b")])
+        .port(PortToml::pcap_reader("a", "02:00:00:00:00:0a", "cut.pcap"))
+        .port(PortToml::sink("b", "02:00:00:00:00:0b"))
+        .qos(
+            QosToml::new()
+                .set("link_rate_bps", 1_000_000_000)
+                .class(ClassToml::new("be").weight(1)),
+        )
+        .to_toml();
+    let cfg = zl_dataplane::RouterConfig::from_toml(&text).unwrap();
     let mut dp = zl_dataplane::build(&cfg, &d).unwrap();
     let err = dp
         .run_virtual(
