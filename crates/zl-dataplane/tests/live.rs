@@ -8,30 +8,22 @@ use zl_dataplane::{
     build_with_ports, BoxedPort, Dataplane, NoObserver, Observer, RouterConfig, StopReason,
 };
 use zl_port::MemoryPort;
+use zl_testkit::config::{ClassToml, PortToml, QosToml, RouterToml};
 
-const CONFIG: &str = r#"
-[[ports]]
-name = "nic0"
-kind = "external"
-mac = "02:00:00:00:00:01"
-
-[[ports]]
-name = "nic1"
-kind = "sink"
-mac = "02:00:00:00:00:02"
-
-[[routes]]
-prefix = "0.0.0.0/0"
-port = "nic1"
-next_hop_mac = "02:00:00:00:00:fe"
-
-[qos]
-shaper = { rate_bps = 100_000_000 }
-[[qos.classes]]
-name = "be"
-weight = 1
-max_packets = 100
-"#;
+/// An external port `nic0` (the test supplies it) routed to a sink behind a 100 Mbit/s shaper.
+fn config() -> RouterConfig {
+    let text = RouterToml::new()
+        .port(PortToml::new("nic0", "external", "02:00:00:00:00:01"))
+        .port(PortToml::sink("nic1", "02:00:00:00:00:02"))
+        .route("0.0.0.0/0", "nic1", Some("02:00:00:00:00:fe"))
+        .qos(
+            QosToml::new()
+                .set("shaper", "{ rate_bps = 100_000_000 }")
+                .class(ClassToml::new("be").weight(1).max_packets(100)),
+        )
+        .to_toml();
+    RouterConfig::from_toml(&text).unwrap()
+}
 
 /// A 100-byte IPv4/UDP frame from 10.0.0.`i` to 192.0.2.1, zero MACs.
 fn frame(i: u8) -> Vec<u8> {
@@ -42,7 +34,7 @@ fn frame(i: u8) -> Vec<u8> {
 }
 
 fn dataplane(count: u64) -> Dataplane {
-    let cfg = RouterConfig::from_toml(CONFIG).unwrap();
+    let cfg = config();
     let templates: Vec<Vec<u8>> = (1..=8).map(frame).collect();
     let mut supply = |i: usize,
                       _: &zl_dataplane::config::PortParams|
@@ -171,7 +163,7 @@ impl zl_port::SplitPort for Vanishing {
 
 #[test]
 fn an_interface_that_goes_away_ends_the_run_with_an_error_and_balanced_counters() {
-    let cfg = RouterConfig::from_toml(CONFIG).unwrap();
+    let cfg = config();
     let templates: Vec<Vec<u8>> = (1..=8).map(frame).collect();
     let mut supply = |i: usize,
                       _: &zl_dataplane::config::PortParams|
