@@ -17,6 +17,7 @@ use zl_control::Snapshot;
 use zl_core::Nanos;
 use zl_dataplane::icmp::{IcmpCounters, IcmpKind};
 use zl_dataplane::{build, DropCause, FateCounters, NoObserver, RouterConfig, RouterView};
+use zl_testkit::config::{quoted, ClassToml, PortToml, QosToml, RouterToml};
 use zl_testkit::scratch;
 
 const HOST_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x10];
@@ -27,45 +28,49 @@ const HOST_V6: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0,
 const FAR_V6: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9];
 const NOWHERE_V6: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9];
 
-const CONFIG: &str = r#"
-[run]
-duration_s = 1.0
-drain_s = 1.0
-seed = 1
+/// Port `a`: the capture `in.pcap` in, its ICMP errors out to `a-out.pcap`; `address` is its
+/// `address` key (a TOML value).
+fn port_a(address: &str) -> PortToml {
+    PortToml::pcap("a", "02:00:00:00:00:01", "in.pcap", "a-out.pcap").set("address", address)
+}
 
-[[ports]]
-name = "a"
-kind = "pcap"
-mac = "02:00:00:00:00:01"
-address = ["10.0.1.1/24", "2001:db8:1::1/64"]
-pcap = { read = "in.pcap", write = "a-out.pcap" }
+/// Port `b`: the routes' way out, to `b-out.pcap`, with an MTU the big frames exceed.
+fn port_b() -> PortToml {
+    PortToml::pcap_writer("b", "02:00:00:00:00:02", "b-out.pcap")
+        .set("address", quoted("10.0.2.1/24"))
+        .set("mtu", 1400)
+}
 
-[[ports]]
-name = "b"
-kind = "pcap"
-mac = "02:00:00:00:00:02"
-address = "10.0.2.1/24"
-mtu = 1400
-pcap = { write = "b-out.pcap" }
+/// Ports `a` and `b`, the far networks routed out of `b`, one best-effort class behind a
+/// 1 Gbit/s shaper.
+fn config_with(a: PortToml, b: PortToml) -> RouterToml {
+    RouterToml::new()
+        .set("run", "duration_s", "1.0")
+        .set("run", "drain_s", "1.0")
+        .set("run", "seed", 1)
+        .port(a)
+        .port(b)
+        .route("192.168.2.0/24", "b", Some("02:00:00:00:00:fe"))
+        .route("2001:db8:2::/48", "b", Some("02:00:00:00:00:fe"))
+        .qos(
+            QosToml::new()
+                .set("shaper", "{ rate_bps = 1_000_000_000 }")
+                .class(ClassToml::new("be").weight(1).max_packets(100)),
+        )
+}
 
-[[routes]]
-prefix = "192.168.2.0/24"
-port = "b"
-next_hop_mac = "02:00:00:00:00:fe"
+/// Port `a`'s addresses: an IPv4 and an IPv6 one, a source for the errors of both.
+const A_ADDRESSES: &str = r#"["10.0.1.1/24", "2001:db8:1::1/64"]"#;
 
-[[routes]]
-prefix = "2001:db8:2::/48"
-port = "b"
-next_hop_mac = "02:00:00:00:00:fe"
+/// The config most tests run: `a` with [`A_ADDRESSES`] beside [`port_b`].
+fn config_toml() -> RouterToml {
+    config_with(port_a(A_ADDRESSES), port_b())
+}
 
-[qos]
-shaper = { rate_bps = 1_000_000_000 }
-
-[[qos.classes]]
-name = "be"
-weight = 1
-max_packets = 100
-"#;
+/// [`config_toml`], parsed.
+fn config() -> RouterConfig {
+    RouterConfig::from_toml(&config_toml().to_toml()).unwrap()
+}
 
 fn udp4(dst: [u8; 4], ttl: u8, payload: usize, df: bool) -> Vec<u8> {
     let mut f = Vec::new();
@@ -233,7 +238,7 @@ fn check_outputs(dir: &Path, t: &FateCounters, icmp: &IcmpCounters, a_tx: u64) {
 fn each_error_type_leaves_the_ingress_port_single_thread() {
     let dir = scratch("icmp-st");
     write_pcap(&dir.join("in.pcap"), &cases());
-    let cfg = RouterConfig::from_toml(CONFIG).unwrap();
+    let cfg = config();
     let mut dp = build(&cfg, &dir).unwrap();
     let stop = AtomicBool::new(false);
     dp.run_virtual(
@@ -271,7 +276,7 @@ fn each_error_type_leaves_the_ingress_port_single_thread() {
 fn each_error_type_leaves_the_ingress_port_threaded() {
     let dir = scratch("icmp-mt");
     write_pcap(&dir.join("in.pcap"), &cases());
-    let cfg = RouterConfig::from_toml(CONFIG).unwrap();
+    let cfg = config();
     let mut r = zl_dataplane::build_threaded(&cfg, &dir, &mut |_, _| Ok(None), 2).unwrap();
     let t = AtomicU64::new(0);
     let clock = move || Nanos(t.fetch_add(1_000, Ordering::Relaxed));
@@ -294,7 +299,7 @@ fn a_burst_to_one_host_is_limited_to_six() {
     let dir = scratch("icmp-limit");
     let frames: Vec<Vec<u8>> = (0..20).map(|_| udp4(FAR_V4, 1, 32, true)).collect();
     write_pcap(&dir.join("in.pcap"), &frames);
-    let cfg = RouterConfig::from_toml(CONFIG).unwrap();
+    let cfg = config();
     let mut dp = build(&cfg, &dir).unwrap();
     let stop = AtomicBool::new(false);
     dp.run_virtual(
@@ -316,10 +321,7 @@ fn a_burst_to_one_host_is_limited_to_six() {
 fn no_address_means_no_error_and_icmp_can_be_turned_off() {
     let dir = scratch("icmp-off");
     write_pcap(&dir.join("in.pcap"), &cases());
-    let no_addr = CONFIG.replace(
-        r#"address = ["10.0.1.1/24", "2001:db8:1::1/64"]"#,
-        r#"address = "2001:db8:1::1/64""#,
-    );
+    let no_addr = config_with(port_a(&quoted("2001:db8:1::1/64")), port_b()).to_toml();
     let cfg = RouterConfig::from_toml(&no_addr).unwrap();
     let mut dp = build(&cfg, &dir).unwrap();
     let stop = AtomicBool::new(false);
@@ -335,7 +337,7 @@ fn no_address_means_no_error_and_icmp_can_be_turned_off() {
     assert_eq!(dp.icmp().no_source_address, 3);
     assert_eq!(dp.icmp().sent_total(), 3);
 
-    let off = CONFIG.replace("[qos]", "[icmp]\nenabled = false\n\n[qos]");
+    let off = config_toml().set("icmp", "enabled", false).to_toml();
     let cfg = RouterConfig::from_toml(&off).unwrap();
     let mut dp = build(&cfg, &dir).unwrap();
     dp.run_virtual(
@@ -353,13 +355,17 @@ fn no_address_means_no_error_and_icmp_can_be_turned_off() {
 
 #[test]
 fn bad_addresses_and_mtus_are_rejected_by_key() {
-    let bad = CONFIG.replace("address = \"10.0.2.1/24\"", "address = \"10.0.2.1\"");
+    let bad = config_with(
+        port_a(A_ADDRESSES),
+        port_b().set("address", quoted("10.0.2.1")),
+    )
+    .to_toml();
     let e = RouterConfig::from_toml(&bad)
         .unwrap()
         .validate()
         .unwrap_err();
     assert!(e.to_string().contains("ports[1].address[0]"), "{e}");
-    let bad = CONFIG.replace("mtu = 1400", "mtu = 20");
+    let bad = config_with(port_a(A_ADDRESSES), port_b().set("mtu", 20)).to_toml();
     let e = RouterConfig::from_toml(&bad)
         .unwrap()
         .validate()
@@ -371,19 +377,19 @@ fn bad_addresses_and_mtus_are_rejected_by_key() {
 /// MAC on the port, read when the port opens); on any other kind it is an error naming it.
 #[test]
 fn mac_may_be_left_out_only_on_af_xdp_ports() {
-    let no_mac = CONFIG.replacen("mac = \"02:00:00:00:00:02\"\n", "", 1);
+    let no_mac = config_with(port_a(A_ADDRESSES), port_b().without("mac")).to_toml();
     let e = RouterConfig::from_toml(&no_mac)
         .unwrap()
         .validate()
         .unwrap_err();
     assert!(e.to_string().contains("ports[1].mac"), "{e}");
-    let af_xdp = no_mac
-        .replacen(
-            "kind = \"pcap\"\naddress = \"10.0.2.1/24\"",
-            "kind = \"af-xdp\"\naf_xdp = { ifname = \"b\" }\naddress = \"10.0.2.1/24\"",
-            1,
-        )
-        .replacen("pcap = { write = \"b-out.pcap\" }\n", "", 1);
+    let af_xdp = config_with(
+        port_a(A_ADDRESSES),
+        PortToml::af_xdp("b", "b")
+            .set("address", quoted("10.0.2.1/24"))
+            .set("mtu", 1400),
+    )
+    .to_toml();
     assert_ne!(af_xdp, no_mac);
     RouterConfig::from_toml(&af_xdp)
         .unwrap()

@@ -253,6 +253,13 @@ impl PortToml {
         self
     }
 
+    /// The port without `key` (one the constructor wrote, e.g. `mac`), for the tests of a
+    /// config that leaves a required key out.
+    pub fn without(mut self, key: &str) -> Self {
+        self.lines.retain(|l| l.key != key);
+        self
+    }
+
     /// `key = value` in the port's `[ports.<table>]` table.
     pub fn sub(mut self, table: &str, key: &str, value: impl Display) -> Self {
         let lines = match self.subtables.iter().position(|(t, _)| t == table) {
@@ -492,6 +499,17 @@ mod tests {
         .parse()
         .unwrap();
         assert_eq!(t, expected);
+    }
+
+    #[test]
+    fn a_port_without_a_key_leaves_only_that_key_out() {
+        let text = RouterToml::new()
+            .port(PortToml::sink("b", "02:00:00:00:00:0b").without("mac"))
+            .to_toml();
+        let t: toml::Table = text.parse().expect("valid TOML");
+        let port = t["ports"][0].as_table().unwrap();
+        assert!(port.get("mac").is_none(), "{text}");
+        assert_eq!(port["kind"].as_str(), Some("sink"));
     }
 
     #[test]
