@@ -7,80 +7,66 @@ use std::sync::atomic::AtomicBool;
 
 use zl_core::Nanos;
 use zl_dataplane::{build, Dataplane, DropCause, Observer, RouterConfig};
+use zl_testkit::config::{quoted, ClassToml, FlowToml, PortToml, QosToml, RouterToml};
 
 /// `load` times the 10 Mbit/s egress, split over a well-behaved and a misbehaving group, with
 /// ZL-RED on best effort and a tail-drop EF class.
 fn config(load: f64) -> RouterConfig {
     let per_flow = (10_000_000.0 * load / 25.0) as u64;
-    let text = format!(
-        r#"
-[run]
-duration_s = 2.0
-drain_s = 0.05
-seed = 11
-
-[[ports]]
-name = "in"
-kind = "generator"
-mac = "02:00:00:00:00:01"
-[[ports.generator.flows]]
-name = "many"
-count = 20
-rate_bps = {per_flow}
-size = 64
-size_max = 1514
-arrival = "poisson"
-src = "10.0.0.1"
-dst = "10.9.0.1"
-[[ports.generator.flows]]
-name = "hogs"
-count = 1
-rate_bps = {hog}
-size = 1000
-misbehaving = true
-src = "10.1.0.1"
-dst = "10.9.0.1"
-[[ports.generator.flows]]
-name = "voice"
-count = 2
-rate_bps = {per_flow}
-size = 200
-dscp = "ef"
-src = "10.2.0.1"
-dst = "10.9.0.1"
-[[ports.generator.flows]]
-name = "stray"
-count = 1
-rate_bps = 100_000
-size = 100
-src = "10.3.0.1"
-dst = "172.16.0.1"
-
-[[ports]]
-name = "out"
-kind = "sink"
-mac = "02:00:00:00:00:02"
-
-[[routes]]
-prefix = "10.9.0.0/16"
-port = "out"
-next_hop_mac = "02:00:00:00:00:03"
-
-[qos]
-shaper = {{ rate_bps = 10_000_000 }}
-[[qos.classes]]
-name = "ef"
-strict_rank = 0
-max_packets = 20
-[[qos.classes]]
-name = "be"
-weight = 1
-max_packets = 200
-buffer = {{ rule = "fixed", packets = 200, bytes = 150_000 }}
-aqm = {{ kind = "zl-red", a = 10 }}
-"#,
-        hog = per_flow * 3,
-    );
+    let text = RouterToml::new()
+        .set("run", "duration_s", "2.0")
+        .set("run", "drain_s", 0.05)
+        .set("run", "seed", 11)
+        .port(
+            PortToml::generator("in", "02:00:00:00:00:01")
+                .flow(
+                    FlowToml::udp("many", "10.0.0.1", "10.9.0.1")
+                        .count(20)
+                        .rate_bps(per_flow)
+                        .size(64)
+                        .set("size_max", 1514)
+                        .set("arrival", quoted("poisson")),
+                )
+                .flow(
+                    FlowToml::udp("hogs", "10.1.0.1", "10.9.0.1")
+                        .count(1)
+                        .rate_bps(per_flow * 3)
+                        .size(1000)
+                        .misbehaving(),
+                )
+                .flow(
+                    FlowToml::udp("voice", "10.2.0.1", "10.9.0.1")
+                        .count(2)
+                        .rate_bps(per_flow)
+                        .size(200)
+                        .dscp("ef"),
+                )
+                // Only 10.9/16 is routed: this group is unroutable.
+                .flow(
+                    FlowToml::udp("stray", "10.3.0.1", "172.16.0.1")
+                        .count(1)
+                        .rate_bps(100_000)
+                        .size(100),
+                ),
+        )
+        .port(PortToml::sink("out", "02:00:00:00:00:02"))
+        .route("10.9.0.0/16", "out", Some("02:00:00:00:00:03"))
+        .qos(
+            QosToml::new()
+                .set("shaper", "{ rate_bps = 10_000_000 }")
+                .class(ClassToml::new("ef").strict_rank(0).max_packets(20))
+                .class(
+                    ClassToml::new("be")
+                        .weight(1)
+                        .max_packets(200)
+                        .set(
+                            "buffer",
+                            r#"{ rule = "fixed", packets = 200, bytes = 150_000 }"#,
+                        )
+                        .aqm(r#"{ kind = "zl-red", a = 10 }"#),
+                ),
+        )
+        .to_toml();
     RouterConfig::from_toml(&text).expect("test config parses")
 }
 
