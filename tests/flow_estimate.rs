@@ -15,51 +15,38 @@ use std::sync::atomic::AtomicBool;
 
 use zl_core::Nanos;
 use zl_dataplane::{build, Dataplane, Observer, RouterConfig};
+use zl_testkit::config::{quoted, ClassToml, FlowToml, PortToml, QosToml, RouterToml};
 
 fn config(flows: u32, live: bool) -> RouterConfig {
-    let buffer = if live {
-        r#"buffer = { rule = "sqrt-n-live", rate_bps = 100_000_000, rtt_ms = 100.0, floor_bytes = 10_000, ceiling_bytes = 1_250_000, period_ms = 50.0 }"#
-    } else {
-        ""
-    };
-    let text = format!(
-        r#"
-[run]
-duration_s = 2.0
-drain_s = 0.1
-seed = 3
-[metrics]
-flow_estimate = true
-[[ports]]
-name = "in"
-kind = "generator"
-mac = "02:00:00:00:00:01"
-[[ports.generator.flows]]
-name = "equal"
-count = {flows}
-rate_bps = {rate}
-size = 500
-arrival = "poisson"
-src = "10.0.0.1"
-dst = "10.9.0.1"
-[[ports]]
-name = "out"
-kind = "sink"
-mac = "02:00:00:00:00:02"
-[[routes]]
-prefix = "0.0.0.0/0"
-port = "out"
-next_hop_mac = "02:00:00:00:00:03"
-[qos]
-shaper = {{ rate_bps = 100_000_000 }}
-[[qos.classes]]
-name = "be"
-weight = 1
-max_packets = 4000
-{buffer}
-"#,
-        rate = 40_000_000 / flows as u64,
-    );
+    let mut be = ClassToml::new("be").weight(1).max_packets(4000);
+    if live {
+        be = be.set(
+            "buffer",
+            r#"{ rule = "sqrt-n-live", rate_bps = 100_000_000, rtt_ms = 100.0, floor_bytes = 10_000, ceiling_bytes = 1_250_000, period_ms = 50.0 }"#,
+        );
+    }
+    let text = RouterToml::new()
+        .set("run", "duration_s", "2.0")
+        .set("run", "drain_s", 0.1)
+        .set("run", "seed", 3)
+        .set("metrics", "flow_estimate", true)
+        .port(
+            PortToml::generator("in", "02:00:00:00:00:01").flow(
+                FlowToml::udp("equal", "10.0.0.1", "10.9.0.1")
+                    .count(flows)
+                    .rate_bps(40_000_000 / flows as u64)
+                    .size(500)
+                    .set("arrival", quoted("poisson")),
+            ),
+        )
+        .port(PortToml::sink("out", "02:00:00:00:00:02"))
+        .route("0.0.0.0/0", "out", Some("02:00:00:00:00:03"))
+        .qos(
+            QosToml::new()
+                .set("shaper", "{ rate_bps = 100_000_000 }")
+                .class(be),
+        )
+        .to_toml();
     RouterConfig::from_toml(&text).unwrap()
 }
 
