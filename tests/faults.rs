@@ -16,9 +16,11 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+use zl_testkit::config::{quoted, ClassToml, PortToml, QosToml, RouterToml};
 
 fn zlrouter() -> Command {
     Command::new(env!("CARGO_BIN_EXE_zlrouter"))
@@ -41,44 +43,26 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-/// A bridge from a pcap (replayed) to a pcap (written), `extra` appended.
-fn pcap_config(dir: &Path, read: &str, write: &str, extra: &str) -> std::path::PathBuf {
-    let cfg = dir.join("router.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            r#"
-[run]
-duration_s = 1.0
-drain_s = 0.5
+/// A bridge from a pcap (replayed) to a pcap (written).
+fn pcap_bridge(read: &str, write: &str) -> RouterToml {
+    RouterToml::new()
+        .set("run", "duration_s", "1.0")
+        .set("run", "drain_s", 0.5)
+        .bridge(&[("a", "b")])
+        .port(PortToml::pcap_reader("a", "02:00:00:00:00:0a", read))
+        .port(PortToml::pcap_writer("b", "02:00:00:00:00:0b", write))
+        .qos(
+            QosToml::new()
+                .set("link_rate_bps", 1_000_000_000)
+                .class(ClassToml::new("be").weight(1)),
+        )
+}
 
-[forwarding]
-mode = "bridge"
-bridge = [["a", "b"]]
-
-[[ports]]
-name = "a"
-kind = "pcap"
-mac = "02:00:00:00:00:0a"
-pcap = {{ read = "{read}" }}
-
-[[ports]]
-name = "b"
-kind = "pcap"
-mac = "02:00:00:00:00:0b"
-pcap = {{ write = "{write}" }}
-
-[qos]
-link_rate_bps = 1_000_000_000
-[[qos.classes]]
-name = "be"
-weight = 1
-{extra}
-"#
-        ),
-    )
-    .unwrap();
-    cfg
+/// `config` written to `router.toml` in `dir`; its path.
+fn write_config(dir: &Path, config: &RouterToml) -> PathBuf {
+    let path = dir.join("router.toml");
+    std::fs::write(&path, config.to_toml()).unwrap();
+    path
 }
 
 /// A capture of 60-byte Ethernet frames at the given times (seconds after the first).
@@ -106,7 +90,7 @@ fn check_leaves_an_existing_output_capture_alone() {
     write_capture(&dir.join("in.pcap"), &[0.0, 0.1]);
     let before: Vec<u8> = (0..50_000u32).map(|i| (i * 7) as u8).collect();
     std::fs::write(dir.join("out.pcap"), &before).unwrap();
-    let cfg = pcap_config(&dir, "in.pcap", "out.pcap", "");
+    let cfg = write_config(&dir, &pcap_bridge("in.pcap", "out.pcap"));
     let mut cmd = zlrouter();
     cmd.args(["check", cfg.to_str().unwrap()]);
     let out = output(cmd);
@@ -117,7 +101,7 @@ fn check_leaves_an_existing_output_capture_alone() {
         "check changed the output capture"
     );
     // A new output in a directory that does not exist yet: not created either.
-    let cfg = pcap_config(&dir, "in.pcap", "later/out.pcap", "");
+    let cfg = write_config(&dir, &pcap_bridge("in.pcap", "later/out.pcap"));
     let mut cmd = zlrouter();
     cmd.args(["check", cfg.to_str().unwrap()]);
     let out = output(cmd);
@@ -140,11 +124,9 @@ fn check_validates_metrics_listen_as_run_does() {
         ("127.0.0.1:0", true),
         ("[::1]:0", true),
     ] {
-        let cfg = pcap_config(
+        let cfg = write_config(
             &dir,
-            "in.pcap",
-            "out.pcap",
-            &format!("[metrics]\nlisten = \"{listen}\"\n"),
+            &pcap_bridge("in.pcap", "out.pcap").set("metrics", "listen", quoted(listen)),
         );
         let mut cmd = zlrouter();
         cmd.args(["check", cfg.to_str().unwrap()]);
@@ -263,7 +245,7 @@ fn a_full_stdout_is_one_clear_error() {
 fn an_os_error_is_printed_once() {
     let dir = common::scratch("faults-os-error-once");
     write_capture(&dir.join("in.pcap"), &[0.0]);
-    let cfg = pcap_config(&dir, "in.pcap", "/dev/null/x/out.pcap", "");
+    let cfg = write_config(&dir, &pcap_bridge("in.pcap", "/dev/null/x/out.pcap"));
     let mut cmd = zlrouter();
     cmd.args(["run", "--quiet", cfg.to_str().unwrap()]);
     let out = output(cmd);
@@ -281,7 +263,7 @@ fn unread_capture_frames_are_reported_in_a_plain_warning() {
     // Three frames inside the run (1 s + 0.5 s drain), seven after it.
     let times = [0.0, 0.5, 1.2, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 7.0];
     write_capture(&dir.join("in.pcap"), &times);
-    let cfg = pcap_config(&dir, "in.pcap", "out.pcap", "");
+    let cfg = write_config(&dir, &pcap_bridge("in.pcap", "out.pcap"));
     let mut cmd = zlrouter();
     cmd.args(["run", cfg.to_str().unwrap()]);
     let out = output(cmd);
