@@ -3,6 +3,8 @@
 
 mod common;
 
+use zl_testkit::config::{ClassToml, FlowToml, PortToml, QosToml, RouterToml};
+
 fn skip(why: &str) {
     zl_testkit::netns::skip("signal test", why);
 }
@@ -103,43 +105,29 @@ fn whole_records(path: &std::path::Path) -> usize {
 fn a_slow_capture_reaches_the_disk_on_the_flush_timer() {
     let dir = common::scratch("signal-capture-timer");
     let cfg = dir.join("slow.toml");
-    std::fs::write(
-        &cfg,
-        r#"
-[run]
-duration_s = 1000.0
-rx_workers = 1
-
-[[ports]]
-name = "gen"
-kind = "generator"
-mac = "02:00:00:00:00:01"
-[[ports.generator.flows]]
-name = "slow"
-rate_bps = 16_000
-size = 100
-src = "10.0.0.1"
-dst = "192.0.2.1"
-
-[[ports]]
-name = "out"
-kind = "pcap"
-mac = "02:00:00:00:00:02"
-pcap = { write = "out.pcap" }
-
-[qos]
-link_rate_bps = 1_000_000_000
-[[qos.classes]]
-name = "be"
-weight = 1
-
-[[routes]]
-prefix = "0.0.0.0/0"
-port = "out"
-next_hop_mac = "02:00:00:00:00:fe"
-"#,
-    )
-    .unwrap();
+    let text = RouterToml::new()
+        .set("run", "duration_s", "1000.0")
+        .set("run", "rx_workers", 1)
+        .port(
+            PortToml::generator("gen", "02:00:00:00:00:01").flow(
+                FlowToml::udp("slow", "10.0.0.1", "192.0.2.1")
+                    .rate_bps(16_000)
+                    .size(100),
+            ),
+        )
+        .port(PortToml::pcap_writer(
+            "out",
+            "02:00:00:00:00:02",
+            "out.pcap",
+        ))
+        .route("0.0.0.0/0", "out", Some("02:00:00:00:00:fe"))
+        .qos(
+            QosToml::new()
+                .set("link_rate_bps", 1_000_000_000)
+                .class(ClassToml::new("be").weight(1)),
+        )
+        .to_toml();
+    std::fs::write(&cfg, text).unwrap();
     let running = common::spawn_until_progress(&["run", cfg.to_str().unwrap()]);
     std::thread::sleep(std::time::Duration::from_millis(1500));
     let path = dir.join("out.pcap");
