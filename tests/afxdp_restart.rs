@@ -8,11 +8,11 @@
 
 mod common;
 
-use std::io::Read;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{channel, Receiver};
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
+use zl_testkit::lab::lines_of;
 use zl_testkit::netns::{is_root, Netns};
 
 fn skip(why: &str) {
@@ -69,27 +69,7 @@ impl Router {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn zlrouter");
-        let mut stderr = child.stderr.take().unwrap();
-        let (tx, lines) = channel();
-        std::thread::spawn(move || {
-            let mut line = Vec::new();
-            let mut byte = [0u8; 1];
-            while let Ok(1) = stderr.read(&mut byte) {
-                if byte[0] == b'\r' || byte[0] == b'\n' {
-                    if !line.is_empty()
-                        && tx
-                            .send(String::from_utf8_lossy(&line).into_owned())
-                            .is_err()
-                    {
-                        return;
-                    }
-                    line.clear();
-                } else {
-                    line.push(byte[0]);
-                }
-            }
-            let _ = tx.send(String::from_utf8_lossy(&line).into_owned());
-        });
+        let lines = lines_of(&mut child);
         Router {
             child,
             lines,

@@ -13,36 +13,26 @@
 use std::process::Command;
 
 use zl_testkit::lab::{
-    sender_ip, skip, stat, tcp_flow, tcp_sink, Lab, Netns, SenderSpec, RECEIVER_IP,
+    all_back, run_in, sender_ip, stat, tcp_flow, tcp_sink, tools, tshark, Capture, Lab, Netns,
+    SenderSpec, RECEIVER_IP,
 };
 
 /// The binary the lab runs (only the root package's tests know where Cargo built it).
 const ZLROUTER: &str = env!("CARGO_BIN_EXE_zlrouter");
 
+/// `ping` in `ns` (one-second waits, quiet) with `args`: (all answered, what it said).
 fn ping(ns: &Netns, args: &[&str]) -> (bool, String) {
-    let out = Command::new("ip")
-        .args(["netns", "exec", ns.name(), "ping", "-n", "-q", "-W", "1"])
-        .args(args)
-        .output()
-        .expect("run ping");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-    )
+    let mut cmd = vec!["ping", "-n", "-q", "-W", "1"];
+    cmd.extend_from_slice(args);
+    run_in(ns, 20, &cmd)
 }
 
-fn all_back(ns: &Netns, to: &str, count: u32, extra: &[&str]) -> Result<(), String> {
-    let c = count.to_string();
-    let mut args = vec!["-i", "0.1", "-c", &c];
-    args.extend_from_slice(extra);
-    args.push(to);
-    let (ok, text) = ping(ns, &args);
-    if ok && text.contains(&format!("{count} received")) {
-        Ok(())
-    } else {
-        Err(format!("ping {to}: {text}"))
-    }
-}
+/// What the ICMP tests drive (`.ci/run` installs them).
+const ICMP_TOOLS: &[(&str, &str, &str)] = &[
+    ("tracepath", "-V", "iputils-tracepath"),
+    ("tshark", "-v", "tshark"),
+    ("timeout", "--version", "coreutils"),
+];
 
 fn kernel_config() -> String {
     "[run]\npool_buffers = 65536\n\n\
@@ -57,12 +47,7 @@ fn kernel_config() -> String {
 /// The lab with addresses on the router (IPv4 and IPv6) and hosts that know it only by its
 /// address.
 fn lab(test: &str) -> Option<Lab> {
-    if !Command::new("ping")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success())
-    {
-        skip(test, "needs ping (iputils-ping)");
+    if !tools(test, &[("ping", "-V", "iputils-ping")]) {
         return None;
     }
     let lab = Lab::or_skip(ZLROUTER, test, &[SenderSpec::PLAIN])?;
@@ -231,138 +216,6 @@ fn ip_route_add_and_del_change_forwarding_at_once_without_loss_elsewhere() {
     );
 }
 
-/// `cmd args` in `ns`, bounded by `timeout` (coreutils): (success, stdout + stderr).
-fn run_in(ns: &Netns, secs: u32, cmd: &[&str]) -> (bool, String) {
-    let out = Command::new("ip")
-        .args(["netns", "exec", ns.name(), "timeout", &secs.to_string()])
-        .args(cmd)
-        .output()
-        .expect("run a tool in the namespace");
-    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
-    text.push_str(&String::from_utf8_lossy(&out.stderr));
-    (out.status.success(), text)
-}
-
-/// Whether the tools the ICMP tests drive are installed (`.ci/run` installs them).
-fn icmp_tools(test: &str) -> bool {
-    for (tool, arg, pkg) in [
-        ("tracepath", "-V", "iputils-tracepath"),
-        ("tshark", "-v", "tshark"),
-        ("timeout", "--version", "coreutils"),
-    ] {
-        if !Command::new(tool)
-            .arg(arg)
-            .output()
-            .is_ok_and(|o| o.status.success())
-        {
-            skip(test, &format!("needs {tool} ({pkg})"));
-            return false;
-        }
-    }
-    true
-}
-
-/// A packet capture of `dev` in `ns` (tshark, pcapng), stopped by PID on drop or by
-/// [`Capture::stop`].
-struct Capture {
-    child: Option<std::process::Child>,
-    path: std::path::PathBuf,
-}
-
-impl Capture {
-    /// Starts capturing and waits (bounded) until tshark says it captures.
-    fn start(ns: &Netns, dev: &str, path: std::path::PathBuf) -> Capture {
-        use std::io::BufRead;
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", ns.name(), "tshark", "-q", "-i", dev])
-            .args(["-a", "duration:60", "-w"])
-            .arg(&path)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("start tshark");
-        let stderr = child.stderr.take().expect("piped");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stderr)
-                .lines()
-                .map_while(Result::ok)
-            {
-                let _ = tx.send(line);
-            }
-        });
-        let mut cap = Capture {
-            child: Some(child),
-            path,
-        };
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            match rx.recv_timeout(left) {
-                Ok(l) if l.contains("Capturing on") => return cap,
-                Ok(_) => {}
-                Err(_) => {
-                    cap.stop();
-                    panic!("tshark did not start capturing on {dev}");
-                }
-            }
-        }
-    }
-
-    /// Stops the capture (SIGINT to tshark's PID, reaped) and returns the file.
-    fn stop(&mut self) -> std::path::PathBuf {
-        if let Some(mut c) = self.child.take() {
-            // A moment for the last frames to be written.
-            std::thread::sleep(std::time::Duration::from_millis(300));
-            // SAFETY: kill(2) on the PID of a child this test started and has not reaped.
-            unsafe {
-                libc::kill(c.id() as libc::pid_t, libc::SIGINT);
-            }
-            let _ = c.wait();
-        }
-        self.path.clone()
-    }
-}
-
-impl Drop for Capture {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// tshark's lines for `filter` in `file`, with every checksum it knows verified.
-fn tshark(file: &std::path::Path, filter: &str, fields: &[&str]) -> Vec<String> {
-    let mut cmd = Command::new("tshark");
-    cmd.arg("-r").arg(file);
-    for pref in [
-        "ip.check_checksum:TRUE",
-        "udp.check_checksum:TRUE",
-        "tcp.check_checksum:TRUE",
-    ] {
-        cmd.args(["-o", pref]);
-    }
-    cmd.args(["-Y", filter]);
-    if !fields.is_empty() {
-        cmd.args(["-T", "fields"]);
-        for f in fields {
-            cmd.args(["-e", f]);
-        }
-    }
-    let out = cmd.output().expect("run tshark");
-    assert!(
-        out.status.success(),
-        "tshark: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_owned)
-        .collect()
-}
-
 /// The router's ICMP errors, seen by real tools on an end host: `tracepath` shows the
 /// router's hop (10.9.1.1, 2001:db8:1::1: its Time Exceeded, sourced from the ingress
 /// interface's kernel address) before the receiver, over IPv4 and IPv6; `ping` to an
@@ -374,7 +227,7 @@ fn tshark(file: &std::path::Path, filter: &str, fields: &[&str]) -> Vec<String> 
 #[test]
 fn tracepath_shows_the_router_and_unrouted_destinations_are_unreachable() {
     const TEST: &str = "tracepath_shows_the_router_and_unrouted_destinations_are_unreachable";
-    if !icmp_tools(TEST) {
+    if !tools(TEST, ICMP_TOOLS) {
         return;
     }
     let Some(mut lab) = lab(TEST) else {
@@ -499,7 +352,7 @@ fn tracepath_shows_the_router_and_unrouted_destinations_are_unreachable() {
 #[test]
 fn a_smaller_egress_mtu_gets_frag_needed_and_packet_too_big() {
     const TEST: &str = "a_smaller_egress_mtu_gets_frag_needed_and_packet_too_big";
-    if !icmp_tools(TEST) {
+    if !tools(TEST, ICMP_TOOLS) {
         return;
     }
     let Some(mut lab) = lab(TEST) else {
@@ -641,7 +494,7 @@ fn a_next_hop_that_never_resolves_gets_host_unreachable() {
 /// JSON and standard error.
 fn run_engine(test: &str, rx_workers: u32) -> Option<String> {
     let mut lab = lab(test)?;
-    if !icmp_tools(test) {
+    if !tools(test, ICMP_TOOLS) {
         return None;
     }
     lab.rcv

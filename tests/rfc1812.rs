@@ -23,11 +23,13 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use zl_testkit::lab::{sender_ip, skip, stat, Lab, Netns, SenderSpec, RECEIVER_IP};
+use zl_testkit::lab::{
+    all_back, run_in, sender_ip, stat, tools, tshark, Capture, Lab, Netns, SenderSpec, RECEIVER_IP,
+};
 
 /// The binary the lab runs (only the root package's tests know where Cargo built it).
 const ZLROUTER: &str = env!("CARGO_BIN_EXE_zlrouter");
@@ -47,30 +49,18 @@ fn kernel_config() -> String {
         .to_owned()
 }
 
-/// Whether the tools the tests drive are installed (`.ci/run` installs them).
-fn tools(test: &str) -> bool {
-    for (tool, arg, pkg) in [
-        ("ping", "-V", "iputils-ping"),
-        ("tshark", "-v", "tshark"),
-        ("timeout", "--version", "coreutils"),
-    ] {
-        if !Command::new(tool)
-            .arg(arg)
-            .output()
-            .is_ok_and(|o| o.status.success())
-        {
-            skip(test, &format!("needs {tool} ({pkg})"));
-            return false;
-        }
-    }
-    true
-}
+/// What the tests drive (`.ci/run` installs them).
+const TOOLS: &[(&str, &str, &str)] = &[
+    ("ping", "-V", "iputils-ping"),
+    ("tshark", "-v", "tshark"),
+    ("timeout", "--version", "coreutils"),
+];
 
 /// The lab with IPv4 and IPv6 addresses on the router (no `brd`), an on-link route
 /// 10.66.0.0/16 on `rx` where no host answers, and hosts that know the router only by its
 /// address.
 fn lab(test: &str) -> Option<Lab> {
-    if !tools(test) {
+    if !tools(test, TOOLS) {
         return None;
     }
     zl_testkit::netns::set_prefix("zlrfc");
@@ -155,118 +145,6 @@ fn lab(test: &str) -> Option<Lab> {
     rtr.exec(&["sysctl", "-qw", "net.ipv6.conf.all.forwarding=0"])
         .unwrap();
     Some(lab)
-}
-
-/// `cmd args` in `ns`, bounded by `secs` (coreutils `timeout`): (success, stdout + stderr).
-fn run_in(ns: &Netns, secs: u32, cmd: &[&str]) -> (bool, String) {
-    let out = Command::new("ip")
-        .args(["netns", "exec", ns.name(), "timeout", &secs.to_string()])
-        .args(cmd)
-        .output()
-        .expect("run a tool in the namespace");
-    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
-    text.push_str(&String::from_utf8_lossy(&out.stderr));
-    (out.status.success(), text)
-}
-
-/// `count` pings 0.1 s apart from `ns` to `to`, all answered.
-fn all_back(ns: &Netns, to: &str, count: u32, extra: &[&str]) -> Result<(), String> {
-    let c = count.to_string();
-    let mut cmd = vec!["ping", "-n", "-q", "-W", "1", "-i", "0.1", "-c", &c];
-    cmd.extend_from_slice(extra);
-    cmd.push(to);
-    let (ok, text) = run_in(ns, 30, &cmd);
-    if ok && text.contains(&format!("{count} received")) {
-        Ok(())
-    } else {
-        Err(format!("ping {to}: {text}"))
-    }
-}
-
-/// A tshark capture of `dev` in `ns` (pcapng), stopped by PID on drop or by
-/// [`Capture::stop`].
-struct Capture {
-    child: Option<Child>,
-    path: PathBuf,
-}
-
-impl Capture {
-    /// Starts capturing and waits (bounded) until tshark says it captures.
-    fn start(ns: &Netns, dev: &str, path: PathBuf) -> Capture {
-        use std::io::BufRead;
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", ns.name(), "tshark", "-q", "-i", dev])
-            .args(["-a", "duration:60", "-w"])
-            .arg(&path)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start tshark");
-        let stderr = child.stderr.take().expect("piped");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in io::BufReader::new(stderr).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let mut cap = Capture {
-            child: Some(child),
-            path,
-        };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-                Ok(l) if l.contains("Capturing on") => return cap,
-                Ok(_) => {}
-                Err(_) => {
-                    cap.stop();
-                    panic!("tshark did not start capturing on {dev}");
-                }
-            }
-        }
-    }
-
-    /// Stops the capture (SIGINT to tshark's PID, reaped) and returns the file.
-    fn stop(&mut self) -> PathBuf {
-        if let Some(mut c) = self.child.take() {
-            // A moment for the last frames to be written.
-            std::thread::sleep(Duration::from_millis(300));
-            // SAFETY: kill(2) on the PID of a child this test started and has not reaped.
-            unsafe {
-                libc::kill(c.id() as libc::pid_t, libc::SIGINT);
-            }
-            let _ = c.wait();
-        }
-        self.path.clone()
-    }
-}
-
-impl Drop for Capture {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// tshark's lines (`fields`, tab-separated) for the frames of `file` that match `filter`.
-fn tshark(file: &Path, filter: &str, fields: &[&str]) -> Vec<String> {
-    let mut cmd = Command::new("tshark");
-    cmd.arg("-r").arg(file).args(["-Y", filter, "-T", "fields"]);
-    for f in fields {
-        cmd.args(["-e", f]);
-    }
-    let out = cmd.output().expect("run tshark");
-    assert!(
-        out.status.success(),
-        "tshark: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_owned)
-        .collect()
 }
 
 /// One ICMP / ICMPv6 error the router sent, as tshark reads it.

@@ -10,9 +10,10 @@ mod common;
 
 use std::io::Read;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{channel, Receiver};
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
+use zl_testkit::lab::lines_of;
 use zl_testkit::netns::{is_root, Netns};
 
 fn skip(why: &str) {
@@ -126,32 +127,6 @@ fn spawn_limited(
     .stderr(Stdio::piped())
     .spawn()
     .unwrap()
-}
-
-/// Every line of `child`'s stderr (split on CR and LF).
-fn lines_of(child: &mut Child) -> Receiver<String> {
-    let mut stderr = child.stderr.take().unwrap();
-    let (tx, rx) = channel();
-    std::thread::spawn(move || {
-        let mut line = Vec::new();
-        let mut byte = [0u8; 1];
-        while let Ok(1) = stderr.read(&mut byte) {
-            if byte[0] == b'\r' || byte[0] == b'\n' {
-                if !line.is_empty()
-                    && tx
-                        .send(String::from_utf8_lossy(&line).into_owned())
-                        .is_err()
-                {
-                    return;
-                }
-                line.clear();
-            } else {
-                line.push(byte[0]);
-            }
-        }
-        let _ = tx.send(String::from_utf8_lossy(&line).into_owned());
-    });
-    rx
 }
 
 fn forwarded(line: &str) -> Option<u64> {

@@ -498,7 +498,7 @@ impl Drop for Lab {
 }
 
 /// Forwards every progress / log line of `child`'s stderr (split on CR and LF).
-fn lines_of(child: &mut Child) -> Receiver<String> {
+pub fn lines_of(child: &mut Child) -> Receiver<String> {
     let mut stderr = child.stderr.take().expect("piped stderr");
     let (tx, rx) = channel();
     std::thread::spawn(move || {
@@ -827,4 +827,146 @@ pub fn metric(text: &str, prefix: &str) -> Option<f64> {
         .1
         .parse()
         .ok()
+}
+
+/// Whether every `(tool, version flag, Debian package)` runs here (`.ci/run` installs them);
+/// else `test` skips ([`skip`]) naming the first that is missing.
+pub fn tools(test: &str, needed: &[(&str, &str, &str)]) -> bool {
+    for &(tool, arg, pkg) in needed {
+        if !Command::new(tool)
+            .arg(arg)
+            .output()
+            .is_ok_and(|o| o.status.success())
+        {
+            skip(test, &format!("needs {tool} ({pkg})"));
+            return false;
+        }
+    }
+    true
+}
+
+/// `cmd args` in `ns`, bounded by `secs` (coreutils `timeout`): (success, stdout + stderr).
+pub fn run_in(ns: &Netns, secs: u32, cmd: &[&str]) -> (bool, String) {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns.name(), "timeout", &secs.to_string()])
+        .args(cmd)
+        .output()
+        .expect("run a tool in the namespace");
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
+}
+
+/// `count` pings 0.1 s apart from `ns` to `to` (`extra`: more of ping's options), every one
+/// answered; else ping's words.
+pub fn all_back(ns: &Netns, to: &str, count: u32, extra: &[&str]) -> Result<(), String> {
+    let c = count.to_string();
+    let mut cmd = vec!["ping", "-n", "-q", "-W", "1", "-i", "0.1", "-c", &c];
+    cmd.extend_from_slice(extra);
+    cmd.push(to);
+    let (ok, text) = run_in(ns, 30, &cmd);
+    if ok && text.contains(&format!("{count} received")) {
+        Ok(())
+    } else {
+        Err(format!("ping {to}: {text}"))
+    }
+}
+
+/// A tshark capture of `dev` in `ns` (pcapng), stopped by PID on drop or by
+/// [`Capture::stop`].
+pub struct Capture {
+    child: Option<Child>,
+    path: PathBuf,
+}
+
+impl Capture {
+    /// Starts capturing and waits (bounded) until tshark says it captures.
+    pub fn start(ns: &Netns, dev: &str, path: PathBuf) -> Capture {
+        use std::io::BufRead;
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", ns.name(), "tshark", "-q", "-i", dev])
+            .args(["-a", "duration:60", "-w"])
+            .arg(&path)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start tshark");
+        let stderr = child.stderr.take().expect("piped");
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            for line in io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let mut cap = Capture {
+            child: Some(child),
+            path,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(l) if l.contains("Capturing on") => return cap,
+                Ok(_) => {}
+                Err(_) => {
+                    cap.stop();
+                    panic!("tshark did not start capturing on {dev}");
+                }
+            }
+        }
+    }
+
+    /// Stops the capture (SIGINT to tshark's PID, reaped) and returns the file.
+    pub fn stop(&mut self) -> PathBuf {
+        if let Some(mut c) = self.child.take() {
+            // A moment for the last frames to be written.
+            std::thread::sleep(Duration::from_millis(300));
+            // SAFETY: kill(2) on the PID of a child this process started and has not reaped.
+            unsafe {
+                libc::kill(c.id() as libc::pid_t, libc::SIGINT);
+            }
+            let _ = c.wait();
+        }
+        self.path.clone()
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// tshark's lines for the frames of `file` that match `filter` (`fields`, tab-separated; none:
+/// tshark's one-line summaries), with every checksum it knows verified (IPv4 header, UDP,
+/// TCP; ICMP and ICMPv6 always are), so a bad one shows in the expert filters.
+pub fn tshark(file: &Path, filter: &str, fields: &[&str]) -> Vec<String> {
+    let mut cmd = Command::new("tshark");
+    cmd.arg("-r").arg(file);
+    for pref in [
+        "ip.check_checksum:TRUE",
+        "udp.check_checksum:TRUE",
+        "tcp.check_checksum:TRUE",
+    ] {
+        cmd.args(["-o", pref]);
+    }
+    cmd.args(["-Y", filter]);
+    if !fields.is_empty() {
+        cmd.args(["-T", "fields"]);
+        for f in fields {
+            cmd.args(["-e", f]);
+        }
+    }
+    let out = cmd.output().expect("run tshark");
+    assert!(
+        out.status.success(),
+        "tshark: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
 }
