@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use pcap_file::pcap::{PcapPacket, PcapReader, PcapWriter};
 use zl_dataplane::{DropCause, RouterConfig};
-use zl_testkit::config::PortToml;
+use zl_testkit::config::{quoted, FlowToml, PortToml, RouterToml};
 use zl_testkit::frames::Udp;
 
 const ROUTER_MAC_OUT: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
@@ -267,62 +267,41 @@ fn assert_no_bad_checksums(path: &str) {
 #[test]
 fn generated_traffic_keeps_valid_udp_checksums_through_the_router() {
     let dir = common::scratch("golden-generator-checksums");
-    let cfg = RouterConfig::from_toml(
-        r#"
-[run]
-duration_s = 0.5
-drain_s = 0.5
-seed = 7
-
-[[ports]]
-name = "gen"
-kind = "generator"
-mac = "02:00:00:00:00:01"
-[[ports.generator.flows]]
-name = "v4"
-count = 4
-rate_bps = 8_000_000
-size = 200
-size_max = 1514
-ecn = "ect0"
-src = "10.0.0.1"
-dst = "192.0.2.7"
-[[ports.generator.flows]]
-name = "v6"
-count = 4
-rate_bps = 8_000_000
-size = 101
-size_max = 1400
-ecn = "ect0"
-src = "2001:db8:1::1"
-dst = "2001:db8:2::1"
-
-[[ports]]
-name = "out"
-kind = "pcap"
-mac = "02:00:00:00:00:02"
-pcap = { write = "out.pcap" }
-
-[[routes]]
-prefix = "192.0.2.0/24"
-port = "out"
-next_hop_mac = "02:00:00:00:00:fe"
-[[routes]]
-prefix = "2001:db8:2::/48"
-port = "out"
-next_hop_mac = "02:00:00:00:00:fe"
-
-[qos]
-shaper = { rate_bps = 40_000_000 }
-classifier = { default_class = "be", standard = false }
-[[qos.classes]]
-name = "be"
-weight = 1
-max_packets = 60
-aqm = { kind = "red", min_th = 4.0, max_th = 30.0, max_p = 0.5, w_q = 0.2, ecn = true }
-"#,
-    )
-    .unwrap();
+    let text = RouterToml::new()
+        .set("run", "duration_s", 0.5)
+        .set("run", "drain_s", 0.5)
+        .set("run", "seed", 7)
+        .port(
+            PortToml::generator("gen", "02:00:00:00:00:01")
+                .flow(
+                    FlowToml::udp("v4", "10.0.0.1", "192.0.2.7")
+                        .count(4)
+                        .rate_bps(8_000_000)
+                        .size(200)
+                        .set("size_max", 1514)
+                        .set("ecn", quoted("ect0")),
+                )
+                .flow(
+                    FlowToml::udp("v6", "2001:db8:1::1", "2001:db8:2::1")
+                        .count(4)
+                        .rate_bps(8_000_000)
+                        .size(101)
+                        .set("size_max", 1400)
+                        .set("ecn", quoted("ect0")),
+                ),
+        )
+        .port(PortToml::pcap_writer(
+            "out",
+            "02:00:00:00:00:02",
+            "out.pcap",
+        ))
+        .route("192.0.2.0/24", "out", Some(common::NEXT_HOP_MAC))
+        .route("2001:db8:2::/48", "out", Some(common::NEXT_HOP_MAC))
+        // The pcap tests' egress at 40 Mbit/s: the generator's 64 Mbit/s still overloads it,
+        // so RED marks.
+        .qos(common::red_ecn_egress(60).set("shaper", "{ rate_bps = 40_000_000 }"))
+        .to_toml();
+    let cfg = RouterConfig::from_toml(&text).unwrap();
     let (dp, _) = common::run(&cfg, &dir);
     common::assert_conserved(&dp);
     let t = *dp.totals();
