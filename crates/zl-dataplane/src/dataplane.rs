@@ -34,7 +34,7 @@ use zl_zombie::ZombieList;
 
 use crate::capture::{CaptureStats, CaptureTap, CaptureWriter};
 use crate::egress::Link;
-use crate::engine::{apply_egress, flush_all, BoxedPort};
+use crate::engine::{apply_egress, flush_all, receive_port, BoxedPort, Intake};
 pub use crate::engine::{PortSlot, StopReason, UnknownPort};
 use crate::fates::Fates;
 use crate::flows::FlowTable;
@@ -63,6 +63,41 @@ impl Link for PoolLink<'_> {
     #[inline]
     fn recycle(&mut self, buf: PacketBuf) {
         self.pool.free(buf);
+    }
+}
+
+/// The single loop's receive step for one port: its bursts through [`Dataplane::forward_burst`],
+/// and after each what the egress ports release ([`Dataplane::transmit`]: what left its queue
+/// on arrival, and what the shapers release).
+struct PortIntake<'a> {
+    dp: &'a mut Dataplane,
+    port: usize,
+}
+
+impl Intake for PortIntake<'_> {
+    #[inline(always)]
+    fn recv(&mut self, now: Nanos, batch: &mut Batch) -> Result<(), PortError> {
+        let dp = &mut *self.dp;
+        dp.slots[self.port]
+            .port
+            .recv(now, &mut dp.pool, batch)
+            .map(|_| ())
+    }
+    #[inline(always)]
+    fn arrived(&mut self, batch: &Batch) {
+        // The totals at once (a register sum, not a read-modify-write of the counters per
+        // packet), the flow groups per packet. Then each packet goes to the receive stage
+        // straight from the batch (counted in the loop, it would be copied through the stack
+        // twice on its way into the call).
+        self.dp.fates.received_burst(batch);
+    }
+    #[inline(always)]
+    fn forward(&mut self, now: Nanos, batch: &mut Batch) {
+        self.dp.forward_burst(now, batch);
+    }
+    #[inline(always)]
+    fn between(&mut self, now: Nanos) -> Result<(), PortError> {
+        self.dp.transmit(now)
     }
 }
 
@@ -351,35 +386,15 @@ impl Dataplane {
         }
     }
 
-    /// Receives up to the work budget from every port through `rx`, processing each burst.
+    /// Receives up to the work budget from every port through `rx`, processing each burst
+    /// ([`receive_port`], as the threaded router's receive workers do).
     fn receive(&mut self, now: Nanos, rx: &mut Batch) -> Result<usize, PortError> {
         let mut received = 0;
-        for p in 0..self.slots.len() {
-            let mut left = self.budget;
-            while left > 0 {
-                let result = self.slots[p].port.recv(now, &mut self.pool, rx);
-                // What the port delivered before an error is processed like any burst, so
-                // the counters stay balanced and no buffer is stranded in the batch.
-                let n = rx.len();
-                received += n;
-                left = left.saturating_sub(n);
-                // The burst's arrivals counted before any of it is processed: the totals at
-                // once (a register sum, not a read-modify-write of the counters per packet),
-                // the flow groups per packet. Then each packet goes to the receive stage
-                // straight from the batch (counted in the loop, it would be copied through
-                // the stack twice on its way into the call).
-                self.fates.received_burst(rx);
-                self.forward_burst(now, rx);
-                result?;
-                if n == 0 {
-                    break;
-                }
-                if left > 0 {
-                    // Another burst may follow: send what this one released first (what left
-                    // its queue on arrival, and what the shapers release).
-                    self.transmit(now)?;
-                }
-            }
+        for port in 0..self.slots.len() {
+            let budget = self.budget;
+            let (n, end) = receive_port(&mut PortIntake { dp: self, port }, now, budget, rx);
+            received += n;
+            end?;
         }
         Ok(received)
     }

@@ -3,7 +3,8 @@
 //! ([`UnknownPort`]), the one reload step ([`apply_egress`]) and the random streams' seeds.
 //! Below both engines ([`crate::dataplane`], [`crate::mt`]) and the builder.
 
-use zl_port::{PacketBuf, PortError};
+use zl_core::Nanos;
+use zl_port::{Batch, PacketBuf, PortError};
 use zl_qos::{QosConfigError, QosEngine, QosParams};
 use zl_zombie::ZombieConfig;
 
@@ -134,4 +135,58 @@ pub(crate) fn flush_all<'a>(
         }
     }
     first
+}
+
+/// What an engine does with the bursts of one port in its receive step: each engine's own
+/// receive, forwarding and bookkeeping, in the one order [`receive_port`] keeps.
+pub(crate) trait Intake {
+    /// One burst from the port into `batch` (empty before).
+    fn recv(&mut self, now: Nanos, batch: &mut Batch) -> Result<(), PortError>;
+    /// A burst's arrivals (not an empty one's) counted (`Fates::received_burst`) before any
+    /// of it moves on.
+    fn arrived(&mut self, batch: &Batch);
+    /// The burst through the receive stage, leaving `batch` empty.
+    fn forward(&mut self, now: Nanos, batch: &mut Batch);
+    /// Between two bursts of the same port, when another may follow.
+    fn between(&mut self, _now: Nanos) -> Result<(), PortError> {
+        Ok(())
+    }
+}
+
+/// The receive step of both engines for one port (or receive half): bursts until `budget`
+/// packets (checked between bursts, so at most `budget + 31`) or an empty burst. Each burst is
+/// counted and forwarded, what the port delivered before an error too, so the counters stay
+/// balanced and no buffer is stranded in the batch; then the error is the port's turn's end.
+/// Returns the packets received and whether the turn ended on an empty burst.
+#[inline(always)]
+pub(crate) fn receive_port(
+    intake: &mut impl Intake,
+    now: Nanos,
+    budget: usize,
+    batch: &mut Batch,
+) -> (usize, Result<bool, PortError>) {
+    let mut received = 0;
+    let mut left = budget;
+    while left > 0 {
+        let result = intake.recv(now, batch);
+        let n = batch.len();
+        received += n;
+        left = left.saturating_sub(n);
+        if n > 0 {
+            intake.arrived(batch);
+        }
+        intake.forward(now, batch);
+        if let Err(e) = result {
+            return (received, Err(e));
+        }
+        if n == 0 {
+            return (received, Ok(true));
+        }
+        if left > 0 {
+            if let Err(e) = intake.between(now) {
+                return (received, Err(e));
+            }
+        }
+    }
+    (received, Ok(false))
 }

@@ -103,7 +103,8 @@ use crate::capture::{CaptureStats, CaptureTap, CaptureWriter};
 use crate::cpus::WorkerCpus;
 use crate::egress::{Egress, Link, QueueLengthHistogram};
 use crate::engine::{
-    apply_egress, flush_all, stream_seed, BoxedPort, PortSlot, StopReason, UnknownPort,
+    apply_egress, flush_all, receive_port, stream_seed, BoxedPort, Intake, PortSlot, StopReason,
+    UnknownPort,
 };
 use crate::fates::Fates;
 use crate::forward::{Forwarder, Forwarding};
@@ -1171,6 +1172,48 @@ where
     (Some(shard), None)
 }
 
+/// A receive worker's intake of one receive half ([`receive_port`], as the single loop's):
+/// each burst counted and its count published ([`Lead`]) before any of it moves on, then
+/// each packet through [`forward_one`].
+struct HalfIntake<'a, 's> {
+    half: &'a mut dyn RxHalf,
+    pool: &'a mut BufPool,
+    rng: &'a mut Xoshiro256PlusPlus,
+    icmp: &'a mut IcmpSender,
+    counts: &'a mut Fates,
+    neighbour: Option<&'a mut NeighbourStage>,
+    ctx: (&'a Shared<'s>, &'a RxState),
+    lead: &'a Lead,
+}
+
+impl Intake for HalfIntake<'_, '_> {
+    #[inline(always)]
+    fn recv(&mut self, now: Nanos, batch: &mut Batch) -> Result<(), PortError> {
+        self.half.recv(now, self.pool, batch).map(|_| ())
+    }
+    #[inline(always)]
+    fn arrived(&mut self, batch: &Batch) {
+        self.counts.received_burst(batch);
+        self.lead.publish(&self.counts.totals);
+    }
+    #[inline(always)]
+    fn forward(&mut self, now: Nanos, batch: &mut Batch) {
+        for buf in batch.drain() {
+            let stage = self.neighbour.as_deref_mut();
+            forward_one(
+                buf,
+                now,
+                self.ctx,
+                self.pool,
+                self.rng,
+                self.icmp,
+                self.counts,
+                stage,
+            );
+        }
+    }
+}
+
 /// One receive worker: its ports' bursts -> forward -> observe -> egress ring.
 #[allow(clippy::too_many_arguments)]
 fn rx_worker<C>(
@@ -1264,42 +1307,25 @@ where
             if exhausted[k] {
                 continue;
             }
-            let mut left = params.work_budget;
-            while left > 0 {
-                let result = half.recv(now, &mut pool, &mut batch);
-                let n = batch.len();
-                let readiness = if n == 0 { Some(half.readiness()) } else { None };
-                got += n;
-                left = left.saturating_sub(n);
-                // What the port delivered before an error is forwarded like any burst. The
-                // burst is counted (the single-thread loop's `Fates::received_burst`) and its
-                // count published before any of it moves on.
-                if n > 0 {
-                    counts.received_burst(&batch);
-                    sh.leads[w].publish(&counts.totals);
-                }
-                for buf in batch.drain() {
-                    let ctx = (sh, &state);
-                    let stage = neighbour.as_mut();
-                    forward_one(
-                        buf,
-                        now,
-                        ctx,
-                        &mut pool,
-                        &mut rng,
-                        &mut icmp,
-                        &mut counts,
-                        stage,
-                    );
-                }
-                if let Err(e) = result {
+            let mut intake = HalfIntake {
+                half: half.as_mut(),
+                pool: &mut pool,
+                rng: &mut rng,
+                icmp: &mut icmp,
+                counts: &mut counts,
+                neighbour: neighbour.as_mut(),
+                ctx: (sh, &state),
+                lead: &sh.leads[w],
+            };
+            let (n, end) = receive_port(&mut intake, now, params.work_budget, &mut batch);
+            got += n;
+            match end {
+                Ok(true) => exhausted[k] = half.readiness() == Readiness::Exhausted,
+                Ok(false) => {}
+                Err(e) => {
                     error = Some(e);
                     sh.failed.store(true, Ordering::Relaxed);
                     break 'run;
-                }
-                if n == 0 {
-                    exhausted[k] = readiness == Some(Readiness::Exhausted);
-                    break;
                 }
             }
         }
