@@ -15,6 +15,11 @@ use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
+use zl_testkit::pcap;
+
+/// The input traces' frames, this far apart.
+const GAP: std::time::Duration = std::time::Duration::from_micros(1);
+
 const IN_MAC: [u8; 6] = [0x02, 0, 0, 0, 0x0d, 0x01];
 const NEXT_HOP_MAC: [u8; 6] = [0x02, 0, 0, 0, 0x0d, 0xfe];
 /// Frames in the input pcap: 8 flows, 4 of them ECN-capable.
@@ -190,26 +195,6 @@ fn frame(flow: u8, seq: u32, ect: bool) -> Vec<u8> {
     f
 }
 
-fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
-    let file = std::fs::File::create(path).unwrap();
-    let mut w = pcap_file::pcap::PcapWriter::new(file).unwrap();
-    for (i, f) in frames.iter().enumerate() {
-        let ts = std::time::Duration::from_micros(i as u64);
-        w.write_packet(&pcap_file::pcap::PcapPacket::new(ts, f.len() as u32, f))
-            .unwrap();
-    }
-}
-
-fn read_pcap(path: &Path) -> Vec<Vec<u8>> {
-    let file = std::fs::File::open(path).unwrap();
-    let mut r = pcap_file::pcap::PcapReader::new(file).unwrap();
-    let mut frames = Vec::new();
-    while let Some(p) = r.next_packet() {
-        frames.push(p.unwrap().data.into_owned());
-    }
-    frames
-}
-
 /// `[received, forwarded, dropped, queued, marked, early drops]` from the final statistics of
 /// `zlrouter run --json` (stdout: one JSON document).
 fn fates(stdout: &str) -> [u64; 6] {
@@ -276,7 +261,7 @@ fn run_through_zl_red(test: &str, threaded_zero_copy: bool) {
             frame(flow, i, flow < 4)
         })
         .collect();
-    write_pcap(&dir.join("empty.pcap"), &[]);
+    pcap::write_spaced(&dir.join("empty.pcap"), &[], GAP);
     let prefix = format!(
         "zlr-dpdkcfg-{}-{}",
         std::process::id(),
@@ -290,8 +275,8 @@ fn run_through_zl_red(test: &str, threaded_zero_copy: bool) {
             .enumerate()
             .partition(|(i, _)| i % 2 == 0);
         let strip = |v: Vec<(usize, Vec<u8>)>| v.into_iter().map(|(_, f)| f).collect::<Vec<_>>();
-        write_pcap(&dir.join("in0.pcap"), &strip(even));
-        write_pcap(&dir.join("in1.pcap"), &strip(odd));
+        pcap::write_spaced(&dir.join("in0.pcap"), &strip(even), GAP);
+        pcap::write_spaced(&dir.join("in1.pcap"), &strip(odd), GAP);
         let d = dir.display();
         let device = format!(
             "net_pcap0,rx_pcap={d}/in0.pcap,rx_pcap={d}/in1.pcap,tx_pcap={d}/in-tx0.pcap,\
@@ -305,7 +290,7 @@ fn run_through_zl_red(test: &str, threaded_zero_copy: bool) {
         };
         config_device(&dir, &top, &device, &format!(", queues = 2{zero_copy}"))
     } else {
-        write_pcap(&dir.join("in.pcap"), &frames);
+        pcap::write_spaced(&dir.join("in.pcap"), &frames, GAP);
         config(&dir, &eal_table(&prefix), "")
     };
     std::fs::write(&path, text).unwrap();
@@ -383,7 +368,7 @@ fn run_through_zl_red(test: &str, threaded_zero_copy: bool) {
         "at least one queue's worth leaves: {stdout}"
     );
 
-    let written = read_pcap(&dir.join("out.pcap"));
+    let written = pcap::read_frames(&dir.join("out.pcap"));
     assert_eq!(
         written.len() as u64,
         forwarded,

@@ -8,7 +8,6 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use pcap_file::pcap::{PcapPacket, PcapReader, PcapWriter};
 use zl_dataplane::{DropCause, RouterConfig};
 use zl_testkit::config::{quoted, FlowToml, PortToml, RouterToml};
 use zl_testkit::frames::Udp;
@@ -57,25 +56,6 @@ fn input_frames() -> Vec<(Duration, Vec<u8>)> {
     out
 }
 
-fn write_pcap(path: &Path, frames: &[(Duration, Vec<u8>)]) {
-    let file = std::fs::File::create(path).unwrap();
-    let mut w = PcapWriter::new(file).unwrap();
-    for (t, f) in frames {
-        w.write_packet(&PcapPacket::new(*t, f.len() as u32, f))
-            .unwrap();
-    }
-}
-
-fn read_pcap(path: &Path) -> Vec<(Duration, Vec<u8>)> {
-    let mut r = PcapReader::new(std::fs::File::open(path).unwrap()).unwrap();
-    let mut out = Vec::new();
-    while let Some(p) = r.next_packet() {
-        let p = p.unwrap();
-        out.push((p.timestamp, p.data.into_owned()));
-    }
-    out
-}
-
 fn fnv1a(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for &b in bytes {
@@ -104,12 +84,12 @@ fn config() -> String {
 fn golden_pcap_through_the_router() {
     let dir = common::scratch("golden-pcap");
     let input = input_frames();
-    write_pcap(&dir.join("in.pcap"), &input);
+    zl_testkit::pcap::write(&dir.join("in.pcap"), &input);
     let cfg = RouterConfig::from_toml(&config()).unwrap();
     let (dp, _) = common::run(&cfg, &dir);
     common::assert_conserved(&dp);
     let t = *dp.totals();
-    let out = read_pcap(&dir.join("out.pcap"));
+    let out = zl_testkit::pcap::read(&dir.join("out.pcap"));
 
     // Stats: every frame accounted for by cause.
     assert_eq!(t.received, 300);
@@ -306,7 +286,7 @@ fn generated_traffic_keeps_valid_udp_checksums_through_the_router() {
     common::assert_conserved(&dp);
     let t = *dp.totals();
     assert!(t.forwarded > 500 && t.marked > 0, "{t:?}");
-    let out = read_pcap(&dir.join("out.pcap"));
+    let out = zl_testkit::pcap::read(&dir.join("out.pcap"));
     assert_eq!(out.len() as u64, t.forwarded);
     match Command::new("tshark").arg("-v").output() {
         Ok(o) if o.status.success() => {}

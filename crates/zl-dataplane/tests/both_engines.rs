@@ -16,11 +16,10 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use pcap_file::pcap::{PcapPacket, PcapReader, PcapWriter};
 use zl_core::Nanos;
 use zl_dataplane::{build, build_threaded, DropCause, NoObserver, RouterConfig, RouterView};
 use zl_testkit::frames::Udp;
-use zl_testkit::scratch;
+use zl_testkit::{pcap, scratch};
 
 const HOST_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x10];
 const ROUTER_IN: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
@@ -103,22 +102,9 @@ fn trace() -> Vec<Vec<u8>> {
         .collect()
 }
 
-fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
-    let mut w = PcapWriter::new(std::fs::File::create(path).unwrap()).unwrap();
-    for (i, f) in frames.iter().enumerate() {
-        let t = Duration::from_millis(5 * i as u64);
-        w.write_packet(&PcapPacket::new(t, f.len() as u32, f))
-            .unwrap();
-    }
-}
-
 /// A port's output frames, sorted (a multiset: the order across ports is the engine's).
 fn frames_out(path: &Path) -> Vec<Vec<u8>> {
-    let mut r = PcapReader::new(std::fs::File::open(path).unwrap()).unwrap();
-    let mut out = Vec::new();
-    while let Some(p) = r.next_packet() {
-        out.push(p.unwrap().data.into_owned());
-    }
+    let mut out = pcap::read_frames(path);
     out.sort();
     out
 }
@@ -204,8 +190,9 @@ fn same_on_both_engines(name: &str, file: &str) {
     let cfg = RouterConfig::from_toml(&on_pcap_ports(file)).unwrap();
     let frames = trace();
     let (d0, d1) = (scratch(&format!("{name}-0")), scratch(&format!("{name}-1")));
-    write_pcap(&d0.join("in.pcap"), &frames);
-    write_pcap(&d1.join("in.pcap"), &frames);
+    for d in [&d0, &d1] {
+        pcap::write_spaced(&d.join("in.pcap"), &frames, Duration::from_millis(5));
+    }
     let one = single_loop(&cfg, &d0);
     let two = threaded(&cfg, &d1);
     // What the trace holds, so that the comparison cannot pass on two empty runs.

@@ -12,13 +12,15 @@ use etherparse::{
     icmpv6, Icmpv4Header, Icmpv4Type, Icmpv6Header, Icmpv6Type, NetSlice, PacketBuilder,
     SlicedPacket, TransportSlice,
 };
-use pcap_file::pcap::{PcapPacket, PcapReader, PcapWriter};
 use zl_control::Snapshot;
 use zl_core::Nanos;
 use zl_dataplane::icmp::{IcmpCounters, IcmpKind};
 use zl_dataplane::{build, DropCause, FateCounters, NoObserver, RouterConfig, RouterView};
 use zl_testkit::config::{quoted, ClassToml, PortToml, QosToml, RouterToml};
-use zl_testkit::scratch;
+use zl_testkit::{pcap, scratch};
+
+/// The trace's frames, this far apart.
+const GAP: Duration = Duration::from_micros(100);
 
 const HOST_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x10];
 const ROUTER_A: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
@@ -98,24 +100,6 @@ fn udp6(dst: [u8; 16], hop: u8, payload: usize) -> Vec<u8> {
     f
 }
 
-fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
-    let mut w = PcapWriter::new(std::fs::File::create(path).unwrap()).unwrap();
-    for (i, f) in frames.iter().enumerate() {
-        let t = Duration::from_micros(100 * i as u64);
-        w.write_packet(&PcapPacket::new(t, f.len() as u32, f))
-            .unwrap();
-    }
-}
-
-fn read_pcap(path: &Path) -> Vec<Vec<u8>> {
-    let mut r = PcapReader::new(std::fs::File::open(path).unwrap()).unwrap();
-    let mut out = Vec::new();
-    while let Some(p) = r.next_packet() {
-        out.push(p.unwrap().data.into_owned());
-    }
-    out
-}
-
 /// The ICMP type of an error frame, its checksums checked by etherparse, and its quote.
 fn icmp_of(frame: &[u8]) -> (Result<Icmpv4Type, Icmpv6Type>, Vec<u8>) {
     assert_eq!(frame[..6], HOST_MAC, "back to the previous hop");
@@ -169,8 +153,8 @@ fn cases() -> Vec<Vec<u8>> {
 }
 
 fn check_outputs(dir: &Path, t: &FateCounters, icmp: &IcmpCounters, a_tx: u64) {
-    let a = read_pcap(&dir.join("a-out.pcap"));
-    let b = read_pcap(&dir.join("b-out.pcap"));
+    let a = pcap::read_frames(&dir.join("a-out.pcap"));
+    let b = pcap::read_frames(&dir.join("b-out.pcap"));
     assert_eq!(t.received, 9);
     assert_eq!(t.drops_of(DropCause::TtlExpired), 2);
     assert_eq!(t.drops_of(DropCause::NoRoute), 3);
@@ -237,7 +221,7 @@ fn check_outputs(dir: &Path, t: &FateCounters, icmp: &IcmpCounters, a_tx: u64) {
 #[test]
 fn each_error_type_leaves_the_ingress_port_single_thread() {
     let dir = scratch("icmp-st");
-    write_pcap(&dir.join("in.pcap"), &cases());
+    pcap::write_spaced(&dir.join("in.pcap"), &cases(), GAP);
     let cfg = config();
     let mut dp = build(&cfg, &dir).unwrap();
     let stop = AtomicBool::new(false);
@@ -275,7 +259,7 @@ fn each_error_type_leaves_the_ingress_port_single_thread() {
 #[test]
 fn each_error_type_leaves_the_ingress_port_threaded() {
     let dir = scratch("icmp-mt");
-    write_pcap(&dir.join("in.pcap"), &cases());
+    pcap::write_spaced(&dir.join("in.pcap"), &cases(), GAP);
     let cfg = config();
     let mut r = zl_dataplane::build_threaded(&cfg, &dir, &mut |_, _| Ok(None), 2).unwrap();
     let t = AtomicU64::new(0);
@@ -298,7 +282,7 @@ fn each_error_type_leaves_the_ingress_port_threaded() {
 fn a_burst_to_one_host_is_limited_to_six() {
     let dir = scratch("icmp-limit");
     let frames: Vec<Vec<u8>> = (0..20).map(|_| udp4(FAR_V4, 1, 32, true)).collect();
-    write_pcap(&dir.join("in.pcap"), &frames);
+    pcap::write_spaced(&dir.join("in.pcap"), &frames, GAP);
     let cfg = config();
     let mut dp = build(&cfg, &dir).unwrap();
     let stop = AtomicBool::new(false);
@@ -314,13 +298,13 @@ fn a_burst_to_one_host_is_limited_to_six() {
     assert_eq!(dp.totals().drops_of(DropCause::TtlExpired), 20);
     assert_eq!(dp.icmp().sent_of(IcmpKind::TimeExceeded), 6);
     assert_eq!(dp.icmp().rate_limited, 14);
-    assert_eq!(read_pcap(&dir.join("a-out.pcap")).len(), 6);
+    assert_eq!(pcap::read_frames(&dir.join("a-out.pcap")).len(), 6);
 }
 
 #[test]
 fn no_address_means_no_error_and_icmp_can_be_turned_off() {
     let dir = scratch("icmp-off");
-    write_pcap(&dir.join("in.pcap"), &cases());
+    pcap::write_spaced(&dir.join("in.pcap"), &cases(), GAP);
     let no_addr = config_with(port_a(&quoted("2001:db8:1::1/64")), port_b()).to_toml();
     let cfg = RouterConfig::from_toml(&no_addr).unwrap();
     let mut dp = build(&cfg, &dir).unwrap();
@@ -350,7 +334,7 @@ fn no_address_means_no_error_and_icmp_can_be_turned_off() {
     .unwrap();
     assert_eq!(dp.icmp().sent_total(), 0);
     assert_eq!(dp.totals().drops_of(DropCause::TooBig), 2, "still dropped");
-    assert!(read_pcap(&dir.join("a-out.pcap")).is_empty());
+    assert!(pcap::read_frames(&dir.join("a-out.pcap")).is_empty());
 }
 
 #[test]

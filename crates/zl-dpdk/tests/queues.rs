@@ -345,40 +345,6 @@ mod with_dpdk {
         assert_eq!(port.queues(), 2);
     }
 
-    /// A classic little-endian pcap file with microsecond timestamps, Ethernet link type.
-    #[cfg(feature = "zero-copy")]
-    fn write_pcap(path: &std::path::Path, frames: &[Vec<u8>]) {
-        let mut out = Vec::new();
-        out.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
-        out.extend_from_slice(&2u16.to_le_bytes());
-        out.extend_from_slice(&4u16.to_le_bytes());
-        for v in [0u32, 0, 65535, 1] {
-            out.extend_from_slice(&v.to_le_bytes());
-        }
-        for (i, f) in frames.iter().enumerate() {
-            for v in [1u32, i as u32, f.len() as u32, f.len() as u32] {
-                out.extend_from_slice(&v.to_le_bytes());
-            }
-            out.extend_from_slice(f);
-        }
-        std::fs::write(path, out).unwrap();
-    }
-
-    /// The frames of a pcap file written by `write_pcap` or net_pcap (timestamps ignored).
-    #[cfg(feature = "zero-copy")]
-    fn read_pcap(path: &std::path::Path) -> Vec<Vec<u8>> {
-        let data = std::fs::read(path).unwrap();
-        assert!(data.len() >= 24, "pcap {} too short", path.display());
-        let mut frames = Vec::new();
-        let mut at = 24;
-        while at + 16 <= data.len() {
-            let incl = u32::from_le_bytes(data[at + 8..at + 12].try_into().unwrap()) as usize;
-            frames.push(data[at + 16..at + 16 + incl].to_vec());
-            at += 16 + incl;
-        }
-        frames
-    }
-
     /// The same pcap through a forwarding loop twice, net_pcap to net_pcap: copying, then with
     /// `zero_copy` on the receiving port. The loop rewrites a byte of every frame in place (as
     /// the router rewrites headers) and lengthens every seventh frame by a byte (which moves a
@@ -394,8 +360,8 @@ mod with_dpdk {
         let frames: Vec<Vec<u8>> = (0..300)
             .map(|s| frame(s, 60 + (s as usize * 37) % 1400))
             .collect();
-        write_pcap(&input, &frames);
-        write_pcap(&empty, &[]);
+        zl_testkit::pcap::write_spaced(&input, &frames, std::time::Duration::from_micros(1));
+        zl_testkit::pcap::write_spaced(&empty, &[], std::time::Duration::from_micros(1));
         let mut outputs = Vec::new();
         for (run, zero_copy) in [false, true].into_iter().enumerate() {
             let out = dir.join(format!("out{run}.pcap"));
@@ -444,7 +410,7 @@ mod with_dpdk {
                 "one byte more every seventh"
             );
             drop((src, dst)); // closing the device writes the file
-            outputs.push(read_pcap(&out));
+            outputs.push(zl_testkit::pcap::read_frames(&out));
         }
         let want: Vec<Vec<u8>> = frames
             .iter()

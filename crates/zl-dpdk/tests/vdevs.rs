@@ -4,8 +4,6 @@
 
 #![cfg_attr(not(dpdk_available), allow(dead_code))]
 
-use std::path::Path;
-
 use zl_dpdk::{DpdkError, EalConfig};
 
 fn frame(seq: u32, len: usize) -> Vec<u8> {
@@ -18,37 +16,6 @@ fn frame(seq: u32, len: usize) -> Vec<u8> {
         *b = (i as u8).wrapping_mul(7) ^ (seq as u8);
     }
     f
-}
-
-/// A classic little-endian pcap file with microsecond timestamps, Ethernet link type.
-fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
-    let mut out = Vec::new();
-    out.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
-    out.extend_from_slice(&2u16.to_le_bytes());
-    out.extend_from_slice(&4u16.to_le_bytes());
-    for v in [0u32, 0, 65535, 1] {
-        out.extend_from_slice(&v.to_le_bytes());
-    }
-    for (i, f) in frames.iter().enumerate() {
-        for v in [1u32, i as u32, f.len() as u32, f.len() as u32] {
-            out.extend_from_slice(&v.to_le_bytes());
-        }
-        out.extend_from_slice(f);
-    }
-    std::fs::write(path, out).unwrap();
-}
-
-fn read_pcap(path: &Path) -> Vec<Vec<u8>> {
-    let data = std::fs::read(path).unwrap();
-    assert!(data.len() >= 24, "pcap {} too short", path.display());
-    let mut frames = Vec::new();
-    let mut at = 24;
-    while at + 16 <= data.len() {
-        let incl = u32::from_le_bytes(data[at + 8..at + 12].try_into().unwrap()) as usize;
-        frames.push(data[at + 16..at + 16 + incl].to_vec());
-        at += 16 + incl;
-    }
-    frames
 }
 
 #[test]
@@ -350,7 +317,7 @@ mod with_dpdk {
         let input = dir.join("in.pcap");
         let output = dir.join("out.pcap");
         let frames: Vec<Vec<u8>> = (0..50).map(|i| frame(i, 64 + i as usize)).collect();
-        write_pcap(&input, &frames);
+        zl_testkit::pcap::write_spaced(&input, &frames, std::time::Duration::from_micros(1));
         let dev = format!(
             "net_pcap0,rx_pcap={},tx_pcap={}",
             input.display(),
@@ -364,7 +331,7 @@ mod with_dpdk {
             let sent = port.send_frames(got.iter().rev().map(|f| f.as_slice()));
             assert_eq!(sent, 50);
         } // stop + close flush the output file
-        let written = read_pcap(&output);
+        let written = zl_testkit::pcap::read_frames(&output);
         let want: Vec<Vec<u8>> = frames.iter().rev().cloned().collect();
         assert_eq!(written, want);
         let _ = std::fs::remove_file(input);

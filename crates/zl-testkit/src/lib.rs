@@ -9,6 +9,8 @@
 //! - [`topology`]: the line topology `gen -- rtr -- sink` of the forwarding benchmarks and the
 //!   end-to-end tests, its UDP frame and its router config;
 //! - [`frames`]: Ethernet + IPv4 / IPv6 + UDP frames with valid checksums;
+//! - [`pcap`]: classic pcap files written and read, as Wireshark and the router's pcap ports
+//!   do;
 //! - [`config`]: a builder for the router configs the tests write, so each test names only
 //!   what it is about instead of repeating a TOML fixture;
 //! - [`conservation`]: the identity received = forwarded + dropped + queued (+ in flight),
@@ -22,15 +24,16 @@
 //!
 //! # Layers
 //!
-//! `config`, `conservation`, `frames`, `netns`, `scratch` and `source` use no other module;
-//! `lab` and `topology` build on `netns` (and `frames`, `config`); `scripts/module-cycles`
-//! checks that no import goes the other way.
+//! `config`, `conservation`, `frames`, `netns`, `pcap`, `scratch` and `source` use no other
+//! module; `lab` and `topology` build on `netns` (and `frames`, `config`);
+//! `scripts/module-cycles` checks that no import goes the other way.
 
 pub mod config;
 pub mod conservation;
 pub mod frames;
 pub mod lab;
 pub mod netns;
+pub mod pcap;
 mod scratch;
 pub mod source;
 pub mod topology;
