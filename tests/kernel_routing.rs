@@ -13,8 +13,8 @@
 use std::process::Command;
 
 use zl_testkit::lab::{
-    all_back, run_in, sender_ip, stat, tcp_flow, tcp_sink, tools, tshark, Capture, Lab, Netns,
-    SenderSpec, RECEIVER_IP,
+    all_back, kernel_router, run_in, sender_ip, stat, tcp_flow, tcp_sink, tools, tshark, Capture,
+    Lab, Netns, SenderSpec, RECEIVER_IP,
 };
 
 /// The binary the lab runs (only the root package's tests know where Cargo built it).
@@ -33,16 +33,6 @@ const ICMP_TOOLS: &[(&str, &str, &str)] = &[
     ("tshark", "-v", "tshark"),
     ("timeout", "--version", "coreutils"),
 ];
-
-fn kernel_config() -> String {
-    "[run]\npool_buffers = 65536\n\n\
-     [routing]\nsource = \"kernel\"\nunres_qlen = 8\n\n\
-     [[ports]]\nname = \"r0\"\nkind = \"af-xdp\"\nmac = \"02:00:00:09:01:01\"\naf_xdp = { ifname = \"r0\" }\n\n\
-     [[ports]]\nname = \"rx\"\nkind = \"af-xdp\"\nmac = \"02:00:00:09:64:01\"\naf_xdp = { ifname = \"rx\" }\n\n\
-     [qos]\nlink_rate_bps = 1_000_000_000\n\
-     [[qos.classes]]\nname = \"be\"\nweight = 1\nmax_packets = 1000\n"
-        .to_owned()
-}
 
 /// The lab with addresses on the router (IPv4 and IPv6) and hosts that know it only by its
 /// address.
@@ -134,7 +124,7 @@ fn kernel_routes_and_neighbours_forward_both_ways_v4_v6_and_tcp() {
     let Some(mut lab) = lab(TEST) else {
         return;
     };
-    lab.start(TEST, &kernel_config());
+    lab.start(TEST, &kernel_router(true).to_toml());
     let (snd, rcv) = (&lab.senders[0], &lab.rcv);
     // The very first echo goes to a next hop (the receiver) nobody has resolved: it waits in
     // zlrouter's queue while the kernel resolves it, and is delivered (5 of 5).
@@ -174,7 +164,7 @@ fn ip_route_add_and_del_change_forwarding_at_once_without_loss_elsewhere() {
     lab.rcv
         .ip(&["addr", "add", "10.77.0.2/16", "dev", "lo"])
         .unwrap();
-    lab.start(TEST, &kernel_config());
+    lab.start(TEST, &kernel_router(true).to_toml());
     let snd = &lab.senders[0];
     all_back(snd, RECEIVER_IP, 2, &[]).expect("warm-up: the receiver resolved");
     let (ok, _) = ping(snd, &["-c", "1", "10.77.0.2"]);
@@ -237,7 +227,7 @@ fn tracepath_shows_the_router_and_unrouted_destinations_are_unreachable() {
     lab.rtr
         .ip(&["link", "set", "r0", "address", R0_MAC])
         .unwrap();
-    let config = kernel_config().replace("mac = \"02:00:00:09:01:01\"\n", "");
+    let config = kernel_router(false).to_toml();
     assert!(!config.contains("02:00:00:09:01:01"));
     lab.start(TEST, &config);
     let snd = &lab.senders[0];
@@ -360,7 +350,7 @@ fn a_smaller_egress_mtu_gets_frag_needed_and_packet_too_big() {
     };
     lab.rtr.ip(&["link", "set", "rx", "mtu", "1400"]).unwrap();
     lab.rcv.ip(&["link", "set", "s0", "mtu", "1400"]).unwrap();
-    lab.start(TEST, &kernel_config());
+    lab.start(TEST, &kernel_router(true).to_toml());
     let snd = &lab.senders[0];
     all_back(snd, RECEIVER_IP, 2, &[]).expect("warm-up: the receiver resolved");
     all_back(snd, "2001:db8:100::2", 2, &["-6"]).expect("warm-up over IPv6");
@@ -460,7 +450,7 @@ fn a_next_hop_that_never_resolves_gets_host_unreachable() {
     lab.rtr
         .ip(&["route", "add", "blackhole", "10.88.0.0/16"])
         .unwrap();
-    lab.start(TEST, &kernel_config());
+    lab.start(TEST, &kernel_router(true).to_toml());
     let snd = &lab.senders[0];
     let (ok, text) = run_in(snd, 10, &["ping", "-n", "-c", "1", "-W", "1", "10.88.0.1"]);
     assert!(
@@ -500,8 +490,9 @@ fn run_engine(test: &str, rx_workers: u32) -> Option<String> {
     lab.rcv
         .ip(&["addr", "add", "10.77.0.2/16", "dev", "lo"])
         .unwrap();
-    let config =
-        kernel_config().replacen("[run]\n", &format!("[run]\nrx_workers = {rx_workers}\n"), 1);
+    let config = kernel_router(true)
+        .set("run", "rx_workers", rx_workers)
+        .to_toml();
     lab.start(test, &config);
     let (snd, rcv) = (&lab.senders[0], &lab.rcv);
     let engine = format!("rx_workers = {rx_workers}");

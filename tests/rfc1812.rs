@@ -28,7 +28,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use zl_testkit::lab::{
-    all_back, run_in, sender_ip, stat, tools, tshark, Capture, Lab, Netns, SenderSpec, RECEIVER_IP,
+    all_back, kernel_router, run_in, sender_ip, stat, tools, tshark, Capture, Lab, Netns,
+    SenderSpec, RECEIVER_IP,
 };
 
 /// The binary the lab runs (only the root package's tests know where Cargo built it).
@@ -38,16 +39,6 @@ const ZLROUTER: &str = env!("CARGO_BIN_EXE_zlrouter");
 const R0_MAC: [u8; 6] = [2, 0, 0, 9, 1, 1];
 const SND_MAC: [u8; 6] = [2, 0, 0, 9, 1, 2];
 const R0_MAC_TEXT: &str = "02:00:00:09:01:01";
-
-fn kernel_config() -> String {
-    "[run]\npool_buffers = 65536\n\n\
-     [routing]\nsource = \"kernel\"\nunres_qlen = 8\n\n\
-     [[ports]]\nname = \"r0\"\nkind = \"af-xdp\"\nmac = \"02:00:00:09:01:01\"\naf_xdp = { ifname = \"r0\" }\n\n\
-     [[ports]]\nname = \"rx\"\nkind = \"af-xdp\"\nmac = \"02:00:00:09:64:01\"\naf_xdp = { ifname = \"rx\" }\n\n\
-     [qos]\nlink_rate_bps = 1_000_000_000\n\
-     [[qos.classes]]\nname = \"be\"\nweight = 1\nmax_packets = 1000\n"
-        .to_owned()
-}
 
 /// What the tests drive (`.ci/run` installs them).
 const TOOLS: &[(&str, &str, &str)] = &[
@@ -340,7 +331,7 @@ fn no_error_to_non_hosts_broadcasts_not_held_and_ttl_before_the_neighbour() {
     let Some(mut lab) = lab(TEST) else {
         return;
     };
-    lab.start(TEST, &kernel_config());
+    lab.start(TEST, &kernel_router(true).to_toml());
     let snd = &lab.senders[0];
     // tshark says it captures a moment before it does: the warm-up's echoes cover that.
     let mut cap = Capture::start(snd, "g0", lab.dir.join("sender.pcapng"));
@@ -472,7 +463,7 @@ fn an_mtu_lowered_while_running_is_announced_in_frag_needed_and_packet_too_big()
     let Some(mut lab) = lab(TEST) else {
         return;
     };
-    lab.start(TEST, &kernel_config());
+    lab.start(TEST, &kernel_router(true).to_toml());
     let (snd, rtr, rcv) = (&lab.senders[0], &lab.rtr, &lab.rcv);
     all_back(snd, RECEIVER_IP, 2, &["-M", "do", "-s", "1472"]).expect("1500 octets pass");
     all_back(snd, "2001:db8:100::2", 2, &["-6", "-M", "do", "-s", "1452"])
@@ -551,7 +542,7 @@ fn a_scan_of_new_on_link_destinations_costs_no_pings_to_a_known_neighbour() {
     let Some(mut lab) = lab(TEST) else {
         return;
     };
-    lab.start(TEST, &kernel_config());
+    lab.start(TEST, &kernel_router(true).to_toml());
     let (snd, rtr) = (&lab.senders[0], &lab.rtr);
     all_back(snd, RECEIVER_IP, 2, &[]).expect("warm-up: the receiver resolved");
 

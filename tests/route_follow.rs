@@ -12,7 +12,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use zl_testkit::lab::{sender_ip, stat, Lab, SenderSpec, RECEIVER_IP};
+use zl_testkit::lab::{kernel_router, sender_ip, stat, Lab, SenderSpec, RECEIVER_IP};
 
 /// The binary the lab runs (only the root package's tests know where Cargo built it).
 const ZLROUTER: &str = env!("CARGO_BIN_EXE_zlrouter");
@@ -20,16 +20,6 @@ const ZLROUTER: &str = env!("CARGO_BIN_EXE_zlrouter");
 const ROUTES: u32 = 20_000;
 /// How long zlrouter may take to follow the whole batch once `ip -batch` returned.
 const BOUND: Duration = Duration::from_secs(5);
-
-fn kernel_config() -> String {
-    "[run]\npool_buffers = 65536\n\n\
-     [routing]\nsource = \"kernel\"\nunres_qlen = 8\n\n\
-     [[ports]]\nname = \"r0\"\nkind = \"af-xdp\"\nmac = \"02:00:00:09:01:01\"\naf_xdp = { ifname = \"r0\" }\n\n\
-     [[ports]]\nname = \"rx\"\nkind = \"af-xdp\"\nmac = \"02:00:00:09:64:01\"\naf_xdp = { ifname = \"rx\" }\n\n\
-     [qos]\nlink_rate_bps = 1_000_000_000\n\
-     [[qos.classes]]\nname = \"be\"\nweight = 1\nmax_packets = 1000\n"
-        .to_owned()
-}
 
 /// The `i`th route's prefix: /24s from 10.128.0.0 on.
 fn prefix(i: u32) -> String {
@@ -118,7 +108,7 @@ fn twenty_thousand_routes_added_and_deleted_are_followed_without_loss_elsewhere(
         rcv.ip(&["addr", "add", &format!("{last}/32"), "dev", "lo"])
             .unwrap();
     }
-    lab.start(TEST, &kernel_config());
+    lab.start(TEST, &kernel_router(true).to_toml());
     assert!(
         until(&lab, RECEIVER_IP, true).is_some(),
         "warm-up: the receiver is not reachable"

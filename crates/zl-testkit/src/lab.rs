@@ -28,6 +28,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::config::{quoted, ClassToml, PortToml, QosToml, RouterToml};
+
 pub use crate::netns::{is_root, skip, Netns};
 
 /// The receiver's address.
@@ -969,4 +971,26 @@ pub fn tshark(file: &Path, filter: &str, fields: &[&str]) -> Vec<String> {
         .lines()
         .map(str::to_owned)
         .collect()
+}
+
+/// The router of the kernel-routing tests (`[routing] source = "kernel"`, `unres_qlen = 8`):
+/// the first sender's port `r0` (with its lab MAC when `r0_mac`, else the interface's own) and
+/// `rx` on AF_XDP, no route or neighbour of its own, one best-effort class of 1000 packets on
+/// a 1 Gbit/s link. The tests add what they vary (`rx_workers`, ...) to the builder.
+pub fn kernel_router(r0_mac: bool) -> RouterToml {
+    let mut r0 = PortToml::af_xdp("r0", "r0");
+    if r0_mac {
+        r0 = r0.set("mac", quoted(&router_mac(0)));
+    }
+    RouterToml::new()
+        .set("run", "pool_buffers", 65536)
+        .set("routing", "source", quoted("kernel"))
+        .set("routing", "unres_qlen", 8)
+        .port(r0)
+        .port(PortToml::af_xdp("rx", "rx").set("mac", quoted(RX_MAC)))
+        .qos(
+            QosToml::new()
+                .set("link_rate_bps", 1_000_000_000)
+                .class(ClassToml::new("be").weight(1).max_packets(1000)),
+        )
 }
