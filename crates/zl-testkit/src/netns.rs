@@ -1,9 +1,10 @@
 //! Throw-away network namespaces for the tests and benchmarks (Linux, root).
 //!
 //! A [`Netns`] is created with a unique `<prefix>-` name (`zlr-` unless a test binary set
-//! its own prefix with [`set_prefix`]) and deleted on drop, also when a test panics; interfaces inside it (veth pairs) go with it. [`Netns::run_in`] and
-//! [`Netns::spawn_in`] run a closure on a fresh thread that has joined the namespace, so the
-//! caller's thread never changes namespace.
+//! its own prefix with [`set_prefix`]) and deleted on drop, also when a test panics;
+//! interfaces inside it (veth pairs) go with it; [`veth_pair`] makes one with a veth pair in
+//! it. [`Netns::run_in`] and [`Netns::spawn_in`] run a closure on a fresh thread that has
+//! joined the namespace, so the caller's thread never changes namespace.
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -217,6 +218,27 @@ impl Netns {
     }
 }
 
+/// A fresh namespace (tag `ns_tag`) with one veth pair `<if_prefix>a<n>` <-> `<if_prefix>b<n>`
+/// in it, `n` from the pid: the setup of the tests that run routers on the two ends of one
+/// link. `Err` is why it cannot be made here (not root, no namespaces, no veth), for
+/// [`skip`]. Interface names have at most 15 bytes (IFNAMSIZ), so `if_prefix` at most 9.
+pub fn veth_pair(ns_tag: &str, if_prefix: &str) -> Result<(Netns, String, String), String> {
+    assert!(
+        if_prefix.len() <= 9,
+        "{if_prefix}: interface names have at most 15 bytes"
+    );
+    if !is_root() {
+        return Err("needs root".into());
+    }
+    let ns =
+        Netns::create(ns_tag).map_err(|e| format!("cannot create a network namespace: {e}"))?;
+    let tag = std::process::id() % 100_000;
+    let (a, b) = (format!("{if_prefix}a{tag}"), format!("{if_prefix}b{tag}"));
+    ns.add_veth_pair(&a, &b)
+        .map_err(|e| format!("cannot create a veth pair: {e}"))?;
+    Ok((ns, a, b))
+}
+
 impl Drop for Netns {
     fn drop(&mut self) {
         let _ = run(Command::new("ip").args(["netns", "del", &self.name]));
@@ -259,5 +281,23 @@ impl Netns {
             })?;
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_veth_pair_comes_up_inside_its_namespace() {
+        let (ns, a, b) = match veth_pair("vethpair", "zltkv") {
+            Ok(made) => made,
+            Err(why) => return skip("veth_pair test", &why),
+        };
+        for dev in [&a, &b] {
+            assert!(dev.len() <= 15, "{dev}");
+            ns.wait_oper_up(dev, std::time::Duration::from_secs(5))
+                .unwrap();
+        }
     }
 }
