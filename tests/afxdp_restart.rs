@@ -12,36 +12,28 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
+use zl_testkit::config::{quoted, ClassToml, PortToml, QosToml, RouterToml};
 use zl_testkit::lab::lines_of;
-use zl_testkit::netns::{is_root, Netns};
+use zl_testkit::netns::{veth_pair, Netns};
 
 fn skip(why: &str) {
     zl_testkit::netns::skip("AF_XDP restart after kill -9", why);
 }
 
-const ROUTER: &str = r#"
-[[ports]]
-name = "a"
-kind = "af-xdp"
-mac = "02:00:00:00:0c:0a"
-af_xdp = { ifname = "IFA" }
-
-[[ports]]
-name = "out"
-kind = "sink"
-mac = "02:00:00:00:0c:0b"
-
-[[routes]]
-prefix = "10.78.1.0/24"
-port = "out"
-next_hop_mac = "02:00:00:00:0c:fe"
-
-[qos]
-link_rate_bps = 1_000_000_000
-[[qos.classes]]
-name = "be"
-weight = 1
-"#;
+/// The router on veth end `ifname`: its AF_XDP port is the one restarted; what it receives
+/// is routed to a sink.
+fn router(ifname: &str) -> String {
+    RouterToml::new()
+        .port(PortToml::af_xdp("a", ifname).set("mac", quoted("02:00:00:00:0c:0a")))
+        .port(PortToml::sink("out", "02:00:00:00:0c:0b"))
+        .route("10.78.1.0/24", "out", Some("02:00:00:00:0c:fe"))
+        .qos(
+            QosToml::new()
+                .set("link_rate_bps", 1_000_000_000)
+                .class(ClassToml::new("be").weight(1)),
+        )
+        .to_toml()
+}
 
 /// A router started by this test; killed (by its PID) and reaped on drop.
 struct Router {
@@ -100,21 +92,13 @@ impl Router {
 
 #[test]
 fn restarts_right_after_kill_9_come_up() {
-    if !is_root() {
-        return skip("needs root");
-    }
     zl_testkit::netns::set_prefix("zlcap");
-    let ns = match Netns::create("restart") {
-        Ok(ns) => ns,
-        Err(e) => return skip(&format!("cannot create a network namespace: {e}")),
+    let (ns, ifa, _) = match veth_pair("restart", "zlcp") {
+        Ok(made) => made,
+        Err(why) => return skip(&why),
     };
-    let tag = std::process::id() % 100_000;
-    let (ifa, ifb) = (format!("zlcpa{tag}"), format!("zlcpb{tag}"));
-    if let Err(e) = ns.add_veth_pair(&ifa, &ifb) {
-        return skip(&format!("cannot create a veth pair: {e}"));
-    }
     let dir = common::scratch("afxdp-restart");
-    std::fs::write(dir.join("router.toml"), ROUTER.replace("IFA", &ifa)).unwrap();
+    std::fs::write(dir.join("router.toml"), router(&ifa)).unwrap();
 
     // 1. Started, killed with SIGKILL, started again at once (no pause), 6 times: every
     //    start comes up.
