@@ -13,8 +13,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
+use zl_testkit::config::{quoted, ClassToml, FlowToml, PortToml, QosToml, RouterToml};
 use zl_testkit::lab::lines_of;
-use zl_testkit::netns::{is_root, Netns};
+use zl_testkit::netns::{veth_pair, Netns};
 
 fn skip(why: &str) {
     zl_testkit::netns::skip("service capabilities test", why);
@@ -35,62 +36,41 @@ fn unit_caps() -> Vec<String> {
     line.split_whitespace().map(str::to_owned).collect()
 }
 
-const RECEIVER: &str = r#"
-[[ports]]
-name = "a"
-kind = "af-xdp"
-mac = "02:00:00:00:0a:0a"
-af_xdp = { ifname = "IFA" }
+/// Both routers' egress: a 1 Gbit/s link, one best-effort class.
+fn gigabit_be() -> QosToml {
+    QosToml::new()
+        .set("link_rate_bps", 1_000_000_000)
+        .class(ClassToml::new("be").weight(1))
+}
 
-[[ports]]
-name = "out"
-kind = "sink"
-mac = "02:00:00:00:0a:0b"
+/// The router under test, on veth end `ifname`: what its AF_XDP port receives is routed to
+/// a sink.
+fn receiver(ifname: &str) -> String {
+    RouterToml::new()
+        .port(PortToml::af_xdp("a", ifname).set("mac", quoted("02:00:00:00:0a:0a")))
+        .port(PortToml::sink("out", "02:00:00:00:0a:0b"))
+        .route("10.77.1.0/24", "out", Some("02:00:00:00:0a:fe"))
+        .qos(gigabit_be())
+        .to_toml()
+}
 
-[[routes]]
-prefix = "10.77.1.0/24"
-port = "out"
-next_hop_mac = "02:00:00:00:0a:fe"
-
-[qos]
-link_rate_bps = 1_000_000_000
-[[qos.classes]]
-name = "be"
-weight = 1
-"#;
-
-const SENDER: &str = r#"
-[run]
-duration_s = 0.2
-
-[[ports]]
-name = "gen"
-kind = "generator"
-mac = "02:00:00:00:0b:01"
-[[ports.generator.flows]]
-name = "probe"
-rate_bps = 800_000
-size = 100
-src = "10.77.0.2"
-dst = "10.77.1.1"
-
-[[ports]]
-name = "b"
-kind = "af-xdp"
-mac = "02:00:00:00:0b:0b"
-af_xdp = { ifname = "IFB" }
-
-[[routes]]
-prefix = "10.77.1.0/24"
-port = "b"
-next_hop_mac = "02:00:00:00:0a:0a"
-
-[qos]
-link_rate_bps = 1_000_000_000
-[[qos.classes]]
-name = "be"
-weight = 1
-"#;
+/// The root sender on veth end `ifname`: 0.2 s of 800 kbit/s of 100-byte frames (200
+/// frames) out of its AF_XDP port, to the receiver's MAC.
+fn sender(ifname: &str) -> String {
+    RouterToml::new()
+        .set("run", "duration_s", 0.2)
+        .port(
+            PortToml::generator("gen", "02:00:00:00:0b:01").flow(
+                FlowToml::udp("probe", "10.77.0.2", "10.77.1.1")
+                    .rate_bps(800_000)
+                    .size(100),
+            ),
+        )
+        .port(PortToml::af_xdp("b", ifname).set("mac", quoted("02:00:00:00:0b:0b")))
+        .route("10.77.1.0/24", "b", Some("02:00:00:00:0a:0a"))
+        .qos(gigabit_be())
+        .to_toml()
+}
 
 /// The router in `ns` as uid/gid 65534 with exactly `caps` (inheritable, ambient and
 /// bounding), RLIMIT_MEMLOCK at `memlock` bytes when given.
@@ -182,9 +162,6 @@ fn exit_of(mut child: Child) -> Option<(std::process::ExitStatus, String)> {
 
 #[test]
 fn the_units_capabilities_suffice_and_each_is_needed() {
-    if !is_root() {
-        return skip("needs root");
-    }
     for tool in ["setpriv", "prlimit"] {
         if Command::new(tool).arg("--version").output().is_err() {
             return skip(&format!("{tool} (util-linux) is not installed"));
@@ -193,18 +170,13 @@ fn the_units_capabilities_suffice_and_each_is_needed() {
     let caps = unit_caps();
     assert!(caps.len() >= 3, "{caps:?}");
     zl_testkit::netns::set_prefix("zlxc");
-    let ns = match Netns::create("svc") {
-        Ok(ns) => ns,
-        Err(e) => return skip(&format!("cannot create a network namespace: {e}")),
+    let (ns, ifa, ifb) = match veth_pair("svc", "zlxc") {
+        Ok(made) => made,
+        Err(why) => return skip(&why),
     };
-    let tag = std::process::id() % 100_000;
-    let (ifa, ifb) = (format!("zlxca{tag}"), format!("zlxcb{tag}"));
-    if let Err(e) = ns.add_veth_pair(&ifa, &ifb) {
-        return skip(&format!("cannot create a veth pair: {e}"));
-    }
     let dir = common::scratch("service-caps");
-    std::fs::write(dir.join("receiver.toml"), RECEIVER.replace("IFA", &ifa)).unwrap();
-    std::fs::write(dir.join("sender.toml"), SENDER.replace("IFB", &ifb)).unwrap();
+    std::fs::write(dir.join("receiver.toml"), receiver(&ifa)).unwrap();
+    std::fs::write(dir.join("sender.toml"), sender(&ifb)).unwrap();
 
     // With exactly the unit's capabilities, as an unprivileged uid: it forwards.
     let mut reaper = Reaper(vec![spawn_limited(&ns, &dir, &caps, None)]);
