@@ -10,50 +10,36 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
+use zl_testkit::config::{quoted, ClassToml, FlowToml, PortToml, QosToml, RouterToml};
 
 /// 1000-byte frames at 200 Mbit/s into a 10 Mbit/s shaper with a short tail-drop queue:
-/// nearly every packet is dropped and captured; `capture` is the `[capture]` table's lines.
-/// The single-thread loop on virtual time runs as fast as it can (drops in the hundreds of
-/// thousands per second of wall time, more than the writer takes: the ring overflows too).
-fn overload(capture: &str) -> String {
-    format!(
-        r#"
-[run]
-duration_s = 100000.0
-
-[[ports]]
-name = "gen"
-kind = "generator"
-mac = "02:00:00:00:00:01"
-[[ports.generator.flows]]
-name = "flood"
-rate_bps = 200_000_000
-size = 1000
-src = "10.0.0.1"
-dst = "192.0.2.1"
-
-[[ports]]
-name = "out"
-kind = "sink"
-mac = "02:00:00:00:00:02"
-
-[qos]
-shaper = {{ rate_bps = 10_000_000 }}
-classifier = {{ default_class = "be", standard = false }}
-[[qos.classes]]
-name = "be"
-weight = 1
-max_packets = 16
-
-[[routes]]
-prefix = "0.0.0.0/0"
-port = "out"
-next_hop_mac = "02:00:00:00:00:fe"
-
-[capture]
-{capture}
-"#
-    )
+/// nearly every packet is dropped and captured into `capture_file`; tests add the rest of
+/// their `[capture]` table with `.set("capture", ...)`. The single-thread loop on virtual time
+/// runs as fast as it can (drops in the hundreds of thousands per second of wall time, more
+/// than the writer takes: the ring overflows too).
+fn overload(capture_file: &str) -> RouterToml {
+    RouterToml::new()
+        // Far longer than any test lets it run: each one ends it with a signal.
+        .set("run", "duration_s", "100000.0")
+        .port(
+            PortToml::generator("gen", "02:00:00:00:00:01").flow(
+                FlowToml::udp("flood", "10.0.0.1", "192.0.2.1")
+                    .rate_bps(200_000_000)
+                    .size(1000),
+            ),
+        )
+        .port(common::sink_out())
+        .route("0.0.0.0/0", "out", Some(common::NEXT_HOP_MAC))
+        .qos(
+            QosToml::new()
+                .set("shaper", "{ rate_bps = 10_000_000 }")
+                .set(
+                    "classifier",
+                    r#"{ default_class = "be", standard = false }"#,
+                )
+                .class(ClassToml::new("be").weight(1).max_packets(16)),
+        )
+        .set("capture", "file", quoted(capture_file))
 }
 
 /// Whether tshark is here; skipped (SKIPPED, or a failure under `ZLR_REQUIRE_ENV`) if not.
@@ -116,7 +102,13 @@ fn a_capture_cut_by_kill_9_reads_to_its_end() {
     for (round, after_ms) in [50u64, 100, 150, 200, 250].into_iter().enumerate() {
         let dir = common::scratch(&format!("capture-kill9-{round}"));
         let cfg = dir.join("flood.toml");
-        std::fs::write(&cfg, overload("file = \"drops.pcapng\"\nsnap_len = 200")).unwrap();
+        std::fs::write(
+            &cfg,
+            overload("drops.pcapng")
+                .set("capture", "snap_len", 200)
+                .to_toml(),
+        )
+        .unwrap();
         let running = common::spawn_until_progress(&["run", cfg.to_str().unwrap(), "--json"]);
         std::thread::sleep(std::time::Duration::from_millis(after_ms));
         let Some((out, rest)) = common::signal_and_wait(running, "-KILL") else {
@@ -187,7 +179,7 @@ fn a_full_disk_is_named_while_running_and_the_file_stays_whole() {
         Err(e) => return zl_testkit::netns::skip(TEST, &format!("cannot mount a tmpfs: {e}")),
     };
     let cfg = dir.join("flood.toml");
-    std::fs::write(&cfg, overload("file = \"small/drops.pcapng\"")).unwrap();
+    std::fs::write(&cfg, overload("small/drops.pcapng").to_toml()).unwrap();
     let mut running = common::spawn_until_progress(&["run", cfg.to_str().unwrap(), "--json"]);
     // While it runs: the router is still up when the reason appears (the 64 KiB can fill
     // before the first progress line, which `seen` already holds).
@@ -275,7 +267,11 @@ fn a_restart_after_kill_9_keeps_the_crashed_runs_capture() {
     // 64 KiB (about 200 blocks of ~300 bytes) a few tenths of a second apart.
     std::fs::write(
         &cfg,
-        overload("file = \"drops.pcapng\"\nsnap_len = 200\nrate_pps = 20\nrotate_bytes = 65536"),
+        overload("drops.pcapng")
+            .set("capture", "snap_len", 200)
+            .set("capture", "rate_pps", 20)
+            .set("capture", "rotate_bytes", 65536)
+            .to_toml(),
     )
     .unwrap();
     let holds_packets =
@@ -357,7 +353,10 @@ fn a_capture_that_cannot_be_moved_is_left_whole_and_the_router_runs() {
     let cfg = dir.join("flood.toml");
     std::fs::write(
         &cfg,
-        overload("file = \"small/drops.pcapng\"\nsnap_len = 200\nrate_pps = 20"),
+        overload("small/drops.pcapng")
+            .set("capture", "snap_len", 200)
+            .set("capture", "rate_pps", 20)
+            .to_toml(),
     )
     .unwrap();
     let path = fs.0.join("drops.pcapng");
