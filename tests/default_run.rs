@@ -10,6 +10,7 @@ use zl_control::control::ControlThread;
 use zl_control::metrics::MetricsHub;
 use zl_core::Nanos;
 use zl_dataplane::{RouterConfig, StopReason, DEFAULT_CONFIG};
+use zl_testkit::config::{quoted, ClassToml, PortToml, QosToml, RouterToml};
 
 /// The best-effort class's counters over its colors (the default's class `be`).
 fn best_effort(dp: &zl_dataplane::Dataplane) -> zl_qos::ColorStats {
@@ -255,38 +256,29 @@ fn cli_stats_reads_a_metrics_endpoint() {
 #[test]
 fn cli_check_reports_a_missing_af_xdp_interface_and_unknown_backend_keys() {
     let dir = common::scratch("cli-af-xdp");
-    let base = r#"
-[[ports]]
-name = "wan0"
-kind = "af-xdp"
-mac = "02:00:00:00:00:01"
-af_xdp = { ifname = "zlr-nosuch0" EXTRA}
-
-[[ports]]
-name = "out"
-kind = "sink"
-mac = "02:00:00:00:00:02"
-
-[[routes]]
-prefix = "0.0.0.0/0"
-port = "out"
-next_hop_mac = "02:00:00:00:00:03"
-
-[qos]
-link_rate_bps = 1_000_000_000
-[[qos.classes]]
-name = "be"
-weight = 1
-"#;
-    for (extra, needles) in [
-        ("", vec!["port `wan0`", "zlr-nosuch0"]),
+    // `wan0`, an AF_XDP port on an interface that does not exist, routing all to a sink.
+    let config = |wan0: PortToml| {
+        RouterToml::new()
+            .port(wan0.set("mac", quoted("02:00:00:00:00:01")))
+            .port(PortToml::sink("out", "02:00:00:00:00:02"))
+            .route("0.0.0.0/0", "out", Some("02:00:00:00:00:03"))
+            .qos(
+                QosToml::new()
+                    .set("link_rate_bps", 1_000_000_000)
+                    .class(ClassToml::new("be").weight(1)),
+            )
+            .to_toml()
+    };
+    let wan0 = PortToml::af_xdp("wan0", "zlr-nosuch0");
+    for (text, needles) in [
+        (config(wan0.clone()), vec!["port `wan0`", "zlr-nosuch0"]),
         (
-            ", bogus = 1",
+            config(wan0.sub("af_xdp", "bogus", 1)),
             vec!["port `wan0`", "ports[0].af_xdp", "unknown field `bogus`"],
         ),
     ] {
         let path = dir.join("afxdp.toml");
-        std::fs::write(&path, base.replace("EXTRA", extra)).unwrap();
+        std::fs::write(&path, text).unwrap();
         let out = zlrouter(&["check", path.to_str().unwrap()]);
         assert_eq!(out.status.code(), Some(2));
         let err = String::from_utf8_lossy(&out.stderr);
