@@ -15,6 +15,7 @@ use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
+use zl_testkit::config::{quoted, ClassToml, PortToml, QosToml, RouterToml};
 use zl_testkit::pcap;
 
 /// The input traces' frames, this far apart.
@@ -33,59 +34,57 @@ fn zlrouter(args: &[&str]) -> Output {
         .expect("zlrouter runs")
 }
 
-/// A routed config with two DPDK ports; `extra` goes at the top level (before the ports),
-/// `in_extra` into the input port's `dpdk` inline table.
-fn config(dir: &Path, eal: &str, in_extra: &str) -> String {
-    let d = dir.display();
-    let device = format!("net_pcap0,rx_pcap={d}/in.pcap,tx_pcap={d}/in-tx.pcap");
-    config_device(dir, eal, &device, in_extra)
+/// The input port `in` on `device`.
+fn input(device: &str) -> PortToml {
+    PortToml::dpdk("in", "02:00:00:00:0d:01", device)
 }
 
-/// As [`config`], the input port's device devargs given.
-fn config_device(dir: &Path, eal: &str, in_device: &str, in_extra: &str) -> String {
+/// The input port on the one-queue trace `in.pcap` in `dir`.
+fn pcap_input(dir: &Path) -> PortToml {
     let d = dir.display();
-    format!(
-        r#"
-{eal}
-
-[parse]
-flow_key = "src-dst"
-
-[[ports]]
-name = "in"
-kind = "dpdk"
-mac = "02:00:00:00:0d:01"
-dpdk = {{ device = "{in_device}"{in_extra} }}
-
-[[ports]]
-name = "out"
-kind = "dpdk"
-mac = "02:00:00:00:0d:02"
-dpdk = {{ device = "net_pcap1,rx_pcap={d}/empty.pcap,tx_pcap={d}/out.pcap" }}
-
-[[routes]]
-prefix = "198.51.100.0/24"
-port = "out"
-next_hop_mac = "02:00:00:00:0d:fe"
-
-[qos]
-link_rate_bps = 10_000_000
-shaper = {{ rate_bps = 10_000_000 }}
-classifier = {{ default_class = "be", standard = false }}
-
-[[qos.classes]]
-name = "be"
-weight = 1
-max_packets = 200
-aqm = {{ kind = "zl-red", ecn = true, th_min = 5, p_max = 0.15, a = 10, zombie = {{ m = 100, p_swap = 0.25 }} }}
-"#
-    )
+    input(&format!(
+        "net_pcap0,rx_pcap={d}/in.pcap,tx_pcap={d}/in-tx.pcap"
+    ))
 }
 
-fn eal_table(prefix: &str) -> String {
+/// The two DPDK ports, `input` and `out` (writing `out.pcap` in `dir`), and ZL-RED with ECN
+/// behind a 10 Mbit/s shaper: [`config`] without its route.
+fn unrouted(dir: &Path, input: PortToml) -> RouterToml {
+    let d = dir.display();
+    RouterToml::new()
+        .set("parse", "flow_key", quoted("src-dst"))
+        .port(input)
+        .port(PortToml::dpdk(
+            "out",
+            "02:00:00:00:0d:02",
+            &format!("net_pcap1,rx_pcap={d}/empty.pcap,tx_pcap={d}/out.pcap"),
+        ))
+        .qos(
+            QosToml::shaped(10_000_000)
+                .set(
+                    "classifier",
+                    r#"{ default_class = "be", standard = false }"#,
+                )
+                .class(ClassToml::new("be").weight(1).max_packets(200).aqm(
+                    "{ kind = \"zl-red\", ecn = true, th_min = 5, p_max = 0.15, a = 10, \
+                     zombie = { m = 100, p_swap = 0.25 } }",
+                )),
+        )
+}
+
+/// The routed config with two DPDK ports: 198.51.100.0/24 leaves by `out` to the next hop
+/// [`NEXT_HOP_MAC`]. Tests add the EAL arguments (`[dpdk]`).
+fn config(dir: &Path, input: PortToml) -> RouterToml {
+    unrouted(dir, input).route("198.51.100.0/24", "out", Some("02:00:00:00:0d:fe"))
+}
+
+/// The EAL arguments (`[dpdk] args`) of a run without hugepages or PCI devices, its files
+/// under `--file-prefix prefix`.
+fn eal_args(prefix: &str) -> String {
     format!(
-        "[dpdk]\nargs = [\"--no-huge\", \"--no-pci\", \"-m\", \"256\", \"--file-prefix\", \
-         \"{prefix}\", \"-l\", \"0\", \"--log-level=*:warning\"]"
+        "[\"--no-huge\", \"--no-pci\", \"-m\", \"256\", \"--file-prefix\", {}, \"-l\", \"0\", \
+         \"--log-level=*:warning\"]",
+        quoted(prefix)
     )
 }
 
@@ -103,42 +102,54 @@ fn check_fails_naming(dir: &Path, text: &str, needles: &[&str]) {
 #[test]
 fn bad_dpdk_values_are_rejected_naming_the_key() {
     let dir = common::scratch("dpdk-config-bad");
-    let eal = eal_table("zlr-dpdkcfg-bad");
+    let eal = eal_args("zlr-dpdkcfg-bad");
+    // The config with `key = value` added to the input port's `[ports.dpdk]`.
+    let bad_input = |key: &str, value: u32| {
+        config(&dir, pcap_input(&dir).sub("dpdk", key, value))
+            .set("dpdk", "args", &eal)
+            .to_toml()
+    };
     check_fails_naming(
         &dir,
-        &config(&dir, &eal, ", mbufs = 10"),
+        &bad_input("mbufs", 10),
         &["port `in`", "ports[0].dpdk", "mbufs 10"],
     );
     check_fails_naming(
         &dir,
-        &config(&dir, &eal, ", bogus = 1"),
+        &bad_input("bogus", 1),
         &["ports[0].dpdk", "unknown field `bogus`"],
     );
     check_fails_naming(
         &dir,
-        &config(&dir, &eal, ", rx_descriptors = 0"),
+        &bad_input("rx_descriptors", 0),
         &["ports[0].dpdk", "rx_descriptors"],
     );
     check_fails_naming(
         &dir,
-        &config(&dir, "[dpdk]\nargs = [\"--no-huge\", \"\"]", ""),
+        &config(&dir, pcap_input(&dir))
+            .set("dpdk", "args", r#"["--no-huge", ""]"#)
+            .to_toml(),
         &["`dpdk`", "args[1]"],
     );
     check_fails_naming(
         &dir,
-        &config(&dir, "[dpdk]\nargs = [\"--no-huge\"]\nhuge = false", ""),
+        &config(&dir, pcap_input(&dir))
+            .set("dpdk", "args", r#"["--no-huge"]"#)
+            .set("dpdk", "huge", false)
+            .to_toml(),
         &["`dpdk`", "unknown field `huge`"],
     );
     check_fails_naming(
         &dir,
-        &config(&dir, "[dpdk]\nargs = 5", ""),
+        &config(&dir, pcap_input(&dir))
+            .set("dpdk", "args", 5)
+            .to_toml(),
         &["`dpdk`", "invalid type"],
     );
-    let missing = config(&dir, &eal, "").replacen(
-        "dpdk = { device = \"net_pcap0",
-        "# dpdk = { device = \"net_pcap0",
-        1,
-    );
+    // A DPDK port without its `[ports.dpdk]` table.
+    let missing = config(&dir, PortToml::new("in", "dpdk", "02:00:00:00:0d:01"))
+        .set("dpdk", "args", &eal)
+        .to_toml();
     check_fails_naming(&dir, &missing, &["ports[0].dpdk", "(missing)"]);
 }
 
@@ -152,7 +163,14 @@ fn a_build_without_dpdk_says_how_to_rebuild() {
     }
     let dir = common::scratch("dpdk-config-not-built");
     let path = dir.join("dpdk.toml");
-    std::fs::write(&path, config(&dir, &eal_table("zlr-dpdkcfg-nb"), "")).unwrap();
+    let eal = eal_args("zlr-dpdkcfg-nb");
+    std::fs::write(
+        &path,
+        config(&dir, pcap_input(&dir))
+            .set("dpdk", "args", &eal)
+            .to_toml(),
+    )
+    .unwrap();
     for cmd in ["check", "run"] {
         let out = zlrouter(&[cmd, path.to_str().unwrap()]);
         let err = String::from_utf8_lossy(&out.stderr);
@@ -167,8 +185,10 @@ fn a_build_without_dpdk_says_how_to_rebuild() {
         );
     }
     // `check` still checks the rest: a bad route is reported, not the missing DPDK.
-    let text = config(&dir, &eal_table("zlr-dpdkcfg-nb"), "")
-        .replace("port = \"out\"", "port = \"nowhere\"");
+    let text = unrouted(&dir, pcap_input(&dir))
+        .route("198.51.100.0/24", "nowhere", Some("02:00:00:00:0d:fe"))
+        .set("dpdk", "args", &eal)
+        .to_toml();
     check_fails_naming(&dir, &text, &["routes[0].port", "nowhere"]);
 }
 
@@ -268,7 +288,7 @@ fn run_through_zl_red(test: &str, threaded_zero_copy: bool) {
         u8::from(threaded_zero_copy)
     );
     let path = dir.join("dpdk.toml");
-    let text = if threaded_zero_copy {
+    let routed = if threaded_zero_copy {
         let (even, odd): (Vec<_>, Vec<_>) = frames
             .iter()
             .cloned()
@@ -282,17 +302,16 @@ fn run_through_zl_red(test: &str, threaded_zero_copy: bool) {
             "net_pcap0,rx_pcap={d}/in0.pcap,rx_pcap={d}/in1.pcap,tx_pcap={d}/in-tx0.pcap,\
              tx_pcap={d}/in-tx1.pcap"
         );
-        let top = format!("{}\n\n[run]\nrx_workers = 2", eal_table(&prefix));
-        let zero_copy = if cfg!(feature = "dpdk-zero-copy") {
-            ", zero_copy = true"
-        } else {
-            ""
-        };
-        config_device(&dir, &top, &device, &format!(", queues = 2{zero_copy}"))
+        let mut two_queues = input(&device).sub("dpdk", "queues", 2);
+        if cfg!(feature = "dpdk-zero-copy") {
+            two_queues = two_queues.sub("dpdk", "zero_copy", true);
+        }
+        config(&dir, two_queues).set("run", "rx_workers", 2)
     } else {
         pcap::write_spaced(&dir.join("in.pcap"), &frames, GAP);
-        config(&dir, &eal_table(&prefix), "")
+        config(&dir, pcap_input(&dir))
     };
+    let text = routed.set("dpdk", "args", eal_args(&prefix)).to_toml();
     std::fs::write(&path, text).unwrap();
 
     let mut child = Command::new(env!("CARGO_BIN_EXE_zlrouter"))

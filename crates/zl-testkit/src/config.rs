@@ -247,6 +247,13 @@ impl PortToml {
         .sub("af_xdp", "ifname", quoted(ifname))
     }
 
+    /// A DPDK port on `device` (an ethdev the EAL arguments create, a PCI address, or devargs
+    /// to hot-plug such as `net_pcap0,rx_pcap=in.pcap`); the rest of its `[ports.dpdk]` table
+    /// (`queues`, `mbufs`, ...) with [`PortToml::sub`].
+    pub fn dpdk(name: &str, mac: &str, device: &str) -> Self {
+        Self::new(name, "dpdk", mac).sub("dpdk", "device", quoted(device))
+    }
+
     /// `key = value` on the port itself (`value` is TOML: strings through [`quoted`]).
     pub fn set(mut self, key: &str, value: impl Display) -> Self {
         set_line(&mut self.lines, key, value.to_string());
@@ -510,6 +517,27 @@ mod tests {
         let port = t["ports"][0].as_table().unwrap();
         assert!(port.get("mac").is_none(), "{text}");
         assert_eq!(port["kind"].as_str(), Some("sink"));
+    }
+
+    #[test]
+    fn a_dpdk_port_is_written_as_the_router_reads_it() {
+        let text = RouterToml::new()
+            .port(
+                PortToml::dpdk("in", "02:00:00:00:00:0a", "net_pcap0,rx_pcap=in.pcap")
+                    .sub("dpdk", "queues", 2),
+            )
+            .to_toml();
+        let t: toml::Table = text.parse().expect("valid TOML");
+        let expected: toml::Table = r#"
+            [[ports]]
+            name = "in"
+            kind = "dpdk"
+            mac = "02:00:00:00:00:0a"
+            dpdk = { device = "net_pcap0,rx_pcap=in.pcap", queues = 2 }
+        "#
+        .parse()
+        .unwrap();
+        assert_eq!(t, expected);
     }
 
     #[test]
