@@ -23,6 +23,7 @@ use zl_port::{
     SplitPort,
 };
 use zl_qos::{QosEngine, QosParams};
+use zl_testkit::config::{ClassToml, FlowToml, PortToml, QosToml, RouterToml};
 use zl_wire::{MacAddr, ParseConfig};
 use zl_zombie::{ZombieConfig, ZombieParams};
 
@@ -41,16 +42,11 @@ fn frame(net: u8, host: u8, dst: [u8; 4], ttl: u8) -> Vec<u8> {
 
 /// One class of `max_packets` behind a shaper; `aqm` empty: tail drop.
 fn qos(aqm: &str, max_packets: u32, rate_bps: u64) -> QosParams {
-    let aqm = if aqm.is_empty() {
-        String::new()
-    } else {
-        format!("aqm = {aqm}\n")
-    };
-    toml::from_str(&format!(
-        "link_rate_bps = {rate_bps}\nshaper = {{ rate_bps = {rate_bps} }}\n\
-         [[classes]]\nname = \"be\"\nweight = 1\nmax_packets = {max_packets}\n{aqm}"
-    ))
-    .unwrap()
+    let mut be = ClassToml::new("be").weight(1).max_packets(max_packets);
+    if !aqm.is_empty() {
+        be = be.aqm(aqm);
+    }
+    toml::from_str(&QosToml::shaped(rate_bps).class(be).to_toml()).unwrap()
 }
 
 const RED: &str = "{ kind = \"red\", min_th = 5.0, max_th = 20.0, max_p = 0.1, w_q = 0.02 }";
@@ -498,59 +494,33 @@ fn a_stop_mid_run_counts_what_was_queued_with(tx_workers: usize) {
 /// A config of generator traffic through ZL-RED, built as for the single-thread loop and
 /// taken apart into 1 or 2 receive workers: same identity, flow groups included.
 fn generator_run(workers: usize) {
-    let text = r#"
-[run]
-duration_s = 0.2
-drain_s = 1.0
-seed = 3
-
-[[ports]]
-name = "gen0"
-kind = "generator"
-mac = "02:00:00:00:00:01"
-[[ports.generator.flows]]
-name = "udp0"
-count = 16
-rate_bps = 5_000_000
-size = 500
-src = "10.0.0.1"
-dst = "192.0.2.1"
-
-[[ports]]
-name = "gen1"
-kind = "generator"
-mac = "02:00:00:00:00:02"
-[[ports.generator.flows]]
-name = "udp1"
-count = 16
-rate_bps = 5_000_000
-size = 500
-src = "10.0.1.1"
-dst = "198.51.100.1"
-
-[[routes]]
-prefix = "192.0.2.0/24"
-port = "gen1"
-next_hop_mac = "02:00:00:00:01:01"
-
-[[routes]]
-prefix = "198.51.100.0/24"
-port = "gen0"
-next_hop_mac = "02:00:00:00:02:01"
-
-[qos]
-link_rate_bps = 50000000
-shaper = { rate_bps = 50000000 }
-[[qos.classes]]
-name = "be"
-weight = 1
-max_packets = 200
-aqm = { kind = "zl-red", th_min = 5, p_max = 0.15, a = 10 }
-
-[metrics]
-flow_estimate = true
-"#;
-    let cfg = RouterConfig::from_toml(text).unwrap();
+    // Each generator's 16 flows of 5 Mbit/s leave by the other port, shaped to 50 Mbit/s.
+    let generator = |name: &str, mac: &str, flow: FlowToml| {
+        PortToml::generator(name, mac).flow(flow.count(16).rate_bps(5_000_000).size(500))
+    };
+    let text = RouterToml::new()
+        .set("run", "duration_s", 0.2)
+        .set("run", "drain_s", "1.0")
+        .set("run", "seed", 3)
+        .port(generator(
+            "gen0",
+            "02:00:00:00:00:01",
+            FlowToml::udp("udp0", "10.0.0.1", "192.0.2.1"),
+        ))
+        .port(generator(
+            "gen1",
+            "02:00:00:00:00:02",
+            FlowToml::udp("udp1", "10.0.1.1", "198.51.100.1"),
+        ))
+        .route("192.0.2.0/24", "gen1", Some("02:00:00:00:01:01"))
+        .route("198.51.100.0/24", "gen0", Some("02:00:00:00:02:01"))
+        .qos(
+            QosToml::shaped(50_000_000)
+                .class(ClassToml::new("be").weight(1).max_packets(200).aqm(ZL_RED)),
+        )
+        .set("metrics", "flow_estimate", true)
+        .to_toml();
+    let cfg = RouterConfig::from_toml(&text).unwrap();
     let mut r =
         zl_dataplane::build_threaded(&cfg, Path::new("."), &mut |_, _| Ok(None), workers).unwrap();
     let stop = AtomicBool::new(false);
@@ -701,10 +671,12 @@ fn a_run_after_a_stop_goes_on_counting_with(tx_workers: usize) {
 #[test]
 fn links_that_keep_up_queue_and_drop_nothing() {
     const CYCLES: u64 = 5_000;
-    let params: QosParams = toml::from_str(&format!(
-        "link_rate_bps = 1_000_000_000\n[[classes]]\nname = \"be\"\nweight = 1\n\
-         max_packets = 1000\naqm = {ZL_RED}\n"
-    ))
+    let params: QosParams = toml::from_str(
+        &QosToml::new()
+            .set("link_rate_bps", 1_000_000_000)
+            .class(ClassToml::new("be").weight(1).max_packets(1000).aqm(ZL_RED))
+            .to_toml(),
+    )
     .unwrap();
     let mut r = router(sources(CYCLES), &params, 1000, 1, 1024);
     let stop = AtomicBool::new(false);

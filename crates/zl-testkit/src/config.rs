@@ -381,14 +381,27 @@ impl QosToml {
         self
     }
 
+    /// The section on its own, as a QoS config alone is read (`zl_qos::QosParams`): its keys
+    /// at the top level and its classes as `[[classes]]`.
+    pub fn to_toml(&self) -> String {
+        let mut out = String::new();
+        self.write_body(&mut out, "classes");
+        out
+    }
+
     fn write(&self, out: &mut String) {
         out.push_str("[qos]\n");
+        self.write_body(out, "qos.classes");
+        out.push('\n');
+    }
+
+    /// The keys, then each class under `[[<classes>]]`.
+    fn write_body(&self, out: &mut String, classes: &str) {
         write_lines(out, &self.lines);
         for class in &self.classes {
-            out.push_str("[[qos.classes]]\n");
+            let _ = writeln!(out, "[[{classes}]]");
             write_lines(out, &class.lines);
         }
-        out.push('\n');
     }
 }
 
@@ -534,6 +547,24 @@ mod tests {
             kind = "dpdk"
             mac = "02:00:00:00:00:0a"
             dpdk = { device = "net_pcap0,rx_pcap=in.pcap", queues = 2 }
+        "#
+        .parse()
+        .unwrap();
+        assert_eq!(t, expected);
+    }
+
+    #[test]
+    fn a_qos_section_alone_has_its_keys_at_the_top() {
+        let text = QosToml::shaped(1_000_000)
+            .class(ClassToml::new("be").weight(1))
+            .to_toml();
+        let t: toml::Table = text.parse().expect("valid TOML");
+        let expected: toml::Table = r#"
+            link_rate_bps = 1_000_000
+            shaper = { rate_bps = 1_000_000 }
+            [[classes]]
+            name = "be"
+            weight = 1
         "#
         .parse()
         .unwrap();
