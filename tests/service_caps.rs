@@ -13,9 +13,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-use zl_testkit::config::{quoted, ClassToml, FlowToml, PortToml, QosToml, RouterToml};
+use zl_testkit::config::PortToml;
 use zl_testkit::lab::lines_of;
 use zl_testkit::netns::{veth_pair, Netns};
+use zl_testkit::veth;
 
 fn skip(why: &str) {
     zl_testkit::netns::skip("service capabilities test", why);
@@ -34,42 +35,6 @@ fn unit_caps() -> Vec<String> {
         .expect("the unit sets CapabilityBoundingSet");
     assert_eq!(line, bounding, "ambient and bounding sets agree");
     line.split_whitespace().map(str::to_owned).collect()
-}
-
-/// Both routers' egress: a 1 Gbit/s link, one best-effort class.
-fn gigabit_be() -> QosToml {
-    QosToml::new()
-        .set("link_rate_bps", 1_000_000_000)
-        .class(ClassToml::new("be").weight(1))
-}
-
-/// The router under test, on veth end `ifname`: what its AF_XDP port receives is routed to
-/// a sink.
-fn receiver(ifname: &str) -> String {
-    RouterToml::new()
-        .port(PortToml::af_xdp("a", ifname).set("mac", quoted("02:00:00:00:0a:0a")))
-        .port(PortToml::sink("out", "02:00:00:00:0a:0b"))
-        .route("10.77.1.0/24", "out", Some("02:00:00:00:0a:fe"))
-        .qos(gigabit_be())
-        .to_toml()
-}
-
-/// The root sender on veth end `ifname`: 0.2 s of 800 kbit/s of 100-byte frames (200
-/// frames) out of its AF_XDP port, to the receiver's MAC.
-fn sender(ifname: &str) -> String {
-    RouterToml::new()
-        .set("run", "duration_s", 0.2)
-        .port(
-            PortToml::generator("gen", "02:00:00:00:0b:01").flow(
-                FlowToml::udp("probe", "10.77.0.2", "10.77.1.1")
-                    .rate_bps(800_000)
-                    .size(100),
-            ),
-        )
-        .port(PortToml::af_xdp("b", ifname).set("mac", quoted("02:00:00:00:0b:0b")))
-        .route("10.77.1.0/24", "b", Some("02:00:00:00:0a:0a"))
-        .qos(gigabit_be())
-        .to_toml()
 }
 
 /// The router in `ns` as uid/gid 65534 with exactly `caps` (inheritable, ambient and
@@ -175,8 +140,12 @@ fn the_units_capabilities_suffice_and_each_is_needed() {
         Err(why) => return skip(&why),
     };
     let dir = common::scratch("service-caps");
-    std::fs::write(dir.join("receiver.toml"), receiver(&ifa)).unwrap();
-    std::fs::write(dir.join("sender.toml"), sender(&ifb)).unwrap();
+    std::fs::write(
+        dir.join("receiver.toml"),
+        veth::receiver(&ifa, PortToml::sink("out", "02:00:00:00:0a:0b")),
+    )
+    .unwrap();
+    std::fs::write(dir.join("sender.toml"), veth::sender(&ifb)).unwrap();
 
     // With exactly the unit's capabilities, as an unprivileged uid: it forwards.
     let mut reaper = Reaper(vec![spawn_limited(&ns, &dir, &caps, None)]);

@@ -9,6 +9,7 @@
 //! - [`topology`]: the line topology `gen -- rtr -- sink` of the forwarding benchmarks and the
 //!   end-to-end tests, its UDP frame and its router config;
 //! - [`frames`]: Ethernet + IPv4 / IPv6 + UDP frames with valid checksums;
+//! - [`veth`]: the configs of two routers facing each other over a veth pair;
 //! - [`pcap`]: classic pcap files written and read, as Wireshark and the router's pcap ports
 //!   do;
 //! - [`config`]: a builder for the router configs the tests write, so each test names only
@@ -25,7 +26,7 @@
 //! # Layers
 //!
 //! `config`, `conservation`, `frames`, `netns`, `pcap`, `scratch` and `source` use no other
-//! module; `lab` and `topology` build on `netns` (and `frames`, `config`);
+//! module; `lab`, `topology` and `veth` build on `netns` or `config` (and `frames`);
 //! `scripts/module-cycles` checks that no import goes the other way.
 
 pub mod config;
@@ -37,5 +38,6 @@ pub mod pcap;
 mod scratch;
 pub mod source;
 pub mod topology;
+pub mod veth;
 
 pub use scratch::scratch;
