@@ -13,8 +13,8 @@
 use std::process::Command;
 
 use zl_testkit::lab::{
-    all_back, kernel_router, run_in, sender_ip, stat, tcp_flow, tcp_sink, tools, tshark, Capture,
-    Lab, Netns, SenderSpec, RECEIVER_IP,
+    all_back, kernel_router, ping_df, run_in, sender_ip, stat, tcp_flow, tcp_sink, tools, tshark,
+    Capture, Lab, Netns, SenderSpec, RECEIVER_IP,
 };
 
 /// The binary the lab runs (only the root package's tests know where Cargo built it).
@@ -356,46 +356,13 @@ fn a_smaller_egress_mtu_gets_frag_needed_and_packet_too_big() {
     all_back(snd, "2001:db8:100::2", 2, &["-6"]).expect("warm-up over IPv6");
     all_back(snd, RECEIVER_IP, 2, &["-M", "do", "-s", "1372"]).expect("1400 octets pass");
 
-    let (ok, text) = run_in(
-        snd,
-        10,
-        &[
-            "ping",
-            "-n",
-            "-c",
-            "1",
-            "-W",
-            "1",
-            "-M",
-            "do",
-            "-s",
-            "1472",
-            RECEIVER_IP,
-        ],
-    );
+    let (ok, text) = ping_df(snd, RECEIVER_IP, 1472);
     assert!(!ok, "{text}");
     assert!(
         text.contains("From 10.9.1.1") && text.contains("Frag needed and DF set (mtu = 1400)"),
         "{text}"
     );
-    let (ok, text) = run_in(
-        snd,
-        10,
-        &[
-            "ping",
-            "-6",
-            "-n",
-            "-c",
-            "1",
-            "-W",
-            "1",
-            "-M",
-            "do",
-            "-s",
-            "1452",
-            "2001:db8:100::2",
-        ],
-    );
+    let (ok, text) = ping_df(snd, "2001:db8:100::2", 1452);
     assert!(!ok, "{text}");
     assert!(
         text.contains("From 2001:db8:1::1") && text.contains("Packet too big: mtu=1400"),

@@ -28,7 +28,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use zl_testkit::lab::{
-    all_back, kernel_router, run_in, sender_ip, stat, tools, tshark, Capture, Lab, Netns,
+    all_back, kernel_router, ping_df, run_in, sender_ip, stat, tools, tshark, Capture, Lab, Netns,
     SenderSpec, RECEIVER_IP,
 };
 
@@ -476,23 +476,7 @@ fn an_mtu_lowered_while_running_is_announced_in_frag_needed_and_packet_too_big()
     // before it would be lost, so the first answer is waited for (bounded).
     let deadline = Instant::now() + Duration::from_secs(5);
     let text = loop {
-        let (_, text) = run_in(
-            snd,
-            5,
-            &[
-                "ping",
-                "-n",
-                "-c",
-                "1",
-                "-W",
-                "1",
-                "-M",
-                "do",
-                "-s",
-                "1472",
-                RECEIVER_IP,
-            ],
-        );
+        let (_, text) = ping_df(snd, RECEIVER_IP, 1472);
         if text.contains("Frag needed") || Instant::now() > deadline {
             break text;
         }
@@ -501,24 +485,7 @@ fn an_mtu_lowered_while_running_is_announced_in_frag_needed_and_packet_too_big()
         text.contains("From 10.9.1.1") && text.contains("Frag needed and DF set (mtu = 1400)"),
         "{text}"
     );
-    let (_, text) = run_in(
-        snd,
-        5,
-        &[
-            "ping",
-            "-6",
-            "-n",
-            "-c",
-            "1",
-            "-W",
-            "1",
-            "-M",
-            "do",
-            "-s",
-            "1452",
-            "2001:db8:100::2",
-        ],
-    );
+    let (_, text) = ping_df(snd, "2001:db8:100::2", 1452);
     assert!(
         text.contains("From 2001:db8:1::1") && text.contains("Packet too big: mtu=1400"),
         "{text}"

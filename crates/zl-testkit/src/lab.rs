@@ -874,6 +874,19 @@ pub fn all_back(ns: &Netns, to: &str, count: u32, extra: &[&str]) -> Result<(), 
     }
 }
 
+/// One echo of `payload` octets from `ns` to `to` with Don't Fragment (IPv6 when `to` has a
+/// colon), waited for one second: (answered, what ping said, an ICMP error among it).
+pub fn ping_df(ns: &Netns, to: &str, payload: u32) -> (bool, String) {
+    let size = payload.to_string();
+    let mut cmd = vec![
+        "ping", "-n", "-c", "1", "-W", "1", "-M", "do", "-s", &size, to,
+    ];
+    if to.contains(':') {
+        cmd.insert(1, "-6");
+    }
+    run_in(ns, 10, &cmd)
+}
+
 /// A tshark capture of `dev` in `ns` (pcapng), stopped by PID on drop or by
 /// [`Capture::stop`].
 pub struct Capture {
