@@ -1,5 +1,5 @@
 //! Fuzzes the control endpoint's request parsing and authorization
-//! (`zl_dataplane::control::{parse_request, authorize}`): whatever a client sends as its
+//! (`zl_control::control::{parse_request, authorize}`): whatever a client sends as its
 //! request head (the endpoint reads at most 4 KiB).
 //!
 //! Checked: no panic; `GET /metrics` is served only for a first line naming exactly that
@@ -10,7 +10,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use std::path::Path;
-use zl_dataplane::control::{authorize, parse_request, route, ControlToken, Route, Verdict};
+use zl_control::control::{authorize, parse_request, route, ControlToken, Route, Verdict};
 
 const TOKEN: &str = "0123456789abcdef0123456789abcdef";
 
