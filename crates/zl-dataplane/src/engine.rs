@@ -1,7 +1,9 @@
 //! What the two engines share: a port with its egress stage ([`PortSlot`]), how a run ends
 //! ([`StopReason`]), the check that forwarding names only ports the engine has
-//! ([`UnknownPort`]), the one reload step ([`apply_egress`]) and the random streams' seeds.
-//! Below both engines ([`crate::dataplane`], [`crate::mt`]) and the builder.
+//! ([`UnknownPort`]), the receive step of one port ([`receive_port`] over each engine's
+//! [`Intake`]), the one reload step ([`apply_egress`]), the last step of a run ([`flush_all`])
+//! and the random streams' seeds. Below both engines ([`crate::dataplane`], [`crate::mt`])
+//! and the builder.
 
 use zl_core::Nanos;
 use zl_port::{Batch, PacketBuf, PortError};
@@ -40,7 +42,8 @@ pub enum StopReason {
     Interrupted,
 }
 
-/// [`Dataplane::new`] was given forwarding that sends packets to a port it does not have.
+/// An engine ([`crate::dataplane::Dataplane::new`], [`crate::mt::MtRouter::new`]) was given
+/// forwarding that sends packets to a port it does not have.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{what} leads to port index {port}, but the data plane has {ports} ports")]
 pub struct UnknownPort {
