@@ -251,7 +251,7 @@ impl Dataplane {
         }
         for buf in expired.drain(..) {
             // Held as it arrived; parsed again (cold).
-            let info = zl_wire::parse(buf.as_slice(), self.forwarder.parse_config()).ok();
+            let info = self.forwarder.parse_again(&buf);
             self.drop_or_reply(now, buf, info.as_ref(), DropCause::NoNeighbour);
         }
         (self.released, self.expired) = (released, expired);

@@ -1286,7 +1286,7 @@ where
             }
             for buf in expired.drain(..) {
                 // Held as it arrived; parsed again (cold).
-                let info = zl_wire::parse(buf.as_slice(), state.forwarder.parse_config()).ok();
+                let info = state.forwarder.parse_again(&buf);
                 let cause = DropCause::NoNeighbour;
                 let ctx = (sh, &state);
                 reject(
