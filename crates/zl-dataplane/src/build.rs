@@ -6,8 +6,6 @@
 
 use std::path::Path;
 
-use rand::SeedableRng;
-use rand_xoshiro::Xoshiro256PlusPlus;
 use zl_core::Nanos;
 use zl_port::{BufPool, BATCH_CAPACITY, DEFAULT_BUF_SIZE};
 
@@ -86,7 +84,7 @@ fn build_dataplane(
         parts.slots,
         pool,
         parts.forwarder,
-        Xoshiro256PlusPlus::seed_from_u64(stream_seed(cfg.run.seed, 0)),
+        cfg.run.seed,
         cfg.run.work_budget,
         parts.groups,
     )

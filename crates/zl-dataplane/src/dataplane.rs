@@ -26,15 +26,19 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use zl_core::Nanos;
-use zl_port::{Batch, BufPool, PacketBuf, PortCounters, PortError, Readiness};
+use zl_port::{Batch, BufPool, PacketBuf, PortCounters, PortError, Readiness, BATCH_CAPACITY};
 use zl_qos::QosEngine;
 use zl_zombie::ZombieList;
 
 use crate::capture::{CaptureStats, CaptureTap, CaptureWriter};
 use crate::egress::Link;
-use crate::engine::{apply_egress, flush_all, receive_port, BoxedPort, Intake};
+use crate::engine::{
+    apply_egress, flush_all, receive_port, stream_seed, BoxedPort, Intake, ADMIT_STREAM,
+    OBSERVE_STREAM,
+};
 pub use crate::engine::{PortSlot, StopReason, UnknownPort};
 use crate::fates::Fates;
 use crate::flows::FlowTable;
@@ -44,6 +48,7 @@ use crate::neighbour::{NeighbourStage, DEFAULT_UNRES_QLEN};
 use crate::reject::reject;
 use crate::reload::{Applied, LiveUpdate, ReloadSlot};
 use crate::route::RouteTable;
+use crate::stages::{forward_stage, observe_stage, Lanes};
 use crate::stats::{DropCause, FateCounters, GroupStats};
 use crate::view::{FibSnapshot, Observer, RouterView};
 
@@ -93,6 +98,9 @@ impl Intake for PortIntake<'_> {
     }
     #[inline(always)]
     fn forward(&mut self, now: Nanos, batch: &mut Batch) {
+        if batch.len() > self.dp.width {
+            return self.dp.forward_in_widths(now, batch);
+        }
         self.dp.forward_burst(now, batch);
     }
     #[inline(always)]
@@ -106,7 +114,17 @@ pub struct Dataplane {
     pub(crate) slots: Vec<PortSlot>,
     pool: BufPool,
     forwarder: Forwarder,
-    rng: Xoshiro256PlusPlus,
+    /// The admissions' draws (`ADMIT_STREAM`) and the lists' observations'
+    /// (`OBSERVE_STREAM`), apart so that the stages may take a burst in any grouping
+    /// (`crate::stages`).
+    admit_rng: Xoshiro256PlusPlus,
+    observe_rng: Xoshiro256PlusPlus,
+    /// What the stages know of the burst's packets.
+    lanes: Box<Lanes>,
+    /// The packets each stage takes at once ([`Dataplane::set_stage_width`]).
+    width: usize,
+    /// A stage width below the receive burst's: the burst's packets, `width` at a time.
+    part: Option<Batch>,
     budget: usize,
     /// The receive batch; taken out for the length of a poll so `forward_burst` can borrow `self`
     /// (`Option` so that taking it allocates no stand-in batch).
@@ -128,14 +146,14 @@ pub struct Dataplane {
 }
 
 impl Dataplane {
-    /// Assembles a data plane from built parts (see `crate::build` for the config path).
-    /// Forwarding that names a port index `slots` does not have (a route's port, a bridge
-    /// peer) is refused.
+    /// Assembles a data plane from built parts (see `crate::build` for the config path), its
+    /// random streams seeded from `seed`. Forwarding that names a port index `slots` does not
+    /// have (a route's port, a bridge peer) is refused.
     pub fn new(
         slots: Vec<PortSlot>,
         pool: BufPool,
         forwarder: Forwarder,
-        rng: Xoshiro256PlusPlus,
+        seed: u64,
         work_budget: u32,
         groups: Vec<GroupStats>,
     ) -> Result<Self, UnknownPort> {
@@ -145,7 +163,11 @@ impl Dataplane {
             forwarder,
             slots,
             pool,
-            rng,
+            admit_rng: Xoshiro256PlusPlus::seed_from_u64(stream_seed(seed, ADMIT_STREAM)),
+            observe_rng: Xoshiro256PlusPlus::seed_from_u64(stream_seed(seed, OBSERVE_STREAM)),
+            lanes: Box::default(),
+            width: BATCH_CAPACITY,
+            part: None,
             budget: work_budget.max(1) as usize,
             rx: Some(Batch::new()),
             fates: Fates::new(groups),
@@ -399,70 +421,98 @@ impl Dataplane {
         Ok(received)
     }
 
-    /// [`Dataplane::forward_and_admit`] of every packet of `burst`, which it leaves empty:
-    /// the one copy of the receive stage (its one caller, so LLVM keeps the QoS engine's steps
-    /// in line), entered once per burst rather than per packet: a call per packet costs its
-    /// entry and exit and the buffer copied through the stack.
-    #[inline(never)]
+    /// The stages of `burst` (at most `width` packets), which it leaves empty: forward
+    /// ([`forward_stage`]), the packets forwarding discarded held or rejected, observe
+    /// ([`observe_stage`]), then admit each packet to its egress port (`Egress::admit`).
+    /// The one copy of the receive stages (its callers are the receive step, the reference
+    /// path's [`Dataplane::forward_in_widths`] and the neighbour wait's release).
+    #[inline(always)]
     fn forward_burst(&mut self, now: Nanos, burst: &mut Batch) {
-        // `for_each`, not a `for` loop: the loop keeps the drain's position on the stack and
-        // copies each buffer out through it. Each packet is worked on where it lies in the
-        // batch and moved out once, into its queue (or to where it goes otherwise), leaving a
-        // hollow buffer the batch's `clear` drops: drained by value, the 40-byte buffer would
-        // go through the stack three times.
-        burst
-            .iter_mut()
-            .for_each(|buf| self.forward_and_admit(now, buf));
+        forward_stage(&self.forwarder, burst, &mut self.lanes);
+        if !self.lanes.discarded.is_empty() {
+            self.not_forwarded(now);
+        }
+        let slots = &self.slots;
+        let list_of = |p: usize| {
+            let e = &slots.get(p)?.egress;
+            Some((&**e.zombie.as_ref()?, e.observe_by))
+        };
+        observe_stage(now, &mut self.observe_rng, burst, &mut self.lanes, list_of);
+        self.admit_stage(now, burst);
+    }
+
+    /// The admit stage: each run of `burst`'s packets bound for one port admitted to its
+    /// egress (`Egress::admit_run`) on what the earlier stages left in their lanes, in order;
+    /// `burst` is left empty.
+    #[inline(never)]
+    fn admit_stage(&mut self, now: Nanos, burst: &mut Batch) {
+        let lanes = &mut *self.lanes;
+        let mut bufs = burst.as_mut_slice();
+        let mut kept = &mut lanes.kept[..];
+        let mut obs = &lanes.obs[..];
+        while let Some(first) = bufs.first() {
+            let port = first.out_port;
+            let n = 1 + bufs[1..].iter().take_while(|b| b.out_port == port).count();
+            let (run, rest) = std::mem::take(&mut bufs).split_at_mut(n);
+            let (run_kept, kept_rest) = std::mem::take(&mut kept).split_at_mut(n);
+            let (run_obs, obs_rest) = obs.split_at(n);
+            let pool = &mut self.pool;
+            self.slots[port as usize].egress.admit_run(
+                now,
+                &mut self.admit_rng,
+                run,
+                run_kept,
+                run_obs,
+                &mut self.fates,
+                |b| pool.free(b),
+            );
+            (bufs, kept, obs) = (rest, kept_rest, obs_rest);
+        }
         burst.clear();
     }
 
-    /// The receive stage ([`Forwarder::forward_in_place`], then the egress port's list
-    /// observed once) and the egress port's admission of one packet, counted as received
-    /// before (the receive loop counts its burst first): also the path of a packet released
-    /// from the neighbour wait. The packet is moved out of `buf` ([`PacketBuf::take`]) where it
-    /// goes; `buf` is left hollow.
-    #[inline(always)]
-    fn forward_and_admit(&mut self, now: Nanos, buf: &mut PacketBuf) {
-        let (meta, mut headers) = match self.forwarder.forward_in_place(buf) {
-            Ok(kept) => kept,
-            Err(cause) => {
-                let info = self.forwarder.parse_again(buf);
-                return self.not_forwarded(now, buf.take(), info, cause);
+    /// [`Dataplane::forward_burst`] of `burst`'s packets `width` at a time, in order: with a
+    /// width of 1, every packet through all the stages before the next, the reference the
+    /// burst path is held to.
+    #[cold]
+    #[inline(never)]
+    fn forward_in_widths(&mut self, now: Nanos, burst: &mut Batch) {
+        let mut part = self.part.take().unwrap_or_default();
+        for buf in burst.drain() {
+            part.push_within_room(buf);
+            if part.len() >= self.width {
+                self.forward_burst(now, &mut part);
             }
-        };
-        let egress = &mut self.slots[buf.out_port as usize].egress;
-        let observed = egress.observe(meta.flow, buf, now, &mut self.rng);
-        let dropped = egress.admit(
-            now,
-            &mut self.rng,
-            buf,
-            meta,
-            headers.as_mut(),
-            observed.as_ref(),
-            &mut self.fates,
-        );
-        if let Some(b) = dropped {
-            self.pool.free(b);
         }
+        self.forward_burst(now, &mut part);
+        self.part = Some(part);
     }
 
-    /// A packet forwarding did not keep (`cause`, its parsed headers `info` when it parsed):
-    /// held for its next hop's MAC, or dropped with the ICMP error about it when one is due.
+    /// How many packets each receive stage takes at once: `width` clamped to 1..=32, 32 (a
+    /// whole receive burst) unless set. 1 takes every packet through all the stages before
+    /// the next one: the packet-at-a-time reference path, which decides as the burst path
+    /// does (`crate::stages`), at a higher cost per packet.
+    pub fn set_stage_width(&mut self, width: usize) {
+        self.width = width.clamp(1, BATCH_CAPACITY);
+    }
+
+    /// The packets the forward stage discarded: each held for its next hop's MAC, or dropped
+    /// with the ICMP error about it when one is due, in their order.
     #[cold]
-    fn not_forwarded(
-        &mut self,
-        now: Nanos,
-        buf: PacketBuf,
-        info: Option<zl_wire::PacketInfo>,
-        cause: DropCause,
-    ) {
-        match cause {
-            DropCause::NoNeighbour => {
-                let dst = info.as_ref().map(|i| i.dst);
-                self.hold_for_neighbour(now, buf, dst)
+    #[inline(never)]
+    fn not_forwarded(&mut self, now: Nanos) {
+        let mut discarded = std::mem::take(&mut self.lanes.discarded);
+        for (buf, cause) in discarded.drain(..) {
+            let info = self.forwarder.parse_again(&buf);
+            match cause {
+                DropCause::NoNeighbour => {
+                    let dst = info.as_ref().map(|i| i.dst);
+                    self.hold_for_neighbour(now, buf, dst)
+                }
+                cause => self.drop_or_reply(now, buf, info.as_ref(), cause),
             }
-            cause => self.drop_or_reply(now, buf, info.as_ref(), cause),
         }
+        self.lanes.discarded = discarded;
     }
 
     /// Lets every egress port send what its scheduler and shaper release.
@@ -668,7 +718,6 @@ mod tests {
     use crate::forward::Forwarding;
     use crate::priority::PriorityParams;
     use crate::route::{NextHop, RouteTable};
-    use rand::SeedableRng;
     use std::sync::Arc;
     use zl_port::MemoryPort;
     use zl_qos::{QosEngine, QosParams};
@@ -890,7 +939,7 @@ aqm = { kind = "zl-red", a = 10, zombie = { m = 500, p_swap = 0.25 } }
                     PriorityParams::default().build().unwrap(),
                     macs,
                 ),
-                Xoshiro256PlusPlus::seed_from_u64(1),
+                1,
                 32,
                 Vec::new(),
             )

@@ -309,6 +309,31 @@ impl Egress {
         }
     }
 
+    /// [`Egress::admit`] of a run of packets bound for this port, in order, each on its
+    /// metadata and headers (`kept`) and, where the port has a list, its observation (`obs`);
+    /// `recycle` takes each discarded packet. The packets are moved out of `bufs`, left
+    /// hollow.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn admit_run<R: RngCore + ?Sized>(
+        &mut self,
+        now: Nanos,
+        rng: &mut R,
+        bufs: &mut [PacketBuf],
+        kept: &mut [(PacketMeta, Option<QosHeaders>)],
+        obs: &[Observation],
+        fates: &mut Fates,
+        mut recycle: impl FnMut(PacketBuf),
+    ) {
+        let listed = self.zombie.is_some();
+        (bufs.iter_mut().zip(kept).zip(obs)).for_each(|((buf, (meta, headers)), obs)| {
+            let observed = listed.then_some(obs);
+            if let Some(b) = self.admit(now, rng, buf, *meta, headers.as_mut(), observed, fates) {
+                recycle(b);
+            }
+        });
+    }
+
     /// Puts a frame the router originates on this port (the ICMP error of `kind` about a
     /// packet received here, `crate::icmp`) into the batch the port sends next, ahead of its
     /// class queues: not classified, not subject to the AQM or the shaper, not counted as

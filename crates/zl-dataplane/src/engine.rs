@@ -21,6 +21,14 @@ pub(crate) fn stream_seed(seed: u64, stream: u64) -> u64 {
     zl_core::splitmix64(seed, stream)
 }
 
+/// The stream of the admissions' draws ([`stream_seed`]): the single-thread loop's, and the
+/// threaded router's first transmit worker's.
+pub(crate) const ADMIT_STREAM: u64 = 0;
+/// The stream of the Zombie Lists' observations: the single-thread loop's, and the threaded
+/// router's receive worker `w`'s is `OBSERVE_STREAM + w`. Apart from the admissions' so that
+/// a burst's observations may all come before its admissions (`crate::stages`).
+pub(crate) const OBSERVE_STREAM: u64 = 1000;
+
 /// A port owned by the data plane (moved to its forwarding thread; split into its halves for a
 /// threaded run).
 pub type BoxedPort = Box<dyn zl_port::SplitPort>;

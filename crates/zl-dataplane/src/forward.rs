@@ -263,11 +263,13 @@ impl Forwarder {
 
     /// Parses `buf` and routes it (longest-prefix match, TTL / hop-limit decrement, next-hop
     /// MAC as destination and the egress port's MAC as source) or bridges it (to the peer of
-    /// `buf.in_port`, unchanged), setting `buf.out_port`: the receive stage of both engines.
-    /// A packet it keeps comes back with its AQM metadata and the headers its egress may
-    /// rewrite (`None` for a bridged frame that did not parse). One it discards comes back as
-    /// its cause; the caller counts it and frees the buffer, after [`Forwarder::parse_again`]
-    /// when it needs the headers (the ICMP error, the neighbour wait's next hop).
+    /// `buf.in_port`, unchanged), setting `buf.out_port`: the forward stage of both engines
+    /// (`crate::stages`). For a packet it keeps it writes the AQM metadata and the headers its
+    /// egress may rewrite (`None` for a bridged frame that did not parse) into `kept`, the
+    /// packet's lane: written there in place, not returned, they are not copied through the
+    /// stack on their way. One it discards comes back as its cause; the caller counts it and
+    /// frees the buffer, after [`Forwarder::parse_again`] when it needs the headers (the ICMP
+    /// error, the neighbour wait's next hop).
     ///
     /// The common frame (untagged IPv4 without options) is forwarded on the [`PlainIpv4`]
     /// parse read it as, kept in registers, with its rewritable headers a [`QosHeaders`] of
@@ -282,17 +284,17 @@ impl Forwarder {
     pub fn forward_in_place(
         &self,
         buf: &mut PacketBuf,
-    ) -> Result<(PacketMeta, Option<QosHeaders>), DropCause> {
-        let (meta, headers) = match PlainIpv4::parse(buf.as_slice(), &self.parse) {
+        kept: &mut (PacketMeta, Option<QosHeaders>),
+    ) -> Result<(), DropCause> {
+        match PlainIpv4::parse(buf.as_slice(), &self.parse) {
             Some(mut plain) => {
-                let meta = self.forward_plain(buf, &mut plain)?;
-                let headers = QosHeaders {
+                kept.0 = self.forward_plain(buf, &mut plain)?;
+                kept.1 = Some(QosHeaders {
                     l3_offset: PlainIpv4::L3_OFFSET,
                     ip_version: IpVersion::V4,
                     tos: plain.tos,
                     cc_ext: None,
-                };
-                (meta, Some(headers))
+                });
             }
             None => {
                 let (meta, headers) = self.forward_other(buf)?;
@@ -302,14 +304,14 @@ impl Forwarder {
                 // packet green (metering comes in admission), and a field set anew keeps the
                 // compiler from folding the rebuild back into a move.
                 debug_assert_eq!(meta.color, Color::Green);
-                let meta = PacketMeta {
+                kept.0 = PacketMeta {
                     color: Color::Green,
                     ..meta
                 };
-                (meta, headers)
+                kept.1 = headers;
             }
-        };
-        Ok((meta, headers))
+        }
+        Ok(())
     }
 
     /// The headers of a packet [`Forwarder::forward_in_place`] discarded, parsed again: as
@@ -742,7 +744,9 @@ mod tests {
 
     fn forward(f: &Forwarder, dst: &str, ttl: u8, payload: usize) -> Result<u16, DropCause> {
         let mut buf = packet(dst, ttl, payload);
-        f.forward_in_place(&mut buf).map(|_| buf.out_port)
+        let mut kept = Default::default();
+        f.forward_in_place(&mut buf, &mut kept)
+            .map(|_| buf.out_port)
     }
 
     #[test]
@@ -777,7 +781,9 @@ mod tests {
         assert_eq!(forward(&f, "10.66.1.1", 0, 10), Err(DropCause::TtlExpired));
         assert_eq!(forward(&f, "10.66.1.1", 2, 10), Err(DropCause::NoNeighbour));
         let mut buf = packet("10.66.1.1", 64, 1500);
-        assert_eq!(f.forward_in_place(&mut buf).err(), Some(DropCause::TooBig));
+        let mut kept = Default::default();
+        let forwarded = f.forward_in_place(&mut buf, &mut kept);
+        assert_eq!(forwarded.err(), Some(DropCause::TooBig));
         assert_eq!(buf.out_port, 1, "the port whose MTU it exceeds");
     }
 

@@ -79,6 +79,7 @@ pub mod priority;
 mod reject;
 pub mod reload;
 pub mod route;
+mod stages;
 mod stats;
 pub mod view;
 

@@ -104,13 +104,14 @@ use crate::cpus::WorkerCpus;
 use crate::egress::{Egress, Link, QueueLengthHistogram};
 use crate::engine::{
     apply_egress, flush_all, receive_port, stream_seed, BoxedPort, Intake, PortSlot, StopReason,
-    UnknownPort,
+    UnknownPort, ADMIT_STREAM, OBSERVE_STREAM,
 };
 use crate::fates::Fates;
 use crate::forward::{Forwarder, Forwarding};
 use crate::icmp::{IcmpKind, IcmpSender};
 use crate::neighbour::{NeighbourStage, DEFAULT_UNRES_QLEN};
 use crate::reload::{Applied, LiveUpdate, ReloadSlot};
+use crate::stages::{forward_stage, observe_stage, Lanes};
 use crate::stats::{DropCause, FateCounters, GroupStats};
 use crate::view::{Observer, RouterView};
 
@@ -347,7 +348,11 @@ struct TxWorker {
 impl TxWorker {
     fn new(k: usize, params: &MtParams, total_bufs: usize) -> TxWorker {
         // Worker 0 keeps the stream of the one transmit worker there was before.
-        let stream = if k == 0 { 0 } else { 2000 + k as u64 };
+        let stream = if k == 0 {
+            ADMIT_STREAM
+        } else {
+            2000 + k as u64
+        };
         TxWorker {
             rng: Xoshiro256PlusPlus::seed_from_u64(stream_seed(params.seed, stream)),
             rounds: 0,
@@ -1184,6 +1189,7 @@ struct HalfIntake<'a, 's> {
     neighbour: Option<&'a mut NeighbourStage>,
     ctx: (&'a Shared<'s>, &'a RxState),
     lead: &'a Lead,
+    lanes: &'a mut Lanes,
 }
 
 impl Intake for HalfIntake<'_, '_> {
@@ -1198,19 +1204,17 @@ impl Intake for HalfIntake<'_, '_> {
     }
     #[inline(always)]
     fn forward(&mut self, now: Nanos, batch: &mut Batch) {
-        for buf in batch.drain() {
-            let stage = self.neighbour.as_deref_mut();
-            forward_one(
-                buf,
-                now,
-                self.ctx,
-                self.pool,
-                self.rng,
-                self.icmp,
-                self.counts,
-                stage,
-            );
-        }
+        forward_burst(
+            batch,
+            now,
+            self.ctx,
+            self.lanes,
+            self.pool,
+            self.rng,
+            self.icmp,
+            self.counts,
+            self.neighbour.as_deref_mut(),
+        );
     }
 }
 
@@ -1231,7 +1235,9 @@ where
 {
     let mut pool = BufPool::new(params.pool_per_worker, DEFAULT_BUF_SIZE);
     let mut batch = Batch::new();
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(stream_seed(params.seed, 1000 + w as u64));
+    let mut lanes = Box::<Lanes>::default();
+    let mut rng =
+        Xoshiro256PlusPlus::seed_from_u64(stream_seed(params.seed, OBSERVE_STREAM + w as u64));
     let mut exhausted = vec![false; mine.len()];
     // This worker's copy of the forwarding state, and the reload generation it is of.
     let mut generation = sh.rx_generation.load(Ordering::Acquire);
@@ -1271,17 +1277,21 @@ where
         let changed = state.forwarder.refresh();
         if let Some(stage) = neighbour.as_mut().filter(|s| !s.is_empty()) {
             stage.follow(now, changed, &state.forwarder, &mut released, &mut expired);
-            for buf in released.drain(..) {
+            // In bursts, in their order, through the same stages as a received burst.
+            let mut released = released.drain(..).peekable();
+            while released.peek().is_some() {
+                (released.by_ref().take(BATCH_CAPACITY)).for_each(|b| batch.push_within_room(b));
                 let ctx = (sh, &state);
-                forward_one(
-                    buf,
+                forward_burst(
+                    &mut batch,
                     now,
                     ctx,
+                    &mut lanes,
                     &mut pool,
                     &mut rng,
                     &mut icmp,
                     &mut counts,
-                    Some(stage),
+                    Some(&mut *stage),
                 );
             }
             for buf in expired.drain(..) {
@@ -1316,6 +1326,7 @@ where
                 neighbour: neighbour.as_mut(),
                 ctx: (sh, &state),
                 lead: &sh.leads[w],
+                lanes: &mut lanes,
             };
             let (n, end) = receive_port(&mut intake, now, params.work_budget, &mut batch);
             got += n;
@@ -1391,48 +1402,69 @@ fn reject(
     }
 }
 
-/// The receive stage of one packet (counted as received with its burst), as in the
-/// single-thread loop's `forward_and_admit`: forwarding, then the egress port's list observed
-/// once; the packet goes into its egress port's ring with the observation and its rewritable
-/// headers. One forwarding did not keep is held for its next hop's MAC (kernel routing,
-/// `neighbour`), or rejected ([`reject`]).
+/// A receive worker's stages of one burst (counted as received before, see
+/// [`crate::stages`]): the burst forwarded, then observed in its egress ports' lists, then each
+/// packet pushed on its egress port's ring with its observation and rewritable headers, in
+/// the burst's order. A packet forwarding did not keep goes to [`discard`]. `burst` is left
+/// empty.
 #[inline]
 #[allow(clippy::too_many_arguments)]
-fn forward_one(
-    mut buf: PacketBuf,
+fn forward_burst(
+    burst: &mut Batch,
     now: Nanos,
     (sh, state): (&Shared<'_>, &RxState),
+    lanes: &mut Lanes,
     pool: &mut BufPool,
     rng: &mut Xoshiro256PlusPlus,
     icmp: &mut IcmpSender,
     fates: &mut Fates,
+    mut neighbour: Option<&mut NeighbourStage>,
+) {
+    forward_stage(&state.forwarder, burst, lanes);
+    for (buf, cause) in lanes.discarded.drain(..) {
+        let stage = neighbour.as_deref_mut();
+        discard(buf, cause, now, (sh, state), pool, icmp, fates, stage);
+    }
+    let list_of =
+        |p: usize| (state.zombies.get(p).and_then(Option::as_ref)).map(|(z, by)| (&**z, *by));
+    observe_stage(now, rng, burst, lanes, list_of);
+    for ((buf, &(meta, headers)), obs) in burst.drain().zip(&lanes.kept).zip(&lanes.obs) {
+        let out = buf.out_port as usize;
+        let Some(ring) = sh.rings.get(out) else {
+            fates.dropped(&buf, DropCause::NoRoute);
+            pool.free(buf);
+            continue;
+        };
+        let obs = list_of(out).map(|_| *obs);
+        let item = Item {
+            buf,
+            meta,
+            headers,
+            obs,
+            icmp: None,
+        };
+        if let Err(item) = ring.push(item) {
+            fates.dropped(&item.buf, DropCause::RingFull);
+            pool.free(item.buf);
+        }
+    }
+}
+
+/// A packet forwarding did not keep (`cause`): held for its next hop's MAC (kernel routing,
+/// `neighbour`), or rejected ([`reject`]).
+#[cold]
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn discard(
+    buf: PacketBuf,
+    cause: DropCause,
+    now: Nanos,
+    (sh, state): (&Shared<'_>, &RxState),
+    pool: &mut BufPool,
+    icmp: &mut IcmpSender,
+    fates: &mut Fates,
     neighbour: Option<&mut NeighbourStage>,
 ) {
-    let cause = match state.forwarder.forward_in_place(&mut buf) {
-        Ok((meta, headers)) => {
-            let out = buf.out_port as usize;
-            let Some(ring) = sh.rings.get(out) else {
-                fates.dropped(&buf, DropCause::NoRoute);
-                return pool.free(buf);
-            };
-            let obs = (state.zombies.get(out).and_then(Option::as_ref)).map(|(z, by)| {
-                z.observe(crate::egress::observe_key(*by, meta.flow, &buf), now, rng)
-            });
-            let item = Item {
-                buf,
-                meta,
-                headers,
-                obs,
-                icmp: None,
-            };
-            if let Err(item) = ring.push(item) {
-                fates.dropped(&item.buf, DropCause::RingFull);
-                pool.free(item.buf);
-            }
-            return;
-        }
-        Err(cause) => cause,
-    };
     let parsed = state.forwarder.parse_again(&buf);
     match cause {
         DropCause::NoNeighbour if neighbour.is_some() => {

@@ -1061,7 +1061,7 @@ fn both_engines_refuse_forwarding_to_a_port_they_do_not_have() {
         slots(),
         zl_port::BufPool::new(256, zl_port::DEFAULT_BUF_SIZE),
         forwarder(),
-        rand_xoshiro::rand_core::SeedableRng::seed_from_u64(1),
+        1,
         32,
         Vec::new(),
     )

@@ -1,5 +1,5 @@
 //! "No lock on the packet path" as a rule the tests check: the functions of
-//! `src/mt.rs` that every packet goes through, on the receive and the transmit workers, may
+//! `src/mt.rs` and `src/stages.rs` that every packet goes through, on the receive and the transmit workers, may
 //! not name `Mutex` or `RwLock` nor call `.lock()`, `.try_lock()`, `.read()`/`.write()` of a
 //! lock, or `lock_port(`. A line that must (for now) says why, on the line itself or on the
 //! line just above, with a `// lock-ok: <reason>` comment, so each exception is in plain view
@@ -11,11 +11,29 @@
 use zl_testkit::source::fn_body;
 
 const MT: &str = include_str!("../src/mt.rs");
+const STAGES: &str = include_str!("../src/stages.rs");
 
-/// The packet path: (how the function's signature starts, what it is).
+/// The receive stages both engines run: (how the function's signature starts, what it is).
+const STAGE_PATH: &[(&str, &str)] = &[
+    (
+        "pub(crate) fn forward_stage(",
+        "the forward stage of a burst",
+    ),
+    (
+        "pub(crate) fn observe_stage<",
+        "the observe stage of a burst",
+    ),
+    ("fn observe_run<", "the observation of one port's run"),
+];
+
+/// The threaded router's packet path: (how the function's signature starts, what it is).
 const PACKET_PATH: &[(&str, &str)] = &[
     ("fn rx_worker<", "a receive worker's loop"),
-    ("fn forward_one(", "the receive stage of one packet"),
+    (
+        "fn forward_burst(",
+        "a receive worker's stages of one burst",
+    ),
+    ("fn discard(", "a packet forwarding did not keep"),
     (
         "fn admit_from_ring(",
         "a transmit worker's admission from a ring",
@@ -64,9 +82,11 @@ fn locks(body: &str) -> (Vec<String>, usize) {
 #[test]
 fn no_lock_is_taken_on_the_packet_path() {
     let mut marked = 0;
-    for (start, what) in PACKET_PATH {
-        let b = fn_body(MT, start)
-            .unwrap_or_else(|| panic!("src/mt.rs has no `{start}` ({what}): update the list"));
+    let path = (PACKET_PATH.iter().map(|p| ("src/mt.rs", MT, p)))
+        .chain(STAGE_PATH.iter().map(|p| ("src/stages.rs", STAGES, p)));
+    for (file, text, (start, what)) in path {
+        let b = fn_body(text, start)
+            .unwrap_or_else(|| panic!("{file} has no `{start}` ({what}): update the list"));
         let (bad, m) = locks(b);
         assert!(
             bad.is_empty(),

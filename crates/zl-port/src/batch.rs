@@ -100,6 +100,21 @@ impl Batch {
         );
         self.pkts.clear();
     }
+    /// Drops the hollow buffers ([`PacketBuf::take`]n), keeping the others in their order: a
+    /// stage that took some of a burst's packets elsewhere leaves the rest for the next.
+    pub fn remove_hollow(&mut self) {
+        self.pkts.retain(|p| !p.is_hollow());
+    }
+    /// The packets, in arrival order, as a slice.
+    #[inline]
+    pub fn as_slice(&self) -> &[PacketBuf] {
+        &self.pkts
+    }
+    /// The packets, in arrival order, as a mutable slice.
+    #[inline]
+    pub fn as_mut_slice(&mut self) -> &mut [PacketBuf] {
+        &mut self.pkts
+    }
     /// Takes every packet out, in arrival order; the batch is empty afterwards.
     #[inline]
     pub fn drain(&mut self) -> std::vec::Drain<'_, PacketBuf> {
