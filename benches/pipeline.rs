@@ -224,6 +224,14 @@ fn pipeline_cpu(c: &mut Criterion<ThreadCpuTime>) {
         "aqm = { kind = \"fq-codel\" }",
     );
     bench_variant(&mut g, "fq_codel_wrr_shaper_64B_burst32", &fq_codel);
+    // The default config with its receive stages taking 1, 8 or 16 packets at a time
+    // (`Dataplane::set_stage_width`) rather than the whole burst of 32: 1 is the reference
+    // path, every packet through all the stages before the next.
+    for width in [1, 8, 16] {
+        let templates: Vec<Vec<u8>> = (0..256).map(frame).collect();
+        let name = format!("zlred_wrr_shaper_64B_burst32_stages{width}");
+        bench_frames(&mut g, &name, CONFIG, templates, width, |_| {});
+    }
     g.finish();
 }
 
@@ -233,7 +241,7 @@ fn bench_variant<M: Measurement>(
     config: &str,
 ) {
     let templates: Vec<Vec<u8>> = (0..256).map(frame).collect();
-    bench_frames(g, name, config, templates, |_| {});
+    bench_frames(g, name, config, templates, BATCH_CAPACITY, |_| {});
 }
 
 /// The routing table's cost in the pipeline: the same 4096 flows, each to its own
@@ -271,9 +279,11 @@ fn pipeline_routes(c: &mut Criterion<ThreadCpuTime>) {
         "10_routes_4096_dsts",
         &ten,
         templates.clone(),
+        BATCH_CAPACITY,
         |_| {},
     );
-    bench_frames(&mut g, "1M_routes_4096_dsts", CONFIG, templates, |routes| {
+    let (name, width) = ("1M_routes_4096_dsts", BATCH_CAPACITY);
+    bench_frames(&mut g, name, CONFIG, templates, width, |routes| {
         for &(a, len) in &table {
             let p = Prefix {
                 addr: std::net::Ipv4Addr::from(a).into(),
@@ -314,6 +324,7 @@ fn bench_frames<M: Measurement>(
     name: &str,
     config: &str,
     templates: Vec<Vec<u8>>,
+    stage_width: usize,
     add_routes: impl FnOnce(&RouteTable),
 ) {
     let fixed = fixed_polls();
@@ -328,6 +339,7 @@ fn bench_frames<M: Measurement>(
     })
     .expect("bench data plane");
     add_routes(&dp.routes().expect("router mode"));
+    dp.set_stage_width(stage_width);
     // One burst of 32 frames of 64 + 20 bytes on the wire at 10 Gbit/s is 2150.4 ns; offer
     // each burst 5 % sooner than that.
     let step = Nanos((BATCH_CAPACITY as u64 * (64 + 20) * 8 * 100) / 105 / 10);

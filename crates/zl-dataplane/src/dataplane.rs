@@ -2,14 +2,14 @@
 //! observation] -> classify -> meter -> AQM admission -> per-class queue -> schedule -> shape
 //! -> tx burst.
 //!
-//! It is the one-worker case of the threaded router ([`crate::mt`]): the same receive stage
-//! (`Forwarder::forward_in_place`, then the egress port's list observed once) and the same
-//! egress stage ([`Egress`]: admit / transmit / tick / shutdown), called on one thread with
-//! no ring between them. One [`Dataplane`] owns its ports, its buffer pool and one [`Egress`]
+//! It is the one-worker case of the threaded router ([`crate::mt`]): the same receive stages
+//! over each burst ([`crate::stages`]: forward, then observe in the egress ports' lists) and
+//! the same egress stage ([`Egress`]: admit / transmit / tick / shutdown), called on one
+//! thread with no ring between them. One [`Dataplane`] owns its ports, its buffer pool and one [`Egress`]
 //! per port. [`Dataplane::poll`] does one round at a given `now`: it receives bursts from
 //! each port until `work_budget` packets (checked between bursts, so at most
-//! `work_budget + 31`), pushes each through forwarding and its egress port's admission, and
-//! after each burst lets every egress port send what its scheduler and shaper release. A
+//! `work_budget + 31`), takes each burst stage by stage through forwarding, its egress ports'
+//! lists and their admission, and after each burst lets every egress port send what its scheduler and shaper release. A
 //! packet admitted to a port with nothing queued whose shaper lets it go leaves at once (the
 //! cut-through of [`Egress::admit`]), so a queue whose link keeps up stays empty instead of
 //! holding the burst, which an AQM would read as congestion. The driver chooses the clock:

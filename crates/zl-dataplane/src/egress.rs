@@ -216,23 +216,6 @@ impl Egress {
         self.zombie.as_ref().map(|z| z.estimated_flows())
     }
 
-    /// Observes a packet in the port's list, if it has one, by its flow (or its host, see
-    /// [`Egress::observe_by`]): the observation its SRED / ZL-RED policies decide on. The
-    /// threaded router observes on the receive worker (with its own handle on the same list),
-    /// the single-thread loop just before [`Egress::admit`].
-    #[inline]
-    pub fn observe<R: RngCore + ?Sized>(
-        &self,
-        flow: zl_core::FlowId,
-        buf: &PacketBuf,
-        now: Nanos,
-        rng: &mut R,
-    ) -> Option<Observation> {
-        self.zombie
-            .as_ref()
-            .map(|z| z.observe(observe_key(self.observe_by, flow, buf), now, rng))
-    }
-
     /// Classifies, re-marks, meters and admits one forwarded packet (`meta`, its rewritable
     /// `headers` when it parsed, its `observed` arrival in the port's list). An admitted
     /// packet alone in the port leaves its queue at once into the pending batch when the
@@ -368,7 +351,7 @@ impl Egress {
         }
         // At most one packet, counted as it leaves: counted after, from the batch with
         // `Fates::departed_burst` as `transmit_queued` does, it costs about 31 instructions
-        // per packet more in the pipeline bench (LLVM's inlining into `forward_and_admit`).
+        // per packet more in the pipeline bench (LLVM's inlining into the receive loop).
         let mut bytes = 0;
         let burst = self.qos.release_if_alone(now, class, |b| {
             bytes += fates.departs(&b);

@@ -2,8 +2,8 @@
 //! and own MACs) or bridge -> the packet's AQM metadata. Everything a packet goes through
 //! before its egress port's QoS (classify, meter, admission, queue).
 //!
-//! [`Forwarder::forward_in_place`] is the receive stage of both engines (the single-thread
-//! loop's `Dataplane::forward_and_admit`, the threaded router's receive workers in
+//! [`Forwarder::forward_in_place`] is the forward stage of both engines (`crate::stages`, run
+//! over each burst by the single-thread loop and by the threaded router's receive workers in
 //! `crate::mt`), so both forward with the same semantics and the same drop causes:
 //! `parse_error` (router mode: the frame is not Ethernet + IPv4/IPv6), `no_route` (no route
 //! matched, or a bridge port without a peer), `ttl_expired`, `too_big` (larger than the egress

@@ -6,8 +6,8 @@
 //!
 //! After forwarding, on the receive side of both loops: [`crate::forward::Forwarder::forward_in_place`]
 //! drops a packet with one of those causes, leaving the frame as it arrived (for `too_big`
-//! with its egress port in `out_port`), and the loop that received it (`Dataplane`'s
-//! `forward_and_admit`, or `crate::mt`'s receive worker) hands it to
+//! with its egress port in `out_port`), and the loop that received it (after the forward stage
+//! of its burst: `Dataplane`'s `not_forwarded`, or `crate::mt`'s receive worker) hands it to
 //! [`crate::forward::Forwarder::icmp_error`], the one function both call. When an error is
 //! due it rewrites the dropped packet's own buffer into it (`zl_wire::icmp`: no allocation,
 //! no second buffer), addressed to the previous hop (the frame's source MAC) from the

@@ -1,26 +1,26 @@
 //! Multi-threaded forwarding: the receive / transmit split of the IXP1200 design (docs/ixp-sim.md).
 //!
 //! ```text
-//!  rx worker 0: ports' recv -> Forwarder::forward_in_place (parse, route / bridge, TTL,
-//!               MACs; kernel routing: the worker's neighbour wait, crate::neighbour)
-//!               -> observe the egress port's Zombie List -> ring of the egress port --+
-//!  rx worker 1: (its own ports, the same steps)  -------------------------------------+
-//!                                                                                     |
-//!  tx worker k: per egress port j with j mod M = k: ring -> classify -> AQM on the    |
-//!              receive worker's observation -> class queues -> schedule + shape ->    |
-//!              port send <------------------------------------------------------------+
+//!  rx worker 0: ports' recv burst -> forward stage (parse, route / bridge, TTL, MACs;
+//!               kernel routing: the worker's neighbour wait, crate::neighbour)
+//!               -> observe stage (the egress ports' Zombie Lists) -> ring of the egress port --+
+//!  rx worker 1: (its own ports, the same steps)  ---------------------------------------------+
+//!                                                                                            |
+//!  tx worker k: per egress port j with j mod M = k: ring -> classify -> AQM on the           |
+//!              receive worker's observation -> class queues -> schedule + shape ->           |
+//!              port send <-------------------------------------------------------------------+
 //!              sent and dropped buffers -> return ring -> the rx workers' pools
 //! ```
 //!
 //! [`MtRouter`] holds the same parts as the single-thread [`crate::Dataplane`], built by the
 //! same builder (`crate::build::build_threaded`): ports, one [`Egress`] per port, the
 //! [`Forwarder`], the generator flow groups. The single-thread loop is its one-worker case
-//! without the ring: both run the same receive stage (`Forwarder::forward_in_place`, then the
-//! egress port's list observed once) and the same egress stage ([`Egress::admit`], [`Egress::transmit`],
+//! without the ring: both run the same receive stages over each burst (`crate::stages`: forward,
+//! then observe in the egress ports' lists) and the same egress stage ([`Egress::admit`], [`Egress::transmit`],
 //! [`Egress::tick`], [`Egress::shutdown`]), and count every fate through [`Fates`]. With
 //! `rx_workers = N` the ports' receive queues are dealt to N receive workers; each worker owns
-//! its [`BufPool`] and its neighbour wait, and forwards with the same
-//! `Forwarder::forward_in_place` as `Dataplane` does, rejecting with the same
+//! its [`BufPool`] and its neighbour wait, and forwards with the same stages as `Dataplane`
+//! does, rejecting with the same
 //! `crate::reject::reject`, so routing (static, the kernel's table, bridging), the ICMP errors
 //! and the drop causes are the same. A forwarded packet is observed once,
 //! on the receive worker, in its egress port's shared lock-free [`ZombieList`], and travels with
@@ -1020,7 +1020,7 @@ impl MtRouter {
 }
 
 /// Admits up to `budget` packets from `ring` through `egress` (a transmit worker's half of
-/// the single-thread loop's `forward_and_admit`); dropped buffers go back through `returns`.
+/// the single-thread loop's admit stage); dropped buffers go back through `returns`.
 #[inline]
 fn admit_from_ring(
     egress: &mut Egress,
@@ -1179,7 +1179,7 @@ where
 
 /// A receive worker's intake of one receive half ([`receive_port`], as the single loop's):
 /// each burst counted and its count published ([`Lead`]) before any of it moves on, then
-/// each packet through [`forward_one`].
+/// the burst through [`forward_burst`].
 struct HalfIntake<'a, 's> {
     half: &'a mut dyn RxHalf,
     pool: &'a mut BufPool,
