@@ -11,18 +11,24 @@
 //! - `zl-red_on_observation`: the same decision on an observation of the list made upstream
 //!   (the data plane's path: the receive side observes the egress port's list, the egress
 //!   decides), the observations precomputed, so the row is ZL-RED's equations and draw alone;
+//! - `zl-red_burst`: the list observed and the decisions made a burst of 32 arrivals at a time,
+//!   stage by stage, as the data plane's vector stages do: the burst through
+//!   `ZombieList::observe_batch` (every flow's first bucket loaded up front, P(t) stored once),
+//!   then each arrival decided on its observation, on the same policy and list as `zl-red`.
+//!   One criterion iteration is one burst (its throughput is in decisions); the row's report
+//!   counts decisions;
 //! - `rte_red`: `rte_red_enqueue` on a non-empty queue of 200 packets with `w_q = 2^-9`,
 //!   `th_min = 5`, `th_max = 333` (ZL-RED's `B/3`), `1/p_max = 7` (ZL-RED's 0.15), so its
 //!   average sits in the region where it computes its probability and tests its random number.
 //!
-//! Each row prints its drop ratio after the run (both must drop: a decision that never drops
+//! Each row prints its decisions and drop ratio after the run (every row must drop: a decision that never drops
 //! would skip its probability). Run:
 //! `cargo bench -p zl-dpdk --features dpdk --bench red_decision -- --warm-up-time 1
 //! --measurement-time 3`; results in docs/performance/dataplane.md and docs/PERFORMANCE.md.
 
 use std::hint::black_box;
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use zl_aqm::{
@@ -35,6 +41,8 @@ use zl_zombie::Observation;
 const FLOWS: usize = 200;
 const MIX: usize = 4096;
 const CAPACITY: u32 = 1000;
+/// Arrivals per burst in `zl-red_burst` (the data plane's receive burst).
+const BURST: usize = 32;
 
 /// 4096 packets from 200 flows of Zipf(1) popularity (as `benches/aqm.rs`).
 fn packet_mix() -> Vec<PacketMeta> {
@@ -173,6 +181,38 @@ fn red_decision(c: &mut Criterion) {
         })
     });
     report("rte_red", n, dropped);
+
+    // Last, so that its throughput (decisions per burst) applies to this row alone.
+    let (mut p, mut rng) = zlred(&pkts, &q);
+    let list = match p.policy_mut() {
+        AqmPolicy::ZlRed(z) => std::sync::Arc::clone(z.zombie_list()),
+        _ => unreachable!("built as ZL-RED"),
+    };
+    let flows: Vec<FlowId> = pkts.iter().map(|pkt| pkt.flow).collect();
+    let blank = Observation {
+        hit: false,
+        p: 0.0,
+        occurrence: 0,
+        total: 0,
+    };
+    let mut obs = [blank; BURST];
+    let (mut at, mut n, mut dropped) = (0usize, 0u64, 0u64);
+    g.throughput(Throughput::Elements(BURST as u64));
+    g.bench_function("zl-red_burst", |b| {
+        b.iter(|| {
+            at = (at + BURST) & (MIX - 1);
+            let burst = &pkts[at..at + BURST];
+            let k = list.observe_batch(&flows[at..at + BURST], now, &mut rng, &mut obs);
+            for (pkt, o) in burst[..k].iter().zip(&obs) {
+                let a = Arrival::new(now, black_box(&q), pkt).observed(o);
+                let v = p.admit(&a, &mut rng);
+                dropped += drops(v);
+                black_box(v);
+            }
+            n += k as u64;
+        })
+    });
+    report("zl-red_burst", n, dropped);
     g.finish();
 }
 
