@@ -271,9 +271,10 @@ impl ZombieList {
     /// were observed (`min(flows.len(), out.len())`).
     ///
     /// Each arrival updates the list and reads F and T as `observe` does; this thread's P(t)
-    /// shard takes the burst as one contiguous run of EWMA steps published by a single relaxed
-    /// store, and every flow's first table bucket is loaded up front. Sequentially, the result
-    /// equals that many `observe` calls with the same random stream.
+    /// shard takes the burst as one contiguous run of EWMA steps, read by one relaxed load
+    /// before the burst and published by a single relaxed store after it, and every flow's
+    /// first table bucket is loaded up front. Sequentially, the result equals that many
+    /// `observe` calls with the same random stream.
     pub fn observe_batch<R: RngCore + ?Sized>(
         &self,
         flows: &[FlowId],
@@ -282,36 +283,64 @@ impl ZombieList {
         out: &mut [Observation],
     ) -> usize {
         let n = flows.len().min(out.len());
-        let ops = &mut NoOps;
         // Start every flow's first-bucket load up front, so the burst's F lookups overlap.
         for &flow in &flows[..n] {
             self.table.prefetch(mix(flow.0));
         }
-        for (&flow, obs) in flows.iter().zip(out.iter_mut()) {
-            let h = mix(flow.0);
-            let hit = self.update_list(flow, h, now, rng, ops);
-            let (occurrence, total) = self.read_occurrence(flow, h, ops);
-            *obs = Observation {
-                hit,
-                p: f64::NAN,
-                occurrence,
-                total,
-            };
-        }
-        let (keep, alpha) = (self.cfg.keep(), self.cfg.alpha());
-        // One relaxed load and one relaxed store for the whole burst (decided, see
-        // `update_p`: a concurrent burst's steps may be overwritten, never T or F).
+        // One relaxed load and one relaxed store of this thread's P(t) shard for the whole
+        // burst (decided, see `update_p`: a concurrent burst's steps may be overwritten, never
+        // T or F). Loaded before the list's updates, so that each arrival's EWMA step is taken
+        // in the same pass as its update.
         let shard = self.p_shard();
         let bits = shard.load(Ordering::Relaxed);
-        let mut p = self.shard_start(bits);
-        for obs in out[..n].iter_mut() {
-            p = draw::ewma_step(p, keep, alpha, obs.hit);
-            obs.p = p;
-        }
+        let start = self.shard_start(bits);
+        // The occurrence mode matched once per burst, not per arrival.
+        let p = match self.cfg.occurrence() {
+            OccurrenceMode::Table => self.update_run(flows, now, rng, out, start, |flow, h| {
+                (
+                    self.table.occurrence(flow, h, &mut NoOps),
+                    // Acquire: see our own and others' completed deltas (exact when
+                    // sequential).
+                    self.total.0.load(Ordering::Acquire),
+                )
+            }),
+            OccurrenceMode::Scan => self.update_run(flows, now, rng, out, start, |flow, _| {
+                self.scan(flow, &mut NoOps)
+            }),
+        };
         if p.to_bits() != bits {
             shard.store(p.to_bits(), Ordering::Relaxed);
         }
         n
+    }
+
+    /// [`ZombieList::observe_batch`]'s pass over the burst: each arrival's steps 1-2, its F
+    /// and T by `occurrence` (the list's occurrence mode, matched once by the caller) and its
+    /// step of P(t) from `p`; returns P(t) after the last.
+    #[inline(always)]
+    fn update_run<R: RngCore + ?Sized>(
+        &self,
+        flows: &[FlowId],
+        now: Nanos,
+        rng: &mut R,
+        out: &mut [Observation],
+        mut p: f64,
+        occurrence: impl Fn(FlowId, u64) -> (u64, u64),
+    ) -> f64 {
+        let (keep, alpha) = (self.cfg.keep(), self.cfg.alpha());
+        for (&flow, obs) in flows.iter().zip(out.iter_mut()) {
+            let h = mix(flow.0);
+            let hit = self.update_list(flow, h, now, rng, &mut NoOps);
+            let (occurrence, total) = occurrence(flow, h);
+            p = draw::ewma_step(p, keep, alpha, hit);
+            *obs = Observation {
+                hit,
+                p,
+                occurrence,
+                total,
+            };
+        }
+        p
     }
 
     // Always inlined, so that the caller gets the Observation in registers rather than
@@ -330,13 +359,13 @@ impl ZombieList {
         home.prefetch();
         let hit = self.update_list(flow, h, now, rng, ops);
         let p = self.update_p(hit, ops);
-        // `read_occurrence`'s steps written out on the found bucket: a `read_occurrence` taking
-        // the bucket costs about 8 instructions per packet more in the pipeline bench (LLVM's
-        // register allocation around the call).
+        // F and T read on the found bucket, written out here: a helper taking the bucket costs
+        // about 8 instructions per packet more in the pipeline bench (LLVM's register
+        // allocation around the call).
         let (occurrence, total) = match self.cfg.occurrence() {
             OccurrenceMode::Table => (
                 self.table.occurrence_from(home, flow, h, ops),
-                // Acquire: as in `read_occurrence`.
+                // Acquire: as in `observe_batch`.
                 self.total.0.load(Ordering::Acquire),
             ),
             OccurrenceMode::Scan => self.scan(flow, ops),
@@ -370,19 +399,6 @@ impl ZombieList {
                 let i = draw::zombie_index(rng, self.cfg.m());
                 self.compare(i, flow, h, now, rng, ops)
             }
-        }
-    }
-
-    /// F(flow) and T after this arrival's update. Always inlined, as `update_list`.
-    #[inline(always)]
-    fn read_occurrence<S: OpSink>(&self, flow: FlowId, h: u64, ops: &mut S) -> (u64, u64) {
-        match self.cfg.occurrence() {
-            OccurrenceMode::Table => (
-                self.table.occurrence(flow, h, ops),
-                // Acquire: see our own and others' completed deltas (exact when sequential).
-                self.total.0.load(Ordering::Acquire),
-            ),
-            OccurrenceMode::Scan => self.scan(flow, ops),
         }
     }
 
