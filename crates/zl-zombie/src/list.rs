@@ -395,10 +395,7 @@ impl ZombieList {
                 self.append(i, flow, h, now, ops);
                 false
             }
-            None => {
-                let i = draw::zombie_index(rng, self.cfg.m());
-                self.compare(i, flow, h, now, rng, ops)
-            }
+            None => self.compare(self.drawn_slot(rng), flow, h, now, rng, ops),
         }
     }
 
@@ -419,6 +416,22 @@ impl ZombieList {
             }
         }
         None
+    }
+
+    /// Step 2's draw: the zombie to compare against, uniform over the M slots. Without a
+    /// bounds check, which every arrival on a full list paid (a load of the slice's length, a
+    /// compare and a branch).
+    #[inline(always)]
+    #[allow(unsafe_code)]
+    fn drawn_slot<R: RngCore + ?Sized>(&self, rng: &mut R) -> &Slot {
+        let i = draw::zombie_index(rng, self.cfg.m());
+        debug_assert!(i < self.slots.len());
+        // SAFETY: `zombie_index(rng, m)` is below `m`: with `x m = hi 2^32 + lo` for the first
+        // 32-bit draw `x` and `c = floor(y m / 2^32) < m` for the second `y` (taken or not), it
+        // returns `floor((x m + c) / 2^32)`, and `x m + c < (x + 1) m <= 2^32 m`. And
+        // `self.slots.len() == self.cfg.m()`: `new` (which every constructor goes through)
+        // builds one slot per `0..cfg.m()`, and neither field is assigned again.
+        unsafe { self.slots.get_unchecked(i) }
     }
 
     /// Appends `(flow, 0, now)` in the claimed empty slot `i`.
@@ -447,23 +460,22 @@ impl ZombieList {
         }
     }
 
-    /// Step 2 against zombie `i`: the common case, a miss that keeps the zombie, in line; a
-    /// swap over another flow's zombie goes on in [`ZombieList::swap_in`], every other case (a
-    /// possible hit, an empty slot) in [`ZombieList::compare_from`], with the word read here
-    /// and the swap already drawn, so the draws and the result are those of the one loop
-    /// (in one function the compiler hoists the loop's set-up ahead of the common case, about
-    /// 20 instructions per packet on the pipeline's observation).
+    /// Step 2 against the drawn zombie's `slot`: the common case, a miss that keeps the
+    /// zombie, in line; a swap over another flow's zombie goes on in [`ZombieList::swap_in`],
+    /// every other case (a possible hit, an empty slot) in [`ZombieList::compare_from`], with
+    /// the word read here and the swap already drawn, so the draws and the result are those
+    /// of the one loop (in one function the compiler hoists the loop's set-up ahead of the
+    /// common case, about 20 instructions per packet on the pipeline's observation).
     #[inline]
     fn compare<R: RngCore + ?Sized, S: OpSink>(
         &self,
-        i: usize,
+        slot: &Slot,
         flow: FlowId,
         h: u64,
         now: Nanos,
         rng: &mut R,
         ops: &mut S,
     ) -> bool {
-        let slot = &self.slots[i];
         ops.slot_read();
         // Acquire pairs with the AcqRel CAS that wrote the word, so the referenced entry's key
         // is visible.
