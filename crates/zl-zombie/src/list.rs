@@ -272,9 +272,9 @@ impl ZombieList {
     ///
     /// Each arrival updates the list and reads F and T as `observe` does; this thread's P(t)
     /// shard takes the burst as one contiguous run of EWMA steps, read by one relaxed load
-    /// before the burst and published by a single relaxed store after it, and every flow's
-    /// first table bucket is loaded up front. Sequentially, the result equals that many
-    /// `observe` calls with the same random stream.
+    /// before the burst and published by a single relaxed store after it, every flow's first
+    /// table bucket is loaded up front, and a burst that finds the list full tests that once.
+    /// Sequentially, the result equals that many `observe` calls with the same random stream.
     pub fn observe_batch<R: RngCore + ?Sized>(
         &self,
         flows: &[FlowId],
@@ -294,19 +294,29 @@ impl ZombieList {
         let shard = self.p_shard();
         let bits = shard.load(Ordering::Relaxed);
         let start = self.shard_start(bits);
+        // Step 1's test once per burst when the list is full: `len` never decreases, so once
+        // this thread has read M every later load of it would read M too, and this load's
+        // acquire already orders the burst's slot reads after the claims, as each arrival's
+        // did. While the list fills, every arrival tests it, as in `observe`. Acquire: as in
+        // `claim_append_slot`.
+        let full = self.len.0.load(Ordering::Acquire) >= self.cfg.m();
         // The occurrence mode matched once per burst, not per arrival.
         let p = match self.cfg.occurrence() {
-            OccurrenceMode::Table => self.update_run(flows, now, rng, out, start, |flow, h| {
-                (
-                    self.table.occurrence(flow, h, &mut NoOps),
-                    // Acquire: see our own and others' completed deltas (exact when
-                    // sequential).
-                    self.total.0.load(Ordering::Acquire),
-                )
-            }),
-            OccurrenceMode::Scan => self.update_run(flows, now, rng, out, start, |flow, _| {
-                self.scan(flow, &mut NoOps)
-            }),
+            OccurrenceMode::Table => {
+                self.update_run(flows, now, rng, out, start, full, |flow, h| {
+                    (
+                        self.table.occurrence(flow, h, &mut NoOps),
+                        // Acquire: see our own and others' completed deltas (exact when
+                        // sequential).
+                        self.total.0.load(Ordering::Acquire),
+                    )
+                })
+            }
+            OccurrenceMode::Scan => {
+                self.update_run(flows, now, rng, out, start, full, |flow, _| {
+                    self.scan(flow, &mut NoOps)
+                })
+            }
         };
         if p.to_bits() != bits {
             shard.store(p.to_bits(), Ordering::Relaxed);
@@ -314,9 +324,10 @@ impl ZombieList {
         n
     }
 
-    /// [`ZombieList::observe_batch`]'s pass over the burst: each arrival's steps 1-2, its F
-    /// and T by `occurrence` (the list's occurrence mode, matched once by the caller) and its
-    /// step of P(t) from `p`; returns P(t) after the last.
+    /// [`ZombieList::observe_batch`]'s pass over the burst: each arrival's steps 1-2 (step 2
+    /// alone when the caller saw the list `full`), its F and T by `occurrence` (the list's
+    /// occurrence mode, matched once by the caller) and its step of P(t) from `p`; returns
+    /// P(t) after the last.
     #[inline(always)]
     fn update_run<R: RngCore + ?Sized>(
         &self,
@@ -325,12 +336,17 @@ impl ZombieList {
         rng: &mut R,
         out: &mut [Observation],
         mut p: f64,
+        full: bool,
         occurrence: impl Fn(FlowId, u64) -> (u64, u64),
     ) -> f64 {
         let (keep, alpha) = (self.cfg.keep(), self.cfg.alpha());
         for (&flow, obs) in flows.iter().zip(out.iter_mut()) {
             let h = mix(flow.0);
-            let hit = self.update_list(flow, h, now, rng, &mut NoOps);
+            let hit = if full {
+                self.compare(self.drawn_slot(rng), flow, h, now, rng, &mut NoOps)
+            } else {
+                self.update_list(flow, h, now, rng, &mut NoOps)
+            };
             let (occurrence, total) = occurrence(flow, h);
             p = draw::ewma_step(p, keep, alpha, hit);
             *obs = Observation {
