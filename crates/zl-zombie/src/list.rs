@@ -82,6 +82,10 @@ mod shard {
         })
     }
 }
+/// Arrivals of a [`ZombieList::observe_batch`] burst whose hashes are kept between their
+/// first-bucket loads and their updates (a poll loop's burst; a longer one goes in runs of
+/// this many).
+const HASHED: usize = 32;
 const TAG_BITS: u32 = 16;
 const ENTRY_SHIFT: u32 = ZOMBIE_COUNT_BITS + TAG_BITS;
 
@@ -273,7 +277,8 @@ impl ZombieList {
     /// Each arrival updates the list and reads F and T as `observe` does; this thread's P(t)
     /// shard takes the burst as one contiguous run of EWMA steps, read by one relaxed load
     /// before the burst and published by a single relaxed store after it, every flow's first
-    /// table bucket is loaded up front, and a burst that finds the list full tests that once.
+    /// table bucket is loaded up front (32 at a time, their hashes kept for the updates), and
+    /// a burst that finds the list full tests that once.
     /// Sequentially, the result equals that many `observe` calls with the same random stream.
     pub fn observe_batch<R: RngCore + ?Sized>(
         &self,
@@ -283,10 +288,6 @@ impl ZombieList {
         out: &mut [Observation],
     ) -> usize {
         let n = flows.len().min(out.len());
-        // Start every flow's first-bucket load up front, so the burst's F lookups overlap.
-        for &flow in &flows[..n] {
-            self.table.prefetch(mix(flow.0));
-        }
         // One relaxed load and one relaxed store of this thread's P(t) shard for the whole
         // burst (decided, see `update_p`: a concurrent burst's steps may be overwritten, never
         // T or F). Loaded before the list's updates, so that each arrival's EWMA step is taken
@@ -300,38 +301,49 @@ impl ZombieList {
         // did. While the list fills, every arrival tests it, as in `observe`. Acquire: as in
         // `claim_append_slot`.
         let full = self.len.0.load(Ordering::Acquire) >= self.cfg.m();
-        // The occurrence mode matched once per burst, not per arrival.
-        let p = match self.cfg.occurrence() {
-            OccurrenceMode::Table => {
-                self.update_run(flows, now, rng, out, start, full, |flow, h| {
-                    (
-                        self.table.occurrence(flow, h, &mut NoOps),
-                        // Acquire: see our own and others' completed deltas (exact when
-                        // sequential).
-                        self.total.0.load(Ordering::Acquire),
-                    )
-                })
+        let mut p = start;
+        // The flows' hashes, computed once for the first-bucket loads and the updates.
+        let mut hashes = [0u64; HASHED];
+        for (flows, out) in flows[..n].chunks(HASHED).zip(out.chunks_mut(HASHED)) {
+            // Start every flow's first-bucket load up front, so the F lookups overlap.
+            for (&flow, h) in flows.iter().zip(hashes.iter_mut()) {
+                *h = mix(flow.0);
+                self.table.prefetch(*h);
             }
-            OccurrenceMode::Scan => {
-                self.update_run(flows, now, rng, out, start, full, |flow, _| {
-                    self.scan(flow, &mut NoOps)
-                })
-            }
-        };
+            let arrivals = (flows, &hashes[..flows.len()]);
+            // The occurrence mode matched once per burst, not per arrival.
+            p = match self.cfg.occurrence() {
+                OccurrenceMode::Table => {
+                    self.update_run(arrivals, now, rng, out, p, full, |flow, h| {
+                        (
+                            self.table.occurrence(flow, h, &mut NoOps),
+                            // Acquire: see our own and others' completed deltas (exact when
+                            // sequential).
+                            self.total.0.load(Ordering::Acquire),
+                        )
+                    })
+                }
+                OccurrenceMode::Scan => {
+                    self.update_run(arrivals, now, rng, out, p, full, |flow, _| {
+                        self.scan(flow, &mut NoOps)
+                    })
+                }
+            };
+        }
         if p.to_bits() != bits {
             shard.store(p.to_bits(), Ordering::Relaxed);
         }
         n
     }
 
-    /// [`ZombieList::observe_batch`]'s pass over the burst: each arrival's steps 1-2 (step 2
-    /// alone when the caller saw the list `full`), its F and T by `occurrence` (the list's
-    /// occurrence mode, matched once by the caller) and its step of P(t) from `p`; returns
-    /// P(t) after the last.
+    /// [`ZombieList::observe_batch`]'s pass over a run of the burst (its flows and their
+    /// hashes): each arrival's steps 1-2 (step 2 alone when the caller saw the list `full`),
+    /// its F and T by `occurrence` (the list's occurrence mode, matched once by the caller) and
+    /// its step of P(t) from `p`; returns P(t) after the last.
     #[inline(always)]
     fn update_run<R: RngCore + ?Sized>(
         &self,
-        flows: &[FlowId],
+        (flows, hashes): (&[FlowId], &[u64]),
         now: Nanos,
         rng: &mut R,
         out: &mut [Observation],
@@ -340,8 +352,7 @@ impl ZombieList {
         occurrence: impl Fn(FlowId, u64) -> (u64, u64),
     ) -> f64 {
         let (keep, alpha) = (self.cfg.keep(), self.cfg.alpha());
-        for (&flow, obs) in flows.iter().zip(out.iter_mut()) {
-            let h = mix(flow.0);
+        for ((&flow, &h), obs) in flows.iter().zip(hashes).zip(out.iter_mut()) {
             let hit = if full {
                 self.compare(self.drawn_slot(rng), flow, h, now, rng, &mut NoOps)
             } else {
