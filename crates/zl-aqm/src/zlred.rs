@@ -470,13 +470,16 @@ impl ZlRedConfig {
     }
 }
 
-/// What the latest decision saw: enough to recompute its [`ZlRedTerms`].
+/// What the latest decision saw: enough to recompute its [`ZlRedTerms`]. In this order
+/// (`repr(C)`): with the observation first, a decision stores it straight from the caller's;
+/// in the order Rust chose (`P_avg` first) it went through the stack, four instructions more.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
 struct LastArrival {
-    q: u32,
     obs: Observation,
     /// `P_avg` before this arrival.
     p_avg: f64,
+    q: u32,
 }
 
 /// ZL-RED runtime state.
