@@ -219,8 +219,14 @@ fn fires_and_p4<R: rand::RngCore + ?Sized>(rng: &mut R, i: &ZlRedInputs) -> (boo
     if p1 == 0.0 {
         return (false, 0.0);
     }
+    let obs = Observation {
+        hit: i.hit,
+        p: i.p_hit,
+        occurrence: i.occurrence,
+        total: i.total,
+    };
     let mut p4 = 0.0;
-    let fire = fires_positive(rng, i, p1, |x| p4 = x);
+    let fire = fires_positive(rng, &obs, i.p_avg, p1, || *i, |x| p4 = x);
     (fire, p4)
 }
 
@@ -237,19 +243,26 @@ fn cold_path() {}
 /// across the generator's call. The exits without a draw are cold; each path calls `settle`
 /// once, so the hot path branches on the compares themselves, with no "known or draw" value
 /// carried past the state's store (the first arrivals' path draws at once, as before).
+///
+/// The common case reads the observation `obs` and `p_avg` alone; the whole inputs (with the
+/// configuration's constants) are built by `inputs` only on the paths that need them, so that
+/// their loads stay off the common path (built before the call, the four constants were
+/// loaded on every decision, in two 16-byte loads).
 #[inline(always)]
 fn fires_positive<R: rand::RngCore + ?Sized>(
     rng: &mut R,
-    i: &ZlRedInputs,
+    obs: &Observation,
+    p_avg: f64,
     p1: f64,
+    inputs: impl Fn() -> ZlRedInputs,
     settle: impl FnOnce(f64),
 ) -> bool {
-    let (total, f) = counts_to_f64(i.total, i.occurrence);
-    let mean_occurrence = total * i.p_hit;
+    let (total, f) = counts_to_f64(obs.total, obs.occurrence);
+    let mean_occurrence = total * obs.p;
     // `T P > 0` implies `P > 0` (T >= 0), so `P > 0` needs no test of its own.
-    if !(mean_occurrence > 0.0 && i.p_avg > 0.0) {
+    if !(mean_occurrence > 0.0 && p_avg > 0.0) {
         // By value: the hot path then never stores the inputs to memory for this call.
-        let (fire, p4) = fires_and_p4_early(rng, *i, p1);
+        let (fire, p4) = fires_and_p4_early(rng, inputs(), p1);
         settle(p4);
         return fire;
     }
@@ -257,7 +270,7 @@ fn fires_positive<R: rand::RngCore + ?Sized>(
     // every decision), for the rarer misbehaving flow.
     let weight = if f > mean_occurrence {
         cold_path();
-        f * i.a
+        f * inputs().a
     } else {
         f
     };
@@ -265,13 +278,13 @@ fn fires_positive<R: rand::RngCore + ?Sized>(
     // `x * 1.0` is `x` bit for bit, so it skips both multiplies; the rare hit goes on in a copy
     // of the rest of its own, off the hot path (a shared form would multiply by a selected
     // 1.0 twice and select the two factors on every decision).
-    if i.hit {
+    if obs.hit {
         cold_path();
-        let (h, d) = p3_fraction(true, i.p_hit);
-        return fires_on(rng, p1 * h, d, weight, mean_occurrence, i.p_avg, settle);
+        let (h, d) = p3_fraction(true, obs.p);
+        return fires_on(rng, p1 * h, d, weight, mean_occurrence, p_avg, settle);
     }
-    let (_, c) = p3_fraction(false, i.p_hit);
-    fires_on(rng, p1, c, weight, mean_occurrence, i.p_avg, settle)
+    let (_, c) = p3_fraction(false, obs.p);
+    fires_on(rng, p1, c, weight, mean_occurrence, p_avg, settle)
 }
 
 /// [`fires_positive`]'s common case from `top = p1 h` and `d` (see [`p3_fraction`]), the
@@ -588,8 +601,16 @@ impl ZlRed {
             false
         } else {
             let p1 = self.p1.above_zero(q);
-            let inputs = self.cfg.inputs(q, obs, p_avg);
-            fires_positive(rng, &inputs, p1, |p4| self.settle(q, obs, p_avg, p4))
+            // The state's fields borrowed apart, so that `inputs` can read the configuration.
+            let (cfg, last, p_avg_now) = (&self.cfg, &mut self.last, &mut self.p_avg);
+            fires_positive(
+                rng,
+                obs,
+                p_avg,
+                p1,
+                || cfg.inputs(q, obs, p_avg),
+                |p4| settle_fields(last, p_avg_now, cfg.alpha, (q, obs, p_avg, p4)),
+            )
         };
         if fire {
             early_verdict(self.cfg.ecn, pkt)
@@ -602,13 +623,29 @@ impl ZlRed {
     /// its `p4`. Before the decision's draw, if it makes one.
     #[inline(always)]
     fn settle(&mut self, q: u32, obs: &Observation, p_avg: f64, p4: f64) {
-        self.last = Some(LastArrival {
-            q,
-            obs: *obs,
-            p_avg,
-        });
-        self.p_avg = next_p_avg(p_avg, self.cfg.alpha, p4);
+        settle_fields(
+            &mut self.last,
+            &mut self.p_avg,
+            self.cfg.alpha,
+            (q, obs, p_avg, p4),
+        );
     }
+}
+
+/// [`ZlRed::settle`] on the state's two fields (`last`, `P_avg`) and `alpha`.
+#[inline(always)]
+fn settle_fields(
+    last: &mut Option<LastArrival>,
+    p_avg_now: &mut f64,
+    alpha: f64,
+    (q, obs, p_avg, p4): (u32, &Observation, f64, f64),
+) {
+    *last = Some(LastArrival {
+        q,
+        obs: *obs,
+        p_avg,
+    });
+    *p_avg_now = next_p_avg(p_avg, alpha, p4);
 }
 
 impl ZlRed {
