@@ -302,6 +302,15 @@ impl ZombieList {
         // `claim_append_slot`.
         let full = self.len.0.load(Ordering::Acquire) >= self.cfg.m();
         let mut p = start;
+        // F and T after an arrival's update, in each occurrence mode.
+        let table = |flow, h| {
+            (
+                self.table.occurrence(flow, h, &mut NoOps),
+                // Acquire: see our own and others' completed deltas (exact when sequential).
+                self.total.0.load(Ordering::Acquire),
+            )
+        };
+        let scan = |flow, _| self.scan(flow, &mut NoOps);
         // The flows' hashes, computed once for the first-bucket loads and the updates.
         let mut hashes = [0u64; HASHED];
         for (flows, out) in flows[..n].chunks(HASHED).zip(out.chunks_mut(HASHED)) {
@@ -311,22 +320,20 @@ impl ZombieList {
                 self.table.prefetch(*h);
             }
             let arrivals = (flows, &hashes[..flows.len()]);
-            // The occurrence mode matched once per burst, not per arrival.
-            p = match self.cfg.occurrence() {
-                OccurrenceMode::Table => {
-                    self.update_run(arrivals, now, rng, out, p, full, |flow, h| {
-                        (
-                            self.table.occurrence(flow, h, &mut NoOps),
-                            // Acquire: see our own and others' completed deltas (exact when
-                            // sequential).
-                            self.total.0.load(Ordering::Acquire),
-                        )
-                    })
+            // The occurrence mode and `full` matched once per run, not per arrival: a loop
+            // each (one testing `full` kept it on the stack and compared it on every arrival).
+            p = match (self.cfg.occurrence(), full) {
+                (OccurrenceMode::Table, true) => {
+                    self.update_run::<true, _>(arrivals, now, rng, out, p, table)
                 }
-                OccurrenceMode::Scan => {
-                    self.update_run(arrivals, now, rng, out, p, full, |flow, _| {
-                        self.scan(flow, &mut NoOps)
-                    })
+                (OccurrenceMode::Table, false) => {
+                    self.update_run::<false, _>(arrivals, now, rng, out, p, table)
+                }
+                (OccurrenceMode::Scan, true) => {
+                    self.update_run::<true, _>(arrivals, now, rng, out, p, scan)
+                }
+                (OccurrenceMode::Scan, false) => {
+                    self.update_run::<false, _>(arrivals, now, rng, out, p, scan)
                 }
             };
         }
@@ -337,23 +344,22 @@ impl ZombieList {
     }
 
     /// [`ZombieList::observe_batch`]'s pass over a run of the burst (its flows and their
-    /// hashes): each arrival's steps 1-2 (step 2 alone when the caller saw the list `full`),
+    /// hashes): each arrival's steps 1-2 (step 2 alone when the caller saw the list full),
     /// its F and T by `occurrence` (the list's occurrence mode, matched once by the caller) and
     /// its step of P(t) from `p`; returns P(t) after the last.
     #[inline(always)]
-    fn update_run<R: RngCore + ?Sized>(
+    fn update_run<const FULL: bool, R: RngCore + ?Sized>(
         &self,
         (flows, hashes): (&[FlowId], &[u64]),
         now: Nanos,
         rng: &mut R,
         out: &mut [Observation],
         mut p: f64,
-        full: bool,
         occurrence: impl Fn(FlowId, u64) -> (u64, u64),
     ) -> f64 {
         let (keep, alpha) = (self.cfg.keep(), self.cfg.alpha());
         for ((&flow, &h), obs) in flows.iter().zip(hashes).zip(out.iter_mut()) {
-            let hit = if full {
+            let hit = if FULL {
                 self.compare(self.drawn_slot(rng), flow, h, now, rng, &mut NoOps)
             } else {
                 self.update_list(flow, h, now, rng, &mut NoOps)
