@@ -21,10 +21,11 @@
 //!   `th_min = 5`, `th_max = 333` (ZL-RED's `B/3`), `1/p_max = 7` (ZL-RED's 0.15), so its
 //!   average sits in the region where it computes its probability and tests its random number.
 //!
-//! Each row prints its decisions and drop ratio after the run (every row must drop: a decision that never drops
-//! would skip its probability). Run:
+//! Each row prints its decisions and drop ratio after the run (every row must drop: a
+//! decision that never drops would skip its probability). Run:
 //! `cargo bench -p zl-dpdk --features dpdk --bench red_decision -- --warm-up-time 1
-//! --measurement-time 3`; results in docs/performance/dataplane.md and docs/PERFORMANCE.md.
+//! --measurement-time 3`; results in docs/performance/dataplane.md and docs/PERFORMANCE.md,
+//! the burst row's in docs/performance/zl-zombie.md.
 
 use std::hint::black_box;
 
