@@ -386,10 +386,7 @@ pub struct GroupSnapshot {
 }
 
 fn drops_map(f: &FateCounters) -> BTreeMap<&'static str, u64> {
-    DropCause::ALL
-        .iter()
-        .map(|&c| (c.name(), f.drops_of(c)))
-        .collect()
+    f.drops_by_name().collect()
 }
 
 fn sojourn(h: &SojournHistogram) -> SojournSnapshot {

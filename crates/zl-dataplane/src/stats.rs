@@ -110,6 +110,10 @@ impl FateCounters {
     pub fn drops_of(&self, cause: DropCause) -> u64 {
         self.drops[cause.index()]
     }
+    /// Each cause's drops with its name ([`DropCause::name`]), in [`DropCause::ALL`]'s order.
+    pub fn drops_by_name(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        DropCause::ALL.iter().map(|&c| (c.name(), self.drops_of(c)))
+    }
     /// Fraction of received packets dropped (0 when nothing was received).
     pub fn drop_ratio(&self) -> f64 {
         if self.received == 0 {

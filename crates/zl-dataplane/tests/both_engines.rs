@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use zl_core::Nanos;
-use zl_dataplane::{build, build_threaded, DropCause, NoObserver, RouterConfig, RouterView};
+use zl_dataplane::{build, build_threaded, NoObserver, RouterConfig, RouterView};
 use zl_testkit::frames::Udp;
 use zl_testkit::{pcap, scratch};
 
@@ -166,9 +166,7 @@ fn outcome_counts(r: &dyn RouterView) -> Counts {
     Counts(Outcome {
         received: t.received,
         forwarded: t.forwarded,
-        drops: (DropCause::ALL.iter())
-            .map(|&c| (c.name(), t.drops_of(c)))
-            .collect(),
+        drops: t.drops_by_name().collect(),
         marked: t.marked,
         icmp_sent: r.icmp().sent.iter().sum(),
         in_frames: Vec::new(),

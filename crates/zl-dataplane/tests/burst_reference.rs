@@ -14,7 +14,7 @@ use std::time::Duration;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use zl_core::Nanos;
-use zl_dataplane::{build, DropCause, NoObserver, RouterConfig, RouterView};
+use zl_dataplane::{build, NoObserver, RouterConfig, RouterView};
 use zl_qos::ClassStats;
 use zl_testkit::config::{ClassToml, PortToml, QosToml, RouterToml};
 use zl_testkit::frames::Udp;
@@ -138,9 +138,7 @@ fn run(width: usize, dir: &Path) -> Outcome {
     let mut outcome = Outcome {
         received: t.received,
         forwarded: t.forwarded,
-        drops: (DropCause::ALL.iter())
-            .map(|&c| (c.name(), t.drops_of(c)))
-            .collect(),
+        drops: t.drops_by_name().collect(),
         marked: t.marked,
         icmp_sent: dp.icmp().sent.iter().sum(),
         classes: (0..3)
