@@ -5,17 +5,17 @@
 //! It is the one-worker case of the threaded router ([`crate::mt`]): the same receive stages
 //! over each burst ([`crate::stages`]: forward, then observe in the egress ports' lists) and
 //! the same egress stage ([`Egress`]: admit / transmit / tick / shutdown), called on one
-//! thread with no ring between them. One [`Dataplane`] owns its ports, its buffer pool and one [`Egress`]
-//! per port. [`Dataplane::poll`] does one round at a given `now`: it receives bursts from
-//! each port until `work_budget` packets (checked between bursts, so at most
+//! thread with no ring between them. One [`Dataplane`] owns its ports, its buffer pool and
+//! one [`Egress`] per port. [`Dataplane::poll`] does one round at a given `now`: it receives
+//! bursts from each port until `work_budget` packets (checked between bursts, so at most
 //! `work_budget + 31`), takes each burst stage by stage through forwarding, its egress ports'
-//! lists and their admission, and after each burst lets every egress port send what its scheduler and shaper release. A
-//! packet admitted to a port with nothing queued whose shaper lets it go leaves at once (the
-//! cut-through of [`Egress::admit`]), so a queue whose link keeps up stays empty instead of
-//! holding the burst, which an AQM would read as congestion. The driver chooses the clock:
-//! [`Dataplane::run_virtual`] jumps virtual time from event to event (the next packet of a
-//! pcap or generator port, or the time a shaper releases a held packet), so a run is
-//! deterministic with its seed; a live driver passes the monotonic clock.
+//! lists and their admission, and after each burst lets every egress port send what its
+//! scheduler and shaper release. A packet admitted to a port with nothing queued whose shaper
+//! lets it go leaves at once (the cut-through of [`Egress::admit`]), so a queue whose link
+//! keeps up stays empty instead of holding the burst, which an AQM would read as congestion.
+//! The driver chooses the clock: [`Dataplane::run_virtual`] jumps virtual time from event to
+//! event (the next packet of a pcap or generator port, or the time a shaper releases a held
+//! packet), so a run is deterministic with its seed; a live driver passes the monotonic clock.
 //!
 //! Between two polls (`Dataplane::poll` returns, the driver calls its observer and picks the
 //! next time) is the one place where the loop may take in changes from outside.
@@ -71,7 +71,7 @@ impl Link for PoolLink<'_> {
     }
 }
 
-/// The single loop's receive step for one port: its bursts through [`Dataplane::forward_burst`],
+/// The single loop's receive step for one port: its bursts through the receive stages,
 /// and after each what the egress ports release ([`Dataplane::transmit`]: what left its queue
 /// on arrival, and what the shapers release).
 struct PortIntake<'a> {
@@ -98,10 +98,7 @@ impl Intake for PortIntake<'_> {
     }
     #[inline(always)]
     fn forward(&mut self, now: Nanos, batch: &mut Batch) {
-        if batch.len() > self.dp.width {
-            return self.dp.forward_in_widths(now, batch);
-        }
-        self.dp.forward_burst(now, batch);
+        self.dp.take_through_stages(now, batch);
     }
     #[inline(always)]
     fn between(&mut self, now: Nanos) -> Result<(), PortError> {
@@ -265,10 +262,10 @@ impl Dataplane {
             for buf in released.drain(..) {
                 burst.push_within_room(buf);
                 if burst.is_full() {
-                    self.forward_burst(now, &mut burst);
+                    self.take_through_stages(now, &mut burst);
                 }
             }
-            self.forward_burst(now, &mut burst);
+            self.take_through_stages(now, &mut burst);
             self.rx = Some(burst);
         }
         for buf in expired.drain(..) {
@@ -421,11 +418,22 @@ impl Dataplane {
         Ok(received)
     }
 
+    /// `burst` through the receive stages ([`Dataplane::forward_burst`]), `width` packets at
+    /// a time; `burst` is left empty.
+    #[inline(always)]
+    fn take_through_stages(&mut self, now: Nanos, burst: &mut Batch) {
+        if burst.len() > self.width {
+            return self.forward_in_widths(now, burst);
+        }
+        self.forward_burst(now, burst);
+    }
+
     /// The stages of `burst` (at most `width` packets), which it leaves empty: forward
     /// ([`forward_stage`]), the packets forwarding discarded held or rejected, observe
     /// ([`observe_stage`]), then admit each packet to its egress port (`Egress::admit`).
-    /// The one copy of the receive stages (its callers are the receive step, the reference
-    /// path's [`Dataplane::forward_in_widths`] and the neighbour wait's release).
+    /// The one copy of the receive stages (its callers: [`Dataplane::take_through_stages`],
+    /// for the receive step and the neighbour wait's release, and the reference path's
+    /// [`Dataplane::forward_in_widths`]).
     #[inline(always)]
     fn forward_burst(&mut self, now: Nanos, burst: &mut Batch) {
         forward_stage(&self.forwarder, burst, &mut self.lanes);

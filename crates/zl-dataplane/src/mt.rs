@@ -15,9 +15,10 @@
 //! [`MtRouter`] holds the same parts as the single-thread [`crate::Dataplane`], built by the
 //! same builder (`crate::build::build_threaded`): ports, one [`Egress`] per port, the
 //! [`Forwarder`], the generator flow groups. The single-thread loop is its one-worker case
-//! without the ring: both run the same receive stages over each burst (`crate::stages`: forward,
-//! then observe in the egress ports' lists) and the same egress stage ([`Egress::admit`], [`Egress::transmit`],
-//! [`Egress::tick`], [`Egress::shutdown`]), and count every fate through [`Fates`]. With
+//! without the ring: both run the same receive stages over each burst (`crate::stages`:
+//! forward, then observe in the egress ports' lists) and the same egress stage
+//! ([`Egress::admit`], [`Egress::transmit`], [`Egress::tick`], [`Egress::shutdown`]), and
+//! count every fate through [`Fates`]. With
 //! `rx_workers = N` the ports' receive queues are dealt to N receive workers; each worker owns
 //! its [`BufPool`] and its neighbour wait, and forwards with the same stages as `Dataplane`
 //! does, rejecting with the same

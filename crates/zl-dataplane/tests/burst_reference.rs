@@ -27,7 +27,8 @@ const GROUP: usize = 40;
 const GROUPS: usize = 400;
 
 /// Two routed egress ports behind a 50 Mbit/s shaper each: `be` under ZL-RED with ECN, `af1`
-/// (AF11, by the standard classifier) under ZL-RED with its isolation, both on the port's Zombie List.
+/// (AF11, by the standard classifier) under ZL-RED with its isolation, both on the port's
+/// Zombie List.
 fn config() -> String {
     let qos = QosToml::shaped(50_000_000)
         .set("classifier", r#"{ default_class = "be" }"#)

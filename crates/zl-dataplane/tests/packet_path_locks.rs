@@ -1,7 +1,7 @@
-//! "No lock on the packet path" as a rule the tests check: the functions of
-//! `src/mt.rs` and `src/stages.rs` that every packet goes through, on the receive and the transmit workers, may
-//! not name `Mutex` or `RwLock` nor call `.lock()`, `.try_lock()`, `.read()`/`.write()` of a
-//! lock, or `lock_port(`. A line that must (for now) says why, on the line itself or on the
+//! "No lock on the packet path" as a rule the tests check: the functions of `src/mt.rs` and
+//! `src/stages.rs` that every packet goes through, on the receive and the transmit workers,
+//! may not name `Mutex` or `RwLock` nor call `.lock()`, `.try_lock()`, `.read()`/`.write()`
+//! of a lock, or `lock_port(`. A line that must (for now) says why, on the line itself or on the
 //! line just above, with a `// lock-ok: <reason>` comment, so each exception is in plain view
 //! and counted here.
 //!
