@@ -338,7 +338,7 @@ impl TxShard {
 
 /// What a transmit worker keeps to itself from round to round (never handed over).
 struct TxWorker {
-    rng: Xoshiro256PlusPlus,
+    admit: AdmitStage,
     rounds: u64,
     /// Takes the sent buffers back from a port (up to all the pools' buffers), for the
     /// return ring.
@@ -355,7 +355,11 @@ impl TxWorker {
             2000 + k as u64
         };
         TxWorker {
-            rng: Xoshiro256PlusPlus::seed_from_u64(stream_seed(params.seed, stream)),
+            admit: AdmitStage {
+                rng: Xoshiro256PlusPlus::seed_from_u64(stream_seed(params.seed, stream)),
+                burst: Batch::new(),
+                lanes: Box::default(),
+            },
             rounds: 0,
             sent: BufPool::empty(total_bufs, DEFAULT_BUF_SIZE),
             budget: params.work_budget,
@@ -391,7 +395,7 @@ impl TxWorker {
             loop {
                 let chunk = left.min(BATCH_CAPACITY);
                 let ring = &sh.rings[p];
-                let n = admit_from_ring(egress, fates, now, ring, sh.returns, &mut self.rng, chunk);
+                let n = (self.admit).take_ring(egress, fates, now, ring, sh.returns, chunk);
                 moved += n;
                 left -= n;
                 egress.transmit(now, &mut link, fates)?;
@@ -1020,49 +1024,77 @@ impl MtRouter {
     }
 }
 
-/// Admits up to `budget` packets from `ring` through `egress` (a transmit worker's half of
-/// the single-thread loop's admit stage); dropped buffers go back through `returns`.
-#[inline]
-fn admit_from_ring(
-    egress: &mut Egress,
-    fates: &mut Fates,
-    now: Nanos,
-    ring: &ArrayQueue<Item>,
-    returns: &ReturnRing,
-    rng: &mut Xoshiro256PlusPlus,
-    budget: usize,
-) -> usize {
-    let mut n = 0;
-    while n < budget {
-        let Some(item) = ring.pop() else { break };
-        n += 1;
-        let Item {
-            mut buf,
-            meta,
-            mut headers,
-            obs,
-            icmp,
-        } = item;
-        if let Some(kind) = icmp {
-            if let Some(b) = egress.originate(buf, kind, fates) {
-                returns.give(b);
+/// A transmit worker's admit stage: the packets it takes from a ring, admitted a run at a
+/// time through `Egress::admit_run` as the single-thread loop's admit stage does, on its
+/// admission stream.
+struct AdmitStage {
+    rng: Xoshiro256PlusPlus,
+    /// The run taken from the ring, with what the receive worker learned of each packet in
+    /// its lane.
+    burst: Batch,
+    lanes: Box<Lanes>,
+}
+
+impl AdmitStage {
+    /// Admits up to `budget` (at most a burst) packets from `ring` through `egress`, in the
+    /// ring's order; dropped buffers go back through `returns`. An ICMP error the receive
+    /// worker wrote goes to `Egress::originate` after the packets before it are admitted; a
+    /// packet whose observation does not match whether `egress` has a list (one observed
+    /// before a reload and admitted after it) is admitted alone on what it carries.
+    fn take_ring(
+        &mut self,
+        egress: &mut Egress,
+        fates: &mut Fates,
+        now: Nanos,
+        ring: &ArrayQueue<Item>,
+        returns: &ReturnRing,
+        budget: usize,
+    ) -> usize {
+        let budget = budget.min(BATCH_CAPACITY);
+        let mut n = 0;
+        while n < budget {
+            let Some(item) = ring.pop() else { break };
+            n += 1;
+            let Item {
+                mut buf,
+                meta,
+                mut headers,
+                obs,
+                icmp,
+            } = item;
+            if icmp.is_some() || obs.is_some() != egress.zombie.is_some() {
+                self.admit_run(egress, fates, now, returns);
+                let left = match icmp {
+                    Some(kind) => egress.originate(buf, kind, fates),
+                    None => {
+                        let (h, o) = (headers.as_mut(), obs.as_ref());
+                        egress.admit(now, &mut self.rng, &mut buf, meta, h, o, fates)
+                    }
+                };
+                if let Some(b) = left {
+                    returns.give(b);
+                }
+                continue;
             }
-            continue;
+            let i = self.burst.len();
+            self.lanes.kept[i] = (meta, headers);
+            if let Some(o) = obs {
+                self.lanes.obs[i] = o;
+            }
+            self.burst.push_within_room(buf);
         }
-        let dropped = egress.admit(
-            now,
-            rng,
-            &mut buf,
-            meta,
-            headers.as_mut(),
-            obs.as_ref(),
-            fates,
-        );
-        if let Some(b) = dropped {
-            returns.give(b);
-        }
+        self.admit_run(egress, fates, now, returns);
+        n
     }
-    n
+
+    /// The packets taken so far, admitted; the burst is left empty.
+    fn admit_run(&mut self, egress: &mut Egress, fates: &mut Fates, now: Nanos, r: &ReturnRing) {
+        let n = self.burst.len();
+        let (kept, obs) = (&mut self.lanes.kept[..n], &self.lanes.obs[..n]);
+        let bufs = self.burst.as_mut_slice();
+        egress.admit_run(now, &mut self.rng, bufs, kept, obs, fates, |b| r.give(b));
+        self.burst.clear();
+    }
 }
 /// Rounds without work before a polling thread offers its core to others each round.
 const IDLE_ROUNDS_BEFORE_YIELD: u32 = 64;

@@ -34,10 +34,8 @@ const PACKET_PATH: &[(&str, &str)] = &[
         "a receive worker's stages of one burst",
     ),
     ("fn discard(", "a packet forwarding did not keep"),
-    (
-        "fn admit_from_ring(",
-        "a transmit worker's admission from a ring",
-    ),
+    ("fn take_ring(", "a transmit worker's admission from a ring"),
+    ("fn admit_run(", "a transmit worker's admission of a run"),
     ("fn round(", "one transmit round over a worker's ports"),
     ("fn tx_helper<", "a transmit helper's loop"),
     ("fn send(", "the egress link's send burst"),
