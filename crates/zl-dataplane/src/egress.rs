@@ -36,6 +36,7 @@ use zl_zombie::{Observation, ZombieConfig, ZombieList, ZombieParams};
 use crate::error::{invalid, ConfigError};
 use crate::fates::Fates;
 use crate::flows::FlowTable;
+use crate::forward::Kept;
 use crate::stats::DropCause;
 
 /// Buckets of the queue-length histogram: 0, 1, 2-3, 4-7, ..., >= 2^14.
@@ -303,7 +304,7 @@ impl Egress {
         now: Nanos,
         rng: &mut R,
         bufs: &mut [PacketBuf],
-        kept: &mut [(PacketMeta, Option<QosHeaders>)],
+        kept: &mut [Kept],
         obs: &[Observation],
         fates: &mut Fates,
         mut recycle: impl FnMut(PacketBuf),

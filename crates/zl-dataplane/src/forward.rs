@@ -70,6 +70,10 @@ impl KernelFib {
     }
 }
 
+/// What forwarding keeps of a packet for its egress ([`Forwarder::forward_in_place`]): its AQM
+/// metadata and the headers its egress may rewrite.
+pub type Kept = (PacketMeta, Option<QosHeaders>);
+
 /// Forwarding state shared by every receive path; read-only while forwarding (kernel
 /// routing's snapshot is swapped between polls, [`Forwarder::refresh`]).
 #[derive(Clone, Debug)]
@@ -281,11 +285,7 @@ impl Forwarder {
     /// egress admission of each caller (a second copy of the admission made LLVM call the QoS
     /// engine's steps out of line).
     #[inline(always)]
-    pub fn forward_in_place(
-        &self,
-        buf: &mut PacketBuf,
-        kept: &mut (PacketMeta, Option<QosHeaders>),
-    ) -> Result<(), DropCause> {
+    pub fn forward_in_place(&self, buf: &mut PacketBuf, kept: &mut Kept) -> Result<(), DropCause> {
         match PlainIpv4::parse(buf.as_slice(), &self.parse) {
             Some(mut plain) => {
                 kept.0 = self.forward_plain(buf, &mut plain)?;
@@ -327,10 +327,7 @@ impl Forwarder {
     /// out of line: the packet's AQM metadata and rewritable headers.
     #[cold]
     #[inline(never)]
-    fn forward_other(
-        &self,
-        buf: &mut PacketBuf,
-    ) -> Result<(PacketMeta, Option<QosHeaders>), DropCause> {
+    fn forward_other(&self, buf: &mut PacketBuf) -> Result<Kept, DropCause> {
         let mut parsed = None;
         let meta = self.forward_general(buf, &mut parsed)?;
         Ok((meta, parsed.as_ref().map(QosHeaders::of)))

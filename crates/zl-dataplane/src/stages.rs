@@ -25,15 +25,11 @@
 use zl_aqm::{IsolateBy, PacketMeta};
 use zl_core::{FlowId, Nanos};
 use zl_port::{Batch, PacketBuf, BATCH_CAPACITY};
-use zl_wire::QosHeaders;
 use zl_zombie::{Observation, ZombieList};
 
 use crate::egress::observe_key;
-use crate::forward::Forwarder;
+use crate::forward::{Forwarder, Kept};
 use crate::stats::DropCause;
-
-/// What forwarding kept of one packet: its AQM metadata and its rewritable headers.
-pub(crate) type Kept = (PacketMeta, Option<QosHeaders>);
 
 /// What the stages of one burst know of its packets, lane `i` for the batch's packet `i`.
 /// Fixed arrays of a full burst, so a stage's loop zips them with the batch (no bounds
